@@ -1,0 +1,13 @@
+"""hygiene-nb: audit disk and workspace usage from Jupyter, with a guarded executor.
+
+The pipeline: scan → snapshot (Parquet) → classify (rules, risk) → annotate (ledger) → plan (file)
+→ execute (guarded) → quarantine → restore | purge, with verify; reports read all of it.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from hygiene_nb.api import list_snapshots, load, prune_snapshots, scan_root, summarize
+
+__all__ = ["__version__", "list_snapshots", "load", "prune_snapshots", "scan_root", "summarize"]

@@ -1,0 +1,229 @@
+"""The ``hygiene-nb`` command: parse options, call one library function, render the result.
+
+Errors are mapped to exit codes in one place (``main``): HygieneError → its ``exit_code``, bad
+usage → 2, anything else → 1. With ``--json`` every outcome is one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from hygiene_nb import __version__, api, render
+from hygiene_nb.errors import HygieneError
+
+__all__ = ["cli", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def common_options(func: F) -> F:
+    """``--store`` and ``--json``, which every command takes (CONTRACT §5)."""
+    func = click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON object on stdout and nothing else.",
+    )(func)
+    func = click.option(
+        "--store",
+        type=click.Path(file_okay=False),
+        envvar="HYGIENE_NB_STORE",
+        help="Store directory [default: $HYGIENE_NB_STORE, else $XDG_DATA_HOME/hygiene-nb].",
+    )(func)
+    return func
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="hygiene-nb")
+def cli() -> None:
+    """Audit what uses your disk, what changed, and what is safe to remove.
+
+    \b
+    scan ROOT        walk a tree (never following symlinks) into a Parquet snapshot
+    snapshots        list the scans in the store (and prune old ones)
+    summary ROOT     totals and the largest entries of the latest snapshot
+
+    Nothing here removes, moves or changes a file in a scanned tree.
+    """
+
+
+def _progress_bar(enabled: bool) -> tuple[api.Progress | None, Callable[[], None]]:
+    """A live progress line on stderr when it is a terminal; silent otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(unit=" entries", unit_scale=True, desc="scanning", file=sys.stderr, leave=False)
+
+    def update(entries: int) -> None:
+        bar.update(entries - bar.n)
+
+    return update, bar.close
+
+
+@cli.command()
+@click.argument("root", type=click.Path(file_okay=False, exists=False))
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="Skip what matches (gitignore syntax; repeatable). Skipped entries are recorded as "
+    "excluded. ROOT/.hygieneignore is read too.",
+)
+@click.option("--one-file-system", "-x", is_flag=True, help="Do not cross into other filesystems.")
+@click.option(
+    "--max-entries", type=click.IntRange(min=0), default=0, help="Stop after N entries (0: none)."
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="Stop listing new directories after S seconds (0: none).",
+)
+@click.option(
+    "--threads", type=click.IntRange(min=0, max=256), default=0, help="Walker threads (0: auto)."
+)
+@click.option(
+    "--walker",
+    type=click.Choice(["auto", "c", "python"]),
+    default="auto",
+    help="The compiled walker, or the pure-Python fallback.",
+)
+@common_options
+def scan(
+    root: str,
+    excludes: tuple[str, ...],
+    one_file_system: bool,
+    max_entries: int,
+    max_seconds: float,
+    threads: int,
+    walker: str,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Scan ROOT into a new snapshot in the store.
+
+    Symlinks are recorded, never followed; fifos, sockets and devices are recorded, never opened.
+    Budgets are shared fairly by ROOT's direct children; what a budget or an unreadable
+    directory leaves out is marked partial (unknown), never counted as empty.
+    """
+    progress, done = _progress_bar(not as_json)
+    try:
+        info = api.scan_root(
+            root,
+            store=store,
+            excludes=excludes,
+            one_file_system=one_file_system,
+            max_entries=max_entries,
+            max_seconds=max_seconds,
+            threads=threads,
+            walker=walker,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+            progress=progress,
+        )
+    finally:
+        done()
+    _out(as_json, render.scan_json(info), render.render_scan(info))
+
+
+class _ListByDefault(click.Group):
+    """``snapshots [ROOT]`` lists; ``snapshots prune …`` prunes."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+@cli.group(cls=_ListByDefault)
+def snapshots() -> None:
+    """List the scans in the store (`snapshots [ROOT]`), or prune old ones."""
+
+
+@snapshots.command("list")
+@click.argument("root", required=False)
+@common_options
+def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
+    """List scans, oldest first (only ROOT's if given)."""
+    scans = api.list_snapshots(store=store, root=root)
+    payload = {"status": "done", "snapshots": [vars(s) for s in scans]}
+    _out(as_json, payload, render.render_snapshots(scans))
+
+
+@snapshots.command("prune")
+@click.option("--keep", type=int, help="Keep the N newest scans of each root.")
+@click.option(
+    "--older-than", "older_than", type=float, metavar="DAYS", help="Remove scans older than this."
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@common_options
+def snapshots_prune(
+    keep: int | None, older_than: float | None, dry_run: bool, store: str | None, as_json: bool
+) -> None:
+    """Remove old snapshots from the store; the latest of every root always stays.
+
+    This removes hygiene-nb's own snapshot files, never anything in a scanned tree.
+    """
+    removed = api.prune_snapshots(
+        store=store, keep=keep, older_than_days=older_than, dry_run=dry_run
+    )
+    payload = {
+        "status": "dry-run" if dry_run else "done",
+        "removed": [{"scan_id": s.scan_id, "root": s.root, "path": s.path} for s in removed],
+    }
+    _out(as_json, payload, render.render_prune(removed, dry_run=dry_run))
+
+
+@cli.command()
+@click.argument("root", type=click.Path(file_okay=False))
+@click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
+@click.option("--top", type=click.IntRange(min=0), default=20, help="How many largest entries.")
+@common_options
+def summary(root: str, scan_id: str | None, top: int, store: str | None, as_json: bool) -> None:
+    """Totals and the largest entries of ROOT's latest snapshot (or --snapshot ID)."""
+    result = api.summarize(root, store=store, scan_id=scan_id, top=top)
+    _out(as_json, render.summary_json(result), render.render_summary(result))
+
+
+def _out(as_json: bool, payload: dict[str, Any], text: str) -> None:
+    if as_json:
+        render.emit_json(payload)
+    else:
+        click.echo(text)
+
+
+def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -> int:
+    if as_json:
+        render.emit_json({"status": status, "error": {"code": code, "message": message}})
+    else:
+        click.echo(f"hygiene-nb: error [{code}]: {message}", err=True)
+    return exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command line and exit with the contract's exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
+    logging.basicConfig(level=logging.WARNING, format="hygiene-nb: %(message)s")
+    try:
+        cli.main(args=args, prog_name="hygiene-nb", standalone_mode=False)
+        code = 0
+    except HygieneError as exc:
+        status = "refused" if exc.exit_code == 3 else "error"
+        code = _fail(as_json, status, exc.code, exc.message, exc.exit_code)
+    except click.exceptions.Abort:  # click turns Ctrl-C into Abort
+        code = _fail(as_json, "error", "interrupted", "interrupted; nothing was changed.", 130)
+    except click.ClickException as exc:
+        if as_json:
+            code = _fail(True, "error", "bad-usage", exc.format_message(), exc.exit_code)
+        else:
+            exc.show()
+            code = exc.exit_code
+    except KeyboardInterrupt:
+        code = _fail(as_json, "error", "interrupted", "interrupted; nothing was changed.", 130)
+    sys.exit(code)

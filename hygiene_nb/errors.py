@@ -1,0 +1,75 @@
+"""Every error hygiene-nb raises, with a stable kebab-case ``code``, an exit code and a next step.
+
+::
+
+    HygieneError                      code internal-error       exit 1
+    ├── UsageError                    code bad-usage            exit 2
+    │   ├── RootInvalid               code root-invalid         exit 2
+    │   └── ExcludeInvalid            code exclude-invalid      exit 2
+    ├── StoreError                    code store-unusable       exit 1
+    │   └── IndexCorrupt              code store-index-corrupt  exit 1
+    └── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
+
+A message names the object it is about and ends with what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ExcludeInvalid",
+    "HygieneError",
+    "IndexCorrupt",
+    "RootInvalid",
+    "SnapshotNotFound",
+    "StoreError",
+    "UsageError",
+]
+
+
+class HygieneError(Exception):
+    """Base of every error hygiene-nb raises on purpose."""
+
+    code = "internal-error"
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(HygieneError):
+    """Raised when the command line or a library call asks for something invalid."""
+
+    code = "bad-usage"
+    exit_code = 2
+
+
+class RootInvalid(UsageError):
+    """Raised when a scan root is missing, not a directory, or a symlink."""
+
+    code = "root-invalid"
+
+
+class ExcludeInvalid(UsageError):
+    """Raised when an exclude pattern or a line of ``.hygieneignore`` cannot be used."""
+
+    code = "exclude-invalid"
+
+
+class StoreError(HygieneError):
+    """Raised when the store cannot be created, read or written."""
+
+    code = "store-unusable"
+
+
+class IndexCorrupt(StoreError):
+    """Raised when the store's snapshot index cannot be parsed."""
+
+    code = "store-index-corrupt"
+
+
+class SnapshotNotFound(HygieneError, LookupError):
+    """Raised when no snapshot matches the root or id asked for."""
+
+    code = "snapshot-not-found"
+    exit_code = 2

@@ -1,0 +1,173 @@
+"""The scan stage: validate a root, translate excludes, and set up the walk.
+
+The walk itself lives in ``hygiene_nb.walk``; ``api.scan_root`` streams its rows into a snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hygiene_nb.errors import ExcludeInvalid, RootInvalid
+from hygiene_nb.walk.spec import ExcludeRule, WalkOptions
+
+__all__ = [
+    "IGNORE_FILE",
+    "ScanRequest",
+    "parse_ignore_lines",
+    "read_ignore_file",
+    "validate_root",
+    "walk_options",
+]
+
+IGNORE_FILE = ".hygieneignore"
+_IGNORE_MAX_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ScanRequest:
+    """What the person asked to scan, as given on the command line or to ``api.scan_root``."""
+
+    root: str
+    excludes: Sequence[str] = ()
+    one_file_system: bool = False
+    max_entries: int = 0
+    max_seconds: float = 0.0
+    threads: int = 0
+    walker: str = "auto"
+    skip_dirs: Sequence[Path] = field(default_factory=tuple)
+
+
+def validate_root(root: str | os.PathLike[str]) -> str:
+    """Return the absolute, normalized root, which must be a real directory (not a symlink).
+
+    Raises:
+        RootInvalid: it does not exist, is a symlink, or is not a directory.
+    """
+    path = os.path.abspath(os.fspath(root))
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise RootInvalid(
+            f"cannot scan {path}: {exc.strerror}; give an existing directory."
+        ) from exc
+    if stat.S_ISLNK(st.st_mode):
+        raise RootInvalid(
+            f"cannot scan {path}: it is a symlink and hygiene-nb never follows symlinks; "
+            f"scan its target ({os.path.realpath(path)}) instead."
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise RootInvalid(f"cannot scan {path}: it is not a directory; give a directory.")
+    return path
+
+
+def _split_globstars(body: str, *, anchored: bool) -> list[tuple[str, bool, bool]]:
+    """Expand ``**`` into fnmatch patterns: (pattern, anchored, pathname)."""
+    if body.startswith("**/"):
+        rest = body[3:]
+        if "/" not in rest:
+            return [(rest, False, True)]
+        return [(rest, True, True), ("*/" + rest, True, False)]
+    if body.endswith("/**"):
+        return [(body[:-3], True, True)]
+    if "/**/" in body:
+        head, tail = body.split("/**/", 1)
+        return [(f"{head}/{tail}", True, True), (f"{head}/*/{tail}", True, False)]
+    return [(body.replace("**", "*"), anchored, True)]
+
+
+def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> list[ExcludeRule]:
+    """Translate gitignore-style lines into walker exclude rules (in order; last match wins).
+
+    Supported: comments (``#``), blank lines, ``!`` negation, a trailing ``/`` for directories
+    only, a leading or inner ``/`` anchoring the pattern at the root, ``*``, ``?``, ``[…]``,
+    and ``**`` as a leading ``**/``, a trailing ``/**`` or an inner ``/**/``.
+
+    Raises:
+        ExcludeInvalid: a line cannot be used (it names the source and line number).
+    """
+    rules: list[ExcludeRule] = []
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\n").rstrip("\r")
+        if not line.endswith("\\ "):
+            line = line.rstrip(" ")
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        if negate or line.startswith(("\\!", "\\#")):
+            line = line[1:]
+        dir_only = line.endswith("/")
+        body = line.rstrip("/")
+        anchored = "/" in body
+        body = body.lstrip("/")
+        if not body or "\0" in body:
+            raise ExcludeInvalid(
+                f"{source} line {number}: {raw.strip()!r} matches nothing usable; "
+                "write a name or a path relative to the root (gitignore syntax)."
+            )
+        for pattern, is_anchored, pathname in _split_globstars(body, anchored=anchored):
+            rules.append(
+                ExcludeRule(
+                    pattern=os.fsencode(pattern),
+                    anchored=is_anchored,
+                    dir_only=dir_only,
+                    negate=negate,
+                    pathname=pathname,
+                )
+            )
+    return rules
+
+
+def read_ignore_file(root: str) -> list[str]:
+    """Read ``ROOT/.hygieneignore`` if present (never through a symlink); [] if absent.
+
+    Raises:
+        ExcludeInvalid: the file exists but cannot be read, or is too large.
+    """
+    path = os.path.join(root, IGNORE_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ExcludeInvalid(
+            f"cannot read {path}: {exc.strerror}; fix or remove it (it must be a regular file)."
+        ) from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ExcludeInvalid(f"{path} is not a regular file; make it one or remove it.")
+        data = handle.read(_IGNORE_MAX_BYTES + 1)
+    if len(data) > _IGNORE_MAX_BYTES:
+        raise ExcludeInvalid(f"{path} is larger than 1 MiB; shorten it.")
+    return data.decode("utf-8", "surrogateescape").splitlines()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def walk_options(request: ScanRequest, root: str) -> WalkOptions:
+    """Build the walker's options: excludes from ``--exclude`` and ``.hygieneignore``, skips.
+
+    Raises:
+        ExcludeInvalid: an exclude pattern or ignore line cannot be used.
+    """
+    rules = parse_ignore_lines(read_ignore_file(root), source=IGNORE_FILE)
+    rules += parse_ignore_lines(request.excludes, source="--exclude")
+    skips = {ident for ident in map(_identity, request.skip_dirs) if ident is not None}
+    return WalkOptions(
+        root=os.fsencode(root),
+        one_file_system=request.one_file_system,
+        excludes=tuple(rules),
+        skip_identities=frozenset(skips),
+        max_entries=max(0, request.max_entries),
+        max_seconds=max(0.0, request.max_seconds),
+        threads=request.threads,
+    )

@@ -1,0 +1,441 @@
+"""Snapshots: the Parquet dataset of every scan (CONTRACT §3) and the store's scan index.
+
+Walk rows become snapshot rows here; each scan is one Hive partition
+``snapshots/host=…/root=…/scan=…/part-0.parquet`` with its metadata in the file footer and in
+``index.jsonl``. Only this module reads or writes Parquet.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from hygiene_nb.errors import IndexCorrupt, SnapshotNotFound, StoreError
+from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
+from hygiene_nb.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
+
+__all__ = [
+    "KINDS",
+    "SNAPSHOT_SCHEMA",
+    "ScanInfo",
+    "SnapshotWriter",
+    "entry_paths",
+    "list_scans",
+    "load_snapshot",
+    "prune_scans",
+    "root_slug",
+]
+
+KINDS = ("file", "dir", "symlink", "other")
+_META_KEY = b"hygiene_nb.scan"
+_ROW_GROUP_ROWS = 256 * 1024
+
+SNAPSHOT_SCHEMA = pa.schema(
+    [
+        ("parent", pa.dictionary(pa.int32(), pa.string())),
+        ("name", pa.string()),
+        ("parent_raw", pa.binary()),  # exact bytes, only where the parent is not valid UTF-8
+        ("name_raw", pa.binary()),  # exact bytes, only where the name is not valid UTF-8
+        ("kind", pa.dictionary(pa.int8(), pa.string())),
+        ("size", pa.int64()),
+        ("alloc", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("inode", pa.int64()),
+        ("dev", pa.int64()),
+        ("nlink", pa.int64()),
+        ("depth", pa.int32()),
+        ("tree_bytes", pa.int64()),  # directories only; null where the subtree was not read
+        ("tree_alloc", pa.int64()),
+        ("tree_files", pa.int64()),
+        ("tree_latest_mtime_ns", pa.int64()),
+        ("partial", pa.bool_()),
+        ("error", pa.dictionary(pa.int8(), pa.string())),
+        ("excluded", pa.bool_()),
+        ("mount_point", pa.bool_()),
+        ("budget_cut", pa.bool_()),
+    ]
+)
+
+# errno → the stable code a snapshot row carries in ``error``.
+_ERROR_CODES = {
+    errno_mod.EACCES: "permission-denied",
+    errno_mod.EPERM: "permission-denied",
+    errno_mod.ENOENT: "vanished",
+    errno_mod.ENOTDIR: "vanished",
+    errno_mod.ELOOP: "symlink-on-path",
+}
+
+
+@dataclass
+class ScanInfo:
+    """Scan-level metadata, kept in the Parquet footer and in the store's index."""
+
+    scan_id: str
+    root: str
+    host: str
+    started_at: str
+    finished_at: str = ""
+    entries: int = 0
+    errors: int = 0
+    partial: bool = False
+    tree_bytes: int | None = None
+    tree_alloc: int | None = None
+    tree_files: int | None = None
+    fs_free: int = 0
+    fs_total: int = 0
+    root_dev: int = 0
+    root_inode: int = 0
+    walker: str = ""
+    tool_version: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    path: str = ""  # the snapshot's partition directory
+
+    def to_json(self) -> str:
+        """Serialize as one JSON line."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScanInfo:
+        """Build from a parsed index line or footer (unknown keys are ignored)."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def _partition_value(text: str) -> str:
+    """A Hive partition value that is never purely numeric and needs no escaping."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+    return value if not value.isdigit() else f"h{value}"
+
+
+def root_slug(root: str) -> str:
+    """The ``root=`` partition value for a root path: readable, unique by a short hash."""
+    digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    tail = _partition_value(root)[-40:].lstrip("-.") or "root"
+    return f"{tail}-{digest}"
+
+
+def _decode(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Binary → (string column, raw column holding bytes only where not valid UTF-8)."""
+    try:
+        return arr.cast(pa.string()), pa.nulls(len(arr), pa.binary())
+    except pa.ArrowInvalid:
+        pass
+    texts: list[str] = []
+    raws: list[bytes | None] = []
+    for value in arr.to_pylist():
+        try:
+            texts.append(value.decode("utf-8"))
+            raws.append(None)
+        except UnicodeDecodeError:
+            texts.append(value.decode("utf-8", "backslashreplace"))
+            raws.append(value)
+    return pa.array(texts, pa.string()), pa.array(raws, pa.binary())
+
+
+def _dict_of(codes: pa.Array, values: Sequence[str], index_type: pa.DataType) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(codes.cast(index_type), pa.array(values, pa.string()))
+
+
+def _errors(errnos: pa.Array) -> pa.Array:
+    """errno column → dictionary of codes (null where 0)."""
+    seen = sorted({e for e in pc.unique(errnos).to_pylist() if e})
+    if not seen:
+        return pa.nulls(len(errnos), SNAPSHOT_SCHEMA.field("error").type)
+    labels = sorted({_ERROR_CODES.get(e, "io-error") for e in seen})
+    mapping = {e: labels.index(_ERROR_CODES.get(e, "io-error")) for e in seen}
+    keys = pa.array(list(mapping), pa.int32())
+    codes = pc.take(pa.array(list(mapping.values()), pa.int8()), pc.index_in(errnos, keys))
+    return pa.DictionaryArray.from_arrays(codes, pa.array(labels, pa.string()))
+
+
+def convert_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Turn one WALK_SCHEMA batch into SNAPSHOT_SCHEMA rows."""
+    col = batch.column
+    parent, parent_raw = _decode(col("parent"))
+    name, name_raw = _decode(col("name"))
+    is_root = pc.equal(pc.binary_length(col("parent")), 0)
+    parent = pc.if_else(is_root, pa.scalar(None, pa.string()), parent)
+    flags = col("flags")
+    excluded = pc.not_equal(pc.bit_wise_and(flags, FLAG_EXCLUDED), 0)
+    mount = pc.not_equal(pc.bit_wise_and(flags, FLAG_MOUNT_POINT), 0)
+    cut = pc.not_equal(pc.bit_wise_and(flags, FLAG_BUDGET_CUT), 0)
+    kind = col("kind")
+    # A directory's sums are known only where its subtree was read (not excluded, not mounted).
+    summed = pc.and_(pc.equal(kind, KIND_DIR), pc.invert(pc.or_(excluded, mount)))
+
+    def tree(column: str) -> pa.Array:
+        return pc.if_else(summed, col(column), pa.scalar(None, pa.int64()))
+
+    arrays = [
+        pc.dictionary_encode(parent).cast(SNAPSHOT_SCHEMA.field("parent").type),
+        name,
+        parent_raw,
+        name_raw,
+        _dict_of(kind, KINDS, pa.int8()),
+        col("size"),
+        col("alloc"),
+        col("mtime_ns"),
+        col("inode").cast(pa.int64(), safe=False),
+        col("dev").cast(pa.int64(), safe=False),
+        col("nlink").cast(pa.int64()),
+        col("depth"),
+        tree("tree_bytes"),
+        tree("tree_alloc"),
+        tree("tree_files"),
+        tree("tree_latest_mtime_ns"),
+        col("partial"),
+        _errors(col("errno")),
+        excluded,
+        mount,
+        cut,
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=SNAPSHOT_SCHEMA)
+
+
+def _parquet_writer(path: Path) -> pq.ParquetWriter:
+    return pq.ParquetWriter(
+        path,
+        SNAPSHOT_SCHEMA,
+        compression="zstd",
+        compression_level=3,
+        use_dictionary=["parent", "kind", "error", "dev", "nlink", "depth"],
+        write_statistics=["depth", "size", "tree_bytes", "mtime_ns"],
+    )
+
+
+class SnapshotWriter:
+    """Stream converted batches into a new snapshot; publish it atomically on ``close``.
+
+    Rows go to ``snapshots/.incoming/<scan>/`` first and the partition directory appears under
+    ``snapshots/host=…/root=…/`` only once the file is complete, so readers never see half a scan.
+    """
+
+    def __init__(self, store: Store, info: ScanInfo) -> None:
+        self.store = store.ensure()
+        self.info = info
+        make_private_dir(store.incoming)
+        self._staging = store.incoming / info.scan_id
+        make_private_dir(self._staging)
+        self._file = self._staging / "part-0.parquet"
+        self._writer = _parquet_writer(self._file)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def write(self, walk_batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Convert and buffer one walk batch; return the converted rows."""
+        batch = convert_batch(walk_batch)
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        if self._pending_rows >= _ROW_GROUP_ROWS:
+            self._flush()
+        return batch
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending, schema=SNAPSHOT_SCHEMA)
+            self._writer.write_table(table, row_group_size=_ROW_GROUP_ROWS)
+        self._pending, self._pending_rows = [], 0
+
+    def close(self) -> ScanInfo:
+        """Finish the file, move it into its partition and append the scan to the index."""
+        self._flush()
+        final = (
+            self.store.snapshots
+            / f"host={_partition_value(self.info.host)}"
+            / f"root={root_slug(self.info.root)}"
+            / f"scan={self.info.scan_id}"
+        )
+        self.info.path = str(final)
+        self._writer.add_key_value_metadata({_META_KEY: self.info.to_json().encode()})
+        self._writer.close()
+        self._file.chmod(FILE_MODE)
+        make_private_dir(final.parent)
+        publish_dir(self.store, self._staging, final)
+        with _index_lock(self.store):
+            with os.fdopen(
+                os.open(self.store.index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE), "a"
+            ) as handle:
+                handle.write(self.info.to_json() + "\n")
+        return self.info
+
+    def abort(self) -> None:
+        """Discard what was written (the scan failed); the store is left as it was."""
+        try:
+            self._writer.close()
+        finally:
+            remove_store_path(self.store, self._staging)
+
+
+@contextmanager
+def _index_lock(store: Store) -> Iterator[None]:
+    fd = os.open(store.root / "index.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(fd, "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _read_index(store: Store) -> list[ScanInfo]:
+    if not store.index.exists():
+        return []
+    scans = []
+    for number, line in enumerate(store.index.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            scans.append(ScanInfo.from_dict(json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise IndexCorrupt(
+                f"{store.index} line {number} is not a scan record ({exc}); "
+                "move the file aside and the next scan starts a fresh index."
+            ) from exc
+    return scans
+
+
+def list_scans(store: Store, *, root: str | None = None) -> list[ScanInfo]:
+    """Every scan in the store (for ``root`` only, if given), oldest first."""
+    scans = [s for s in _read_index(store) if root is None or s.root == root]
+    return sorted(scans, key=lambda s: (s.started_at, s.scan_id))
+
+
+def find_scan(store: Store, *, root: str | None = None, scan_id: str | None = None) -> ScanInfo:
+    """The scan with ``scan_id``, else the latest scan of ``root``.
+
+    Raises:
+        SnapshotNotFound: nothing matches.
+    """
+    scans = list_scans(store, root=root if scan_id is None else None)
+    if scan_id is not None:
+        for scan in scans:
+            if scan.scan_id == scan_id:
+                return scan
+        raise SnapshotNotFound(
+            f"no snapshot {scan_id} in {store.root}; `hygiene-nb snapshots` lists them."
+        )
+    if not scans:
+        where = f"of {root} " if root else ""
+        raise SnapshotNotFound(
+            f"no snapshot {where}in {store.root}; run `hygiene-nb scan {root or 'ROOT'}` first."
+        )
+    return scans[-1]
+
+
+def entry_paths(table: pa.Table) -> pa.ChunkedArray:
+    """Absolute path strings for snapshot rows (``parent`` + ``/`` + ``name``; root: ``name``)."""
+    parent = table.column("parent").cast(pa.string())
+    name = table.column("name")
+    joined = pc.binary_join_element_wise(parent, name, "/")
+    at_top = pc.equal(parent, "/")  # children of the root "/" are "/x", not "//x"
+    joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, ""), joined)
+    return pc.coalesce(joined, name)
+
+
+def load_snapshot(
+    store: Store,
+    *,
+    root: str | None = None,
+    scan_id: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """Load the latest snapshot of ``root`` (or scan ``scan_id``) as an Arrow table.
+
+    Args:
+        store: the store to read.
+        root: the scanned root (absolute path), when ``scan_id`` is not given.
+        scan_id: a specific scan.
+        columns: only these columns (much faster); ``path`` is derived from parent and name.
+
+    Raises:
+        SnapshotNotFound: there is no such snapshot.
+        StoreError: the snapshot file cannot be read.
+    """
+    info = find_scan(store, root=root, scan_id=scan_id)
+    wanted = list(columns) if columns is not None else None
+    read = None
+    if wanted is not None:
+        read = [c for c in wanted if c != "path"]
+        if "path" in wanted:
+            read = list(dict.fromkeys([*read, "parent", "name"]))
+    try:
+        table = pq.read_table(Path(info.path) / "part-0.parquet", columns=read)
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(
+            f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
+            "scan again, or prune the damaged snapshot."
+        ) from exc
+    if wanted is None or "path" in wanted:
+        table = table.append_column("path", entry_paths(table))
+    if wanted is not None:
+        table = table.select(wanted)
+    return table.replace_schema_metadata({_META_KEY: info.to_json().encode()})
+
+
+def read_scan_info(snapshot_file: Path) -> ScanInfo:
+    """Read the scan metadata stored in a snapshot file's footer."""
+    metadata = pq.read_schema(snapshot_file).metadata or {}
+    return ScanInfo.from_dict(json.loads(metadata[_META_KEY]))
+
+
+def prune_scans(
+    store: Store,
+    *,
+    keep: int | None = None,
+    older_than_days: float | None = None,
+    now: float,
+    dry_run: bool = False,
+) -> list[ScanInfo]:
+    """Remove old snapshots from the store, never the latest of any root.
+
+    Args:
+        store: the store.
+        keep: keep this many newest scans per root.
+        older_than_days: remove scans that started more than this many days before ``now``.
+        now: the current time (seconds since the epoch).
+        dry_run: only say what would be removed.
+
+    Returns:
+        The scans removed (or that would be).
+    """
+    from datetime import datetime
+
+    with _index_lock(store):
+        scans = _read_index(store)
+        by_root: dict[str, list[ScanInfo]] = {}
+        for scan in sorted(scans, key=lambda s: (s.started_at, s.scan_id)):
+            by_root.setdefault(scan.root, []).append(scan)
+        doomed: list[ScanInfo] = []
+        for root_scans in by_root.values():
+            older = root_scans[:-1]  # the latest of a root always stays
+            if keep is not None:
+                older = older[: max(0, len(root_scans) - max(keep, 1))]
+            if older_than_days is not None:
+                cutoff = now - older_than_days * 86400
+                older = [
+                    s for s in older if datetime.fromisoformat(s.started_at).timestamp() < cutoff
+                ]
+            doomed.extend(older)
+        if dry_run or not doomed:
+            return doomed
+        gone = {s.scan_id for s in doomed}
+        for scan in doomed:
+            remove_store_path(store, Path(scan.path))
+        kept = [s for s in scans if s.scan_id not in gone]
+        from hygiene_nb.store import write_private_file
+
+        write_private_file(store.index, "".join(s.to_json() + "\n" for s in kept).encode())
+        return doomed

@@ -1,0 +1,184 @@
+"""The store: where snapshots, the ledger, plans, receipts and quarantine live (CONTRACT §2).
+
+Resolved from ``--store``, else ``$HYGIENE_NB_STORE``, else ``${XDG_DATA_HOME:-~/.local/share}/
+hygiene-nb``. Directories are created 0700 and files written 0600, atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hygiene_nb.errors import StoreError
+
+__all__ = [
+    "Store",
+    "make_private_dir",
+    "publish_dir",
+    "remove_store_path",
+    "resolve_store",
+    "write_private_file",
+]
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+@dataclass(frozen=True)
+class Store:
+    """The paths of one store; ``open_store`` creates what is missing."""
+
+    root: Path
+
+    @property
+    def snapshots(self) -> Path:
+        """The Hive-partitioned Parquet dataset of every scan."""
+        return self.root / "snapshots"
+
+    @property
+    def index(self) -> Path:
+        """The scan index (one JSON line per scan)."""
+        return self.root / "index.jsonl"
+
+    @property
+    def incoming(self) -> Path:
+        """Snapshots being written (moved under ``snapshots/`` once complete)."""
+        return self.root / ".incoming"
+
+    @property
+    def ledger(self) -> Path:
+        """The SQLite ledger."""
+        return self.root / "ledger.sqlite"
+
+    @property
+    def plans(self) -> Path:
+        """Issued plan files."""
+        return self.root / "plans"
+
+    @property
+    def receipts(self) -> Path:
+        """Execution receipts."""
+        return self.root / "receipts"
+
+    @property
+    def quarantine(self) -> Path:
+        """Quarantine batches on the store's filesystem."""
+        return self.root / "quarantine"
+
+    def ensure(self) -> Store:
+        """Create the store's directories (0700) if missing and return the store.
+
+        Raises:
+            StoreError: a directory cannot be created or is not a directory.
+        """
+        for path in (self.root, self.snapshots, self.plans, self.receipts, self.quarantine):
+            make_private_dir(path)
+        return self
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and parents) with mode 0700; tighten an existing one we own.
+
+    Raises:
+        StoreError: it cannot be created, or exists and is not a directory.
+    """
+    try:
+        if not path.parent.exists():
+            make_private_dir(path.parent)
+        path.mkdir(mode=DIR_MODE, exist_ok=True)
+        if path.is_symlink() or not path.is_dir():
+            raise StoreError(f"{path} is not a directory: point --store at a directory you own.")
+        if path.stat().st_mode & 0o077:
+            path.chmod(DIR_MODE)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the store directory {path}: {exc.strerror}; "
+            "choose another with --store or $HYGIENE_NB_STORE."
+        ) from exc
+
+
+def resolve_store(store: str | os.PathLike[str] | None = None) -> Store:
+    """Return the store named by the argument, ``$HYGIENE_NB_STORE`` or the XDG default."""
+    if store is None:
+        store = os.environ.get("HYGIENE_NB_STORE") or None
+    if store is None:
+        data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        store = Path(data_home) / "hygiene-nb"
+    return Store(Path(store).expanduser().absolute())
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename) with mode 0600.
+
+    This writes only inside the store, never into a scanned tree.
+
+    Raises:
+        StoreError: the file cannot be written.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, FILE_MODE)
+            os.replace(tmp, path)  # noqa: TID251 - atomic replace of the store's own file
+        except BaseException:
+            # Leave no half-written temp file behind, whatever interrupted us.
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink()
+            raise
+    except OSError as exc:
+        raise StoreError(
+            f"cannot write {path}: {exc.strerror}; check the store's permissions and free space."
+        ) from exc
+
+
+def _inside_store(store: Store, path: Path) -> Path:
+    """Return ``path`` if it lies strictly inside the store (no symlink on the way), else raise."""
+    root = store.root.resolve()
+    resolved = path.parent.resolve() / path.name
+    if root not in resolved.parents or path.is_symlink():
+        raise StoreError(
+            f"refusing to touch {path}: it is not inside the store {root}. "
+            "This is a bug in hygiene-nb; please report it."
+        )
+    return resolved
+
+
+def publish_dir(store: Store, staging: Path, final: Path) -> None:
+    """Move a finished directory of the store's own files into place (never overwriting).
+
+    Raises:
+        StoreError: either path is outside the store, or ``final`` already exists.
+    """
+    staging, final = _inside_store(store, staging), _inside_store(store, final)
+    if final.exists():
+        raise StoreError(f"{final} already exists; scan again (a new scan gets a new id).")
+    try:
+        os.rename(staging, final)  # noqa: TID251 - the store's own files, inside the store
+    except OSError as exc:
+        raise StoreError(f"cannot publish {final}: {exc.strerror}; scan again.") from exc
+
+
+def remove_store_path(store: Store, path: Path) -> None:
+    """Remove one of the store's own files or directories (pruned snapshots, aborted scans).
+
+    Never reaches outside the store, and never follows a symlink.
+
+    Raises:
+        StoreError: ``path`` is outside the store or cannot be removed.
+    """
+    path = _inside_store(store, path)
+    try:
+        if path.is_dir():
+            shutil.rmtree(path)  # noqa: TID251 - the store's own files; rmtree never follows links
+        elif path.exists():
+            path.unlink()
+    except OSError as exc:
+        raise StoreError(f"cannot remove {path}: {exc.strerror}; check the store's permissions.") from exc
