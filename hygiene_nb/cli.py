@@ -41,7 +41,7 @@ def common_options(func: F) -> F:
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="hygiene-nb")
 def cli() -> None:
-    """Audit what uses your disk, what changed, and what is safe to remove.
+    r"""Audit what uses your disk, what changed, and what is safe to remove.
 
     \b
     scan ROOT        walk a tree (never following symlinks) into a Parquet snapshot
@@ -67,7 +67,7 @@ def _progress_bar(enabled: bool) -> tuple[api.Progress | None, Callable[[], None
 
 
 @cli.command()
-@click.argument("root", type=click.Path(file_okay=False, exists=False))
+@click.argument("root", type=click.Path())
 @click.option(
     "--exclude",
     "excludes",
@@ -142,7 +142,11 @@ class _ListByDefault(click.Group):
 
 @cli.group(cls=_ListByDefault)
 def snapshots() -> None:
-    """List the scans in the store (`snapshots [ROOT]`), or prune old ones."""
+    """List the scans in the store (`snapshots [ROOT]`), or prune old ones.
+
+    `hygiene-nb snapshots [ROOT]` is `hygiene-nb snapshots list [ROOT]`; both take --store
+    and --json, as `snapshots prune` does.
+    """
 
 
 @snapshots.command("list")
@@ -180,7 +184,7 @@ def snapshots_prune(
 
 
 @cli.command()
-@click.argument("root", type=click.Path(file_okay=False))
+@click.argument("root", type=click.Path())
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
 @click.option("--top", type=click.IntRange(min=0), default=20, help="How many largest entries.")
 @common_options

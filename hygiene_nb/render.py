@@ -72,8 +72,9 @@ def render_scan(info: ScanInfo) -> str:
             " (see `hygiene-nb summary`)."
         )
     if info.partial:
-        lines.append("  partial: part of the tree was not read (budget or errors); totals are"
-                     " lower bounds.")
+        lines.append(
+            "  partial: part of the tree was not read (budget or errors); totals are lower bounds."
+        )
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ __all__ = [
     "list_scans",
     "load_snapshot",
     "prune_scans",
+    "raw_path",
     "root_slug",
 ]
 
@@ -150,7 +151,7 @@ def _dict_of(codes: pa.Array, values: Sequence[str], index_type: pa.DataType) ->
 
 
 def _errors(errnos: pa.Array) -> pa.Array:
-    """errno column → dictionary of codes (null where 0)."""
+    """Errno column → dictionary of codes (null where 0)."""
     seen = sorted({e for e in pc.unique(errnos).to_pylist() if e})
     if not seen:
         return pa.nulls(len(errnos), SNAPSHOT_SCHEMA.field("error").type)
@@ -264,11 +265,13 @@ class SnapshotWriter:
         self._file.chmod(FILE_MODE)
         make_private_dir(final.parent)
         publish_dir(self.store, self._staging, final)
-        with _index_lock(self.store):
-            with os.fdopen(
+        with (
+            _index_lock(self.store),
+            os.fdopen(
                 os.open(self.store.index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE), "a"
-            ) as handle:
-                handle.write(self.info.to_json() + "\n")
+            ) as handle,
+        ):
+            handle.write(self.info.to_json() + "\n")
         return self.info
 
     def abort(self) -> None:
@@ -345,6 +348,17 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
     return pc.coalesce(joined, name)
 
 
+def raw_path(row: Mapping[str, Any]) -> bytes:
+    """The exact path bytes of one snapshot row (non-UTF-8 names kept byte for byte)."""
+    name = bytes(row["name_raw"] if row.get("name_raw") is not None else row["name"].encode())
+    if row.get("parent") is None:
+        return name
+    parent = bytes(
+        row["parent_raw"] if row.get("parent_raw") is not None else row["parent"].encode()
+    )
+    return parent + name if parent.endswith(b"/") else parent + b"/" + name
+
+
 def load_snapshot(
     store: Store,
     *,
@@ -387,7 +401,7 @@ def load_snapshot(
 
 def read_scan_info(snapshot_file: Path) -> ScanInfo:
     """Read the scan metadata stored in a snapshot file's footer."""
-    metadata = pq.read_schema(snapshot_file).metadata or {}
+    metadata = pq.read_metadata(snapshot_file).metadata or {}
     return ScanInfo.from_dict(json.loads(metadata[_META_KEY]))
 
 

@@ -181,4 +181,6 @@ def remove_store_path(store: Store, path: Path) -> None:
         elif path.exists():
             path.unlink()
     except OSError as exc:
-        raise StoreError(f"cannot remove {path}: {exc.strerror}; check the store's permissions.") from exc
+        raise StoreError(
+            f"cannot remove {path}: {exc.strerror}; check the store's permissions."
+        ) from exc

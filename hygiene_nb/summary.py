@@ -38,7 +38,9 @@ def _top(table: pa.Table, mask: pa.ChunkedArray | pa.Array, n: int) -> list[Size
     if rows.num_rows == 0 or n <= 0:
         return []
     rows = rows.append_column("bytes", _bytes(rows))
-    rows = rows.take(pc.select_k_unstable(rows, k=min(n, rows.num_rows), sort_keys=[("bytes", "descending")]))
+    rows = rows.take(
+        pc.select_k_unstable(rows, k=min(n, rows.num_rows), sort_keys=[("bytes", "descending")])
+    )
     rows = rows.append_column("path", entry_paths(rows))
     rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")])
     out = []

@@ -30,11 +30,17 @@ class Walker(Protocol):
         ...
 
 
+def _c_core_built() -> bool:
+    try:
+        from hygiene_nb.walk import cwalk
+    except ImportError:
+        return False
+    return cwalk.is_available()
+
+
 def available_walkers() -> list[str]:
     """Return the walker names usable here, fastest first."""
-    from hygiene_nb.walk import cwalk
-
-    return (["c"] if cwalk.is_available() else []) + ["python"]
+    return (["c"] if _c_core_built() else []) + ["python"]
 
 
 def open_walker(options: WalkOptions, *, walker: WalkerName = "auto") -> Walker:
@@ -45,9 +51,8 @@ def open_walker(options: WalkOptions, *, walker: WalkerName = "auto") -> Walker:
     """
     from hygiene_nb.walk import pywalk
 
-    if walker != "python":
+    if walker == "c" or (walker == "auto" and _c_core_built()):
         from hygiene_nb.walk import cwalk
 
-        if walker == "c" or cwalk.is_available():
-            return cwalk.CWalker(options)
+        return cwalk.CWalker(options)
     return pywalk.PyWalker(options)

@@ -1,4 +1,4 @@
-"""The pure-Python walker: the reference implementation of ``spec``, used where the C core is absent.
+"""The pure-Python walker: the reference for ``spec``, used where the C core is absent.
 
 Single-threaded; round-robin over the root's direct child directories so budgets are fair.
 """
@@ -119,6 +119,11 @@ class _Dir:
     listed: bool = False
 
 
+def _open_dir(path: bytes) -> int:
+    """Open a directory for listing, never through a symlink (a seam tests race against)."""
+    return os.open(path, _OPEN_FLAGS)
+
+
 def _kind_of(mode: int) -> int:
     if stat.S_ISREG(mode):
         return KIND_FILE
@@ -143,9 +148,7 @@ class PyWalker:
         self.stats = WalkStats()
         self._cols: dict[str, list[object]] = {f.name: [] for f in WALK_SCHEMA}
         self._links: dict[tuple[int, int], set[int]] = {}
-        self._deadline = (
-            time.monotonic() + options.max_seconds if options.max_seconds > 0 else None
-        )
+        self._deadline = time.monotonic() + options.max_seconds if options.max_seconds > 0 else None
         self._stacks: list[list[_Dir]] = []
         self._turns: deque[int] = deque()
         self._uids = 0  # directory ids for hard-link bookkeeping (id() may be reused)
@@ -276,7 +279,7 @@ class PyWalker:
         node.listed = True
         subdirs: list[_Dir] = []
         try:
-            fd = os.open(node.path, _OPEN_FLAGS)
+            fd = _open_dir(node.path)
         except OSError as exc:
             node.err = exc.errno or errno_mod.EIO
             node.partial = True
@@ -320,8 +323,17 @@ class PyWalker:
             except OSError:
                 kind = KIND_OTHER
             node.partial = True
-            self._emit(node.path, name, kind, None, depth, (0, 0, 0, 0), kind == KIND_DIR,
-                       exc.errno or errno_mod.EIO, 0)
+            self._emit(
+                node.path,
+                name,
+                kind,
+                None,
+                depth,
+                (0, 0, 0, 0),
+                kind == KIND_DIR,
+                exc.errno or errno_mod.EIO,
+                0,
+            )
             return None
         kind = _kind_of(st.st_mode)
         rel = node.rel + b"/" + name if node.rel else name

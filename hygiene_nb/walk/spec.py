@@ -21,8 +21,8 @@ Semantics every walker keeps:
   ``du -sb --apparent-size`` and ``du -sB1``), ``tree_files`` = number of regular files,
   ``tree_latest_mtime_ns`` = newest mtime. An inode with ``nlink > 1`` (not a directory) counts once
   in every directory's sums, exactly as ``du DIR`` run on that directory alone would count it.
-  For a non-directory the ``tree_*`` fields are its own values (``tree_files`` = 1 for a regular file,
-  else 0).
+  For a non-directory the ``tree_*`` fields are its own values (``tree_files`` = 1 for a regular
+  file, else 0).
 * ``errno`` != 0 marks an entry that could not be read: a directory that could not be opened or
   listed (EACCES, EPERM, ENOENT, EIO, ...), or an entry that vanished between listing and stat
   (ENOENT; its ``kind`` then comes from d_type, 3 when unknown, and its numbers are 0).

@@ -1,0 +1,77 @@
+"""Shared fixtures: an isolated environment, a store, real trees, and each available walker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hygiene_nb.walk import available_walkers
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's home, XDG dirs or store."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.delenv("HYGIENE_NB_STORE", raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """An empty store directory path (created on first use)."""
+    return tmp_path / "store"
+
+
+@pytest.fixture(params=available_walkers())
+def walker(request: pytest.FixtureRequest) -> str:
+    """Each walker built here: the C core (when compiled) and the pure-Python fallback."""
+    return str(request.param)
+
+
+def write(path: Path, size: int = 0, data: bytes | None = None) -> Path:
+    """Create a file with ``size`` bytes (or ``data``), making parents."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if data is not None else b"x" * size)
+    return path
+
+
+def du_bytes(path: Path | bytes, *, apparent: bool) -> int:
+    """What GNU du says of a path: ``-sb --apparent-size`` or ``-sB1``."""
+    args = ["du", "-sb", "--apparent-size"] if apparent else ["du", "-sB1"]
+    out = subprocess.run([*args, os.fsdecode(path)], check=True, capture_output=True).stdout
+    return int(out.split()[0])
+
+
+@pytest.fixture
+def tricky_tree(tmp_path: Path) -> Iterator[Path]:
+    """Hard links (same dir, siblings, cousins), sparse and empty files, symlinks, a fifo,
+    unicode and invalid-UTF-8 names, an empty directory and deep nesting."""
+    root = tmp_path / "tree"
+    write(root / "a" / "f1", 5000)
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    os.link(root / "a" / "f1", root / "a" / "f1-same-dir")
+    os.link(root / "a" / "f1", root / "a" / "b" / "f1-nested")
+    (root / "d" / "e").mkdir(parents=True)
+    os.link(root / "a" / "f1", root / "d" / "e" / "f1-cousin")
+    write(root / "d" / "e" / "g", 123)
+    os.link(root / "d" / "e" / "g", root / "a" / "b" / "c" / "g-link")
+    with (root / "d" / "sparse").open("wb") as handle:
+        handle.truncate(10 * 1024 * 1024)
+    write(root / "d" / "empty-file")
+    (root / "empty-dir").mkdir()
+    (root / "a" / "b" / "c" / "dangling").symlink_to("/nowhere/at/all")
+    (root / "a" / "to-dir").symlink_to(root / "d")
+    os.mkfifo(root / "d" / "fifo")
+    write(root / "uni" / "ünïcödé-名前", 77)
+    write(Path(os.fsdecode(os.fsencode(str(root / "bad")) + b"/name-\xff\xfe")), 9)
+    deep = root / "deep"
+    for i in range(40):
+        deep = deep / f"level{i:02d}"
+    write(deep / "bottom", 11)
+    yield root

@@ -1,0 +1,134 @@
+"""The command line: one JSON object with --json, the contract's exit codes, help everywhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb import cli
+from tests.conftest import write
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", *args], capture_output=True, text=True, timeout=120
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def run_json(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run(*args, "--json")
+    lines = out.splitlines()
+    assert len(lines) == 1, out  # one object, nothing else on stdout
+    return code, json.loads(lines[0])
+
+
+def test_scan_json_has_the_contract_keys(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "r" / "f", 7)
+    code, obj = run_json("scan", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0
+    for key in (
+        "scan_id",
+        "root",
+        "entries",
+        "tree_bytes",
+        "tree_alloc",
+        "partial",
+        "errors",
+        "snapshot_path",
+        "seconds",
+    ):
+        assert key in obj
+    assert obj["entries"] == 2 and obj["partial"] is False
+
+
+def test_summary_json_lists_largest_entries(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "r" / "big", 5000)
+    write(tmp_path / "r" / "d" / "small", 10)
+    run("scan", str(tmp_path / "r"), "--store", str(store), "--json")
+    code, obj = run_json("summary", str(tmp_path / "r"), "--store", str(store), "--top", "2")
+    assert code == 0
+    assert obj["root"] == str(tmp_path / "r")
+    assert [e["path"] for e in obj["largest"]] == [
+        str(tmp_path / "r" / "big"),
+        str(tmp_path / "r" / "d"),
+    ]
+    assert obj["largest"][0]["bytes"] == 5000
+
+
+def test_summary_before_any_scan_is_exit_2_with_a_next_step(tmp_path: Path, store: Path) -> None:
+    code, obj = run_json("summary", str(tmp_path), "--store", str(store))
+    assert code == 2
+    assert obj["status"] == "error"
+    assert obj["error"]["code"] == "snapshot-not-found"
+    assert "hygiene-nb scan" in obj["error"]["message"]
+
+
+def test_scanning_a_file_is_refused_as_bad_input(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "f", 1)
+    code, obj = run_json("scan", str(tmp_path / "f"), "--store", str(store))
+    assert code == 2 and obj["error"]["code"] == "root-invalid"
+
+
+def test_bad_usage_is_exit_2_even_with_json(store: Path) -> None:
+    code, obj = run_json("scan", "--max-entries", "lots", "--store", str(store))
+    assert code == 2 and obj["error"]["code"] == "bad-usage"
+
+
+def test_snapshots_lists_and_prunes(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "r" / "f", 1)
+    for _ in range(2):
+        run("scan", str(tmp_path / "r"), "--store", str(store), "--json")
+    code, obj = run_json("snapshots", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0 and len(obj["snapshots"]) == 2
+    code, obj = run_json("snapshots", "prune", "--keep", "1", "--store", str(store))
+    assert code == 0 and len(obj["removed"]) == 1
+    code, text, _ = run("snapshots", "--store", str(store))
+    assert code == 0 and str(tmp_path / "r") in text
+
+
+def test_human_summary_reads_well(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "r" / "big", 3 * 1024 * 1024)
+    run("scan", str(tmp_path / "r"), "--store", str(store))
+    code, text, _ = run("summary", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0
+    assert "3.0 MiB" in text and "largest files:" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["scan"], ["snapshots", "list"], ["snapshots", "prune"], ["summary"]],
+)
+def test_every_command_has_help_with_store_and_json(command: list[str]) -> None:
+    code, text, _ = run(*command, "--help")
+    assert code == 0
+    assert "--store" in text and "--json" in text
+
+
+def test_unexpected_errors_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def boom(*_: object, **__: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr("hygiene_nb.api.list_snapshots", boom)
+    with pytest.raises(OSError):
+        cli.main(["snapshots"])
+
+
+def test_cli_maps_hygiene_errors_to_their_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hygiene_nb.errors import StoreError
+
+    def refuse(*_: object, **__: object) -> None:
+        raise StoreError("the store is read-only; choose another with --store.")
+
+    monkeypatch.setattr("hygiene_nb.api.list_snapshots", refuse)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["snapshots", "--json"])
+    assert exit_info.value.code == 1
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "store-unusable"

@@ -1,0 +1,24 @@
+"""The README tells the truth: its first commands are the two set-up commands, and every CLI
+command it should mention is there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hygiene_nb.cli import cli
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_opens_with_make_audit_and_make_test() -> None:
+    first_block = re.search(r"```(?:sh|bash|console)?\n(.*?)```", README.read_text(), re.S)
+    assert first_block is not None
+    commands = [line.strip() for line in first_block.group(1).splitlines() if line.strip()]
+    assert commands == ["make audit", "make test"]
+
+
+def test_every_cli_command_appears_in_the_readme() -> None:
+    text = README.read_text()
+    for name in cli.commands:
+        assert f"hygiene-nb {name}" in text, name
