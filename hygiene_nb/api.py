@@ -60,7 +60,7 @@ def scan_root(
     max_seconds: float = 0.0,
     threads: int = 0,
     walker: WalkerName = "auto",
-    progress: Progress | None = None,
+    progress: Progress | bool = False,
 ) -> ScanInfo:
     """Scan ``root`` (never following symlinks) into a new snapshot in the store.
 
@@ -75,7 +75,8 @@ def scan_root(
         max_seconds: stop listing new directories after this long (0: no limit).
         threads: walker threads (0: the walker's default).
         walker: ``auto`` (the C core if built), ``c`` or ``python``.
-        progress: called with the number of entries seen so far, after each batch.
+        progress: ``True`` for a tqdm progress bar (a widget in a notebook, a line on a
+            terminal), or a callable given the number of entries seen so far after each batch.
 
     Returns:
         The scan's metadata, including where its snapshot was written.
@@ -119,6 +120,7 @@ def scan_root(
         },
     )
     started = time.monotonic()
+    report, close_bar = _progress(progress)
     writer = SnapshotWriter(store, info)
     try:
         walk = open_walker(options, walker=walker)
@@ -126,17 +128,33 @@ def scan_root(
         for batch in walk.batches():
             rows = writer.write(batch)
             _take_root_totals(rows, info)
-            if progress is not None:
-                progress(walk.stats.entries)
+            if report is not None:
+                report(walk.stats.entries)
         info.entries = walk.stats.entries
         info.errors = walk.stats.errors
     except BaseException:
         # A failed or interrupted scan leaves no half snapshot and no index line behind.
         writer.abort()
         raise
+    finally:
+        close_bar()
     info.finished_at = _utcnow()
     info.options["seconds"] = round(time.monotonic() - started, 3)
     return writer.close()
+
+
+def _progress(progress: Progress | bool) -> tuple[Progress | None, Callable[[], None]]:
+    """Turn ``progress=True`` into a tqdm bar (tqdm.auto picks notebook or terminal)."""
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(unit=" entries", unit_scale=True, desc="scanning", leave=False)
+
+        def update(entries: int) -> None:
+            bar.update(entries - bar.n)
+
+        return update, bar.close
+    return (progress or None), lambda: None
 
 
 def _take_root_totals(rows: pa.RecordBatch, info: ScanInfo) -> None:

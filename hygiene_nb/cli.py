@@ -52,20 +52,6 @@ def cli() -> None:
     """
 
 
-def _progress_bar(enabled: bool) -> tuple[api.Progress | None, Callable[[], None]]:
-    """A live progress line on stderr when it is a terminal; silent otherwise."""
-    if not enabled or not sys.stderr.isatty():
-        return None, lambda: None
-    from tqdm import tqdm
-
-    bar = tqdm(unit=" entries", unit_scale=True, desc="scanning", file=sys.stderr, leave=False)
-
-    def update(entries: int) -> None:
-        bar.update(entries - bar.n)
-
-    return update, bar.close
-
-
 @cli.command()
 @click.argument("root", type=click.Path())
 @click.option(
@@ -113,21 +99,17 @@ def scan(
     Budgets are shared fairly by ROOT's direct children; what a budget or an unreadable
     directory leaves out is marked partial (unknown), never counted as empty.
     """
-    progress, done = _progress_bar(not as_json)
-    try:
-        info = api.scan_root(
-            root,
-            store=store,
-            excludes=excludes,
-            one_file_system=one_file_system,
-            max_entries=max_entries,
-            max_seconds=max_seconds,
-            threads=threads,
-            walker=walker,  # type: ignore[arg-type]  # click.Choice guarantees the literal
-            progress=progress,
-        )
-    finally:
-        done()
+    info = api.scan_root(
+        root,
+        store=store,
+        excludes=excludes,
+        one_file_system=one_file_system,
+        max_entries=max_entries,
+        max_seconds=max_seconds,
+        threads=threads,
+        walker=walker,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        progress=not as_json and sys.stderr.isatty(),  # a live line on a terminal only
+    )
     _out(as_json, render.scan_json(info), render.render_scan(info))
 
 

@@ -353,3 +353,11 @@ def test_scan_changes_nothing_in_the_tree(tricky_tree: Path, store: Path, walker
     before = state()
     api.scan_root(tricky_tree, store=store, walker=walker)  # type: ignore[arg-type]
     assert state() == before
+
+
+def test_progress_reports_growing_entry_counts(tmp_path: Path, store: Path, walker: str) -> None:
+    for d in range(50):
+        write(tmp_path / "r" / f"d{d}" / "f", 1)
+    seen: list[int] = []
+    info = api.scan_root(tmp_path / "r", store=store, walker=walker, progress=seen.append)  # type: ignore[arg-type]
+    assert seen and seen == sorted(seen) and seen[-1] == info.entries == 101
