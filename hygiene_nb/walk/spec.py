@@ -114,7 +114,7 @@ class WalkOptions:
     max_entries: int = 0
     max_seconds: float = 0.0
     threads: int = 0  # 0 = the walker's default
-    batch_rows: int = 65536
+    batch_rows: int = 16384  # smaller batches bound the walkers' buffers (peak RSS)
 
 
 @dataclass
