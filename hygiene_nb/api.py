@@ -18,7 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import __version__
+from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
 from hygiene_nb.models import Summary
+from hygiene_nb.protect import ProtectContext, find_git_tracked
+from hygiene_nb.rules import UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
 from hygiene_nb.snapshot import (
     ScanInfo,
@@ -29,10 +32,18 @@ from hygiene_nb.snapshot import (
     prune_scans,
 )
 from hygiene_nb.store import Store, resolve_store
-from hygiene_nb.summary import SUMMARY_COLUMNS, summarize_table
+from hygiene_nb.summary import summarize_table
 from hygiene_nb.walk import WalkerName, open_walker
 
-__all__ = ["list_snapshots", "load", "prune_snapshots", "scan_root", "summarize"]
+__all__ = [
+    "classify",
+    "list_snapshots",
+    "load",
+    "protect_context",
+    "prune_snapshots",
+    "scan_root",
+    "summarize",
+]
 
 StoreArg = Store | str | os.PathLike[str] | None
 Progress = Callable[[int], None]
@@ -195,22 +206,71 @@ def load(
     )
 
 
+def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectContext:
+    """Gather what protection needs from outside the snapshot: home, store, git-tracked files.
+
+    Runs ``git ls-files`` (read-only) in every git work tree the snapshot holds.
+    """
+    git_names = table.filter(pc.equal(table.column("name"), ".git"))
+    worktrees = [p for p in git_names.column("parent").to_pylist() if p is not None]
+    return ProtectContext(
+        root=info.root,
+        home=os.path.expanduser("~"),
+        store=str(store.root),
+        git=find_git_tracked(worktrees),
+    )
+
+
+def _user_rules(store: Store, rules: str | os.PathLike[str] | None) -> tuple[UserRule, ...]:
+    found = load_user_rules(store.rules)
+    if rules is not None:
+        found += load_user_rules(Path(rules))
+    return found
+
+
+def classify(
+    root: str | None = None,
+    *,
+    store: StoreArg = None,
+    scan_id: str | None = None,
+    rules: str | os.PathLike[str] | None = None,
+) -> pa.Table:
+    """Classify the latest snapshot of ``root`` (or ``scan_id``): risk, rule, claim, confidence.
+
+    Computed from the snapshot (no rescan), with the store's ``rules.toml`` and ``rules``.
+
+    Raises:
+        SnapshotNotFound: no snapshot matches.
+        RuleInvalid: a rules file is malformed.
+    """
+    st = _store(store)
+    info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
+    user_rules = _user_rules(st, rules)
+    table = load_snapshot(st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS)
+    ctx = protect_context(table, info, st)
+    return classify_table(table, ctx, user_rules=user_rules, now_ns=time.time_ns())
+
+
 def summarize(
     root: str | None = None,
     *,
     store: StoreArg = None,
     scan_id: str | None = None,
     top: int = 20,
+    rules: str | os.PathLike[str] | None = None,
 ) -> Summary:
-    """Summarize the latest snapshot of ``root`` (or ``scan_id``): totals and largest entries.
+    """Summarize the latest snapshot of ``root`` (or ``scan_id``).
+
+    Totals, risk mix, pattern groups, staleness, cleanliness score and the largest entries.
 
     Raises:
         SnapshotNotFound: no snapshot matches.
+        RuleInvalid: a rules file is malformed.
     """
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    table = load_snapshot(st, scan_id=info.scan_id, columns=SUMMARY_COLUMNS)
-    return summarize_table(table, info, top=top)
+    table = classify(store=st, scan_id=info.scan_id, rules=rules)
+    return summarize_table(table, info, top=top, now_ns=time.time_ns())
 
 
 def prune_snapshots(

@@ -169,10 +169,22 @@ def snapshots_prune(
 @click.argument("root", type=click.Path())
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
 @click.option("--top", type=click.IntRange(min=0), default=20, help="How many largest entries.")
+@click.option(
+    "--rules",
+    type=click.Path(dir_okay=False),
+    help="A rules file (TOML) on top of the store's rules.toml.",
+)
 @common_options
-def summary(root: str, scan_id: str | None, top: int, store: str | None, as_json: bool) -> None:
-    """Totals and the largest entries of ROOT's latest snapshot (or --snapshot ID)."""
-    result = api.summarize(root, store=store, scan_id=scan_id, top=top)
+def summary(
+    root: str, scan_id: str | None, top: int, rules: str | None, store: str | None, as_json: bool
+) -> None:
+    """Summarize ROOT's latest snapshot (or --snapshot ID).
+
+    Totals, risk mix, pattern groups, staleness, the cleanliness score and the largest entries.
+
+    Computed from the snapshot: no rescan. Changing rules re-classifies at once.
+    """
+    result = api.summarize(root, store=store, scan_id=scan_id, top=top, rules=rules)
     _out(as_json, render.summary_json(result), render.render_summary(result))
 
 

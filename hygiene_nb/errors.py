@@ -5,7 +5,8 @@
     HygieneError                      code internal-error       exit 1
     ├── UsageError                    code bad-usage            exit 2
     │   ├── RootInvalid               code root-invalid         exit 2
-    │   └── ExcludeInvalid            code exclude-invalid      exit 2
+    │   ├── ExcludeInvalid            code exclude-invalid      exit 2
+    │   └── RuleInvalid               code rule-invalid         exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   └── IndexCorrupt              code store-index-corrupt  exit 1
     └── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
@@ -20,6 +21,7 @@ __all__ = [
     "HygieneError",
     "IndexCorrupt",
     "RootInvalid",
+    "RuleInvalid",
     "SnapshotNotFound",
     "StoreError",
     "UsageError",
@@ -54,6 +56,12 @@ class ExcludeInvalid(UsageError):
     """Raised when an exclude pattern or a line of ``.hygieneignore`` cannot be used."""
 
     code = "exclude-invalid"
+
+
+class RuleInvalid(UsageError):
+    """Raised when a user rules file is malformed (the message names the line)."""
+
+    code = "rule-invalid"
 
 
 class StoreError(HygieneError):

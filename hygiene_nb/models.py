@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["SizedEntry", "Summary"]
+__all__ = ["Cleanliness", "GroupStats", "RiskStats", "SizedEntry", "StaleBucket", "Summary"]
 
 
 @dataclass(frozen=True)
 class SizedEntry:
-    """One entry in a ranking: its path, kind and bytes (recursive for a directory)."""
+    """One entry in a ranking: its path, kind, bytes (recursive for a directory) and verdict."""
 
     path: str
     kind: str
@@ -19,11 +19,57 @@ class SizedEntry:
     partial: bool = False
     error: str | None = None
     nlink: int = 1
+    risk: str | None = None
+    rule: str | None = None
+    claim: str | None = None
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class RiskStats:
+    """Bytes (apparent and allocated, hard links once) and entries at one risk level."""
+
+    bytes: int
+    alloc: int
+    entries: int
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """One pattern group: its outermost entries (nested ones removed) and their sums."""
+
+    group: str
+    count: int
+    bytes: int
+    files: int
+    entries: list[SizedEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StaleBucket:
+    """Bytes of files by age (since last modification) and risk."""
+
+    bucket: str
+    min_days: int
+    bytes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Cleanliness:
+    """Seed 004's 0-100 score and what went into it."""
+
+    score: int
+    counted: int
+    cleanable: int
+    intermediate: int
+    pending: int
+    valuable: int
+    estimate: bool
 
 
 @dataclass(frozen=True)
 class Summary:
-    """What a snapshot says about a root: totals and the largest entries."""
+    """What a snapshot says about a root: totals, risk mix, groups, staleness, score, largest."""
 
     root: str
     scan_id: str
@@ -41,6 +87,12 @@ class Summary:
     partial: bool
     fs_free: int
     fs_total: int
+    risk: dict[str, RiskStats] = field(default_factory=dict)
+    reclaimable: dict[str, RiskStats] = field(default_factory=dict)
+    groups: list[GroupStats] = field(default_factory=list)
+    stale: list[StaleBucket] = field(default_factory=list)
+    stale_bytes: int = 0
+    cleanliness: Cleanliness | None = None
     largest: list[SizedEntry] = field(default_factory=list)
     largest_files: list[SizedEntry] = field(default_factory=list)
     largest_dirs: list[SizedEntry] = field(default_factory=list)

@@ -110,11 +110,38 @@ def _entry_line(e: SizedEntry) -> str:
         note = "  [partial]"
     elif e.nlink > 1 and e.kind == "file":
         note = f"  [{e.nlink} hard links]"
-    return f"  {human_bytes(e.bytes):>10}  {e.kind:<7} {e.path}{note}"
+    risk = f"{e.risk:<8} " if e.risk else ""
+    return f"  {human_bytes(e.bytes):>10}  {risk}{e.kind:<7} {e.path}{note}"
+
+
+def _risk_lines(s: Summary) -> list[str]:
+    lines = ["\nrisk mix (own bytes, hard links once):"]
+    for level, stats in s.risk.items():
+        lines.append(f"  {level:<9} {human_bytes(stats.bytes):>10}  {stats.entries:>9,} entries")
+    safe, caution = s.reclaimable.get("safe"), s.reclaimable.get("caution")
+    if safe and caution:
+        lines.append(
+            f"  freed by deleting every safe entry: {human_bytes(safe.bytes)}"
+            f" ({human_bytes(safe.alloc)} on disk); with caution entries too:"
+            f" {human_bytes(caution.bytes)}"
+        )
+    if s.cleanliness:
+        c = s.cleanliness
+        est = " (estimate: the scan was partial)" if c.estimate else ""
+        lines.append(
+            f"  cleanliness {c.score}/100{est}: {c.cleanable:,} cleanable, {c.intermediate:,}"
+            f" intermediate, {c.pending:,} pending of {c.counted:,} files counted"
+        )
+    lines.append(f"  not modified for a year or more: {human_bytes(s.stale_bytes)}")
+    if s.groups:
+        lines.append("\npattern groups (outermost matches; nested ones counted once):")
+        for g in s.groups:
+            lines.append(f"  {g.group:<15} {g.count:>7,} entries, {human_bytes(g.bytes):>10}")
+    return lines
 
 
 def render_summary(s: Summary) -> str:
-    """The human summary: totals, largest children, largest files and directories."""
+    """The human summary: totals, risk mix, groups, score, largest entries."""
     lines = [
         f"{s.root} — snapshot {s.scan_id} ({s.scanned_at[:19]} UTC)",
         f"  {human_bytes(s.tree_bytes)} apparent, {human_bytes(s.tree_alloc)} allocated on disk"
@@ -129,6 +156,7 @@ def render_summary(s: Summary) -> str:
         lines.append(f"  {s.excluded:,} entries excluded (not descended, not counted)")
     if s.partial:
         lines.append("  PARTIAL: totals are lower bounds (budget or unreadable entries)")
+    lines += _risk_lines(s)
     for title, rows in (
         ("largest direct children", s.children),
         ("largest directories", s.largest_dirs),
@@ -141,7 +169,19 @@ def render_summary(s: Summary) -> str:
 
 
 def summary_json(s: Summary) -> dict[str, Any]:
-    """The ``summary`` object of CONTRACT §7 (risk, groups and score join with classification)."""
+    """The ``summary`` object of CONTRACT §7 (with more keys beside the stable ones)."""
     data = asdict(s)
     data["status"] = "done"
+    data["cleanliness_detail"] = data["cleanliness"]
+    data["cleanliness"] = s.cleanliness.score if s.cleanliness else None
+    data["largest"] = [
+        {"path": e.path, "bytes": e.bytes, "kind": e.kind, "risk": e.risk, "rule": e.rule,
+         "claim": e.claim, "confidence": e.confidence}
+        for e in s.largest
+    ]  # fmt: skip
+    for group in data["groups"]:
+        group["entries"] = [
+            {"path": e["path"], "bytes": e["bytes"], "risk": e["risk"], "claim": e["claim"]}
+            for e in group["entries"]
+        ]
     return data

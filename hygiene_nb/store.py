@@ -55,6 +55,11 @@ class Store:
         return self.root / "ledger.sqlite"
 
     @property
+    def rules(self) -> Path:
+        """The user's rules (TOML), if any."""
+        return self.root / "rules.toml"
+
+    @property
     def plans(self) -> Path:
         """Issued plan files."""
         return self.root / "plans"

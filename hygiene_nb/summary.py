@@ -1,80 +1,231 @@
-"""Pure summaries of a snapshot table: totals, the largest entries, the root's children."""
+"""Pure views over a classified snapshot: totals, risk mix, groups, staleness, score, largest.
+
+Reclaimable bytes, the pattern index and staleness are here too.
+
+Byte sums never double count: each row adds its own bytes (a directory its own size, a file its
+size), so nested entries are counted once, and a hard-linked inode once. Reclaimable bytes count
+an inode only when every one of its names is in the set (otherwise deleting frees nothing).
+"""
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hygiene_nb.models import SizedEntry, Summary
+from hygiene_nb.models import (
+    Cleanliness,
+    GroupStats,
+    RiskStats,
+    SizedEntry,
+    StaleBucket,
+    Summary,
+)
+from hygiene_nb.rules import Risk
 from hygiene_nb.snapshot import ScanInfo, entry_paths
 
-__all__ = ["SUMMARY_COLUMNS", "summarize_table"]
-
-SUMMARY_COLUMNS = [
-    "parent",
-    "name",
-    "kind",
-    "size",
-    "alloc",
-    "nlink",
-    "depth",
-    "tree_bytes",
-    "tree_alloc",
-    "tree_files",
-    "partial",
-    "error",
-    "excluded",
+__all__ = [
+    "DEPENDENCY_GROUPS",
+    "RISKS",
+    "STALE_BUCKETS",
+    "cleanliness",
+    "pattern_index",
+    "reclaimable",
+    "risk_mix",
+    "staleness",
+    "summarize_table",
 ]
 
+RISKS = tuple(r.value for r in Risk)
+DEPENDENCY_GROUPS = frozenset({"node_modules", "virtualenv", "vendor-bundle"})
+STALE_BUCKETS = (("< 30 days", 0), ("30-90 days", 30), ("90 days-1 year", 90),
+                 ("1-2 years", 365), ("> 2 years", 730))  # fmt: skip
+STALE_DAYS = 365
+_NS_PER_DAY = 86_400 * 10**9
+Mask = npt.NDArray[np.bool_]
 
-def _bytes(table: pa.Table) -> pa.ChunkedArray:
-    """Recursive bytes for directories (where known), own bytes for everything else."""
-    return pc.coalesce(table.column("tree_bytes"), table.column("size"))
+
+def _np(table: pa.Table, column: str) -> npt.NDArray[np.generic]:
+    values: npt.NDArray[np.generic] = table.column(column).to_numpy(zero_copy_only=False)
+    return values
 
 
-def _top(table: pa.Table, mask: pa.ChunkedArray | pa.Array, n: int) -> list[SizedEntry]:
-    """The ``n`` largest rows of ``table`` where ``mask`` holds, largest first (ties by path)."""
-    rows = table.filter(mask)
-    if rows.num_rows == 0 or n <= 0:
-        return []
-    rows = rows.append_column("bytes", _bytes(rows))
-    rows = rows.take(
-        pc.select_k_unstable(rows, k=min(n, rows.num_rows), sort_keys=[("bytes", "descending")])
-    )
-    rows = rows.append_column("path", entry_paths(rows))
-    rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")])
-    out = []
-    for r in rows.to_pylist():
-        out.append(
-            SizedEntry(
-                path=r["path"],
-                kind=r["kind"],
-                bytes=r["bytes"],
-                alloc=r["tree_alloc"] if r["tree_alloc"] is not None else r["alloc"],
-                files=r["tree_files"],
-                partial=bool(r["partial"]),
-                error=r["error"],
-                nlink=r["nlink"],
-            )
+def _link_groups(table: pa.Table) -> tuple[Mask, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For non-directories with nlink > 1: (is_linked, group id per row, nlink per row)."""
+    nlink = _np(table, "nlink").astype(np.int64)
+    is_dir = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "dir"), dtype=bool)
+    linked = (nlink > 1) & ~is_dir
+    group = np.full(table.num_rows, -1, dtype=np.int64)
+    rows = np.flatnonzero(linked)
+    if rows.size:
+        keys = np.stack([_np(table, "dev")[rows], _np(table, "inode")[rows]], axis=1)
+        _, inverse = np.unique(keys, axis=0, return_inverse=True)
+        group[rows] = inverse.reshape(-1)
+    return linked, group, nlink
+
+
+def _own_bytes(table: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    return _np(table, "size").astype(np.int64), _np(table, "alloc").astype(np.int64)
+
+
+def _first_of_group(linked: Mask, group: npt.NDArray[np.int64]) -> Mask:
+    """True for each row except the 2nd, 3rd… names of a hard-linked inode."""
+    keep = np.ones(linked.shape, dtype=bool)
+    rows = np.flatnonzero(linked)
+    if rows.size:
+        _, first = np.unique(group[rows], return_index=True)
+        keep[rows] = False
+        keep[rows[first]] = True
+    return keep
+
+
+def risk_mix(table: pa.Table) -> dict[str, RiskStats]:
+    """Bytes (hard links once, each at its first name) and entries per risk level."""
+    risk = _np(table, "risk")
+    size, alloc = _own_bytes(table)
+    linked, group, _ = _link_groups(table)
+    once = _first_of_group(linked, group)
+    out = {}
+    for level in RISKS:
+        mask = risk == level
+        out[level] = RiskStats(
+            bytes=int(size[mask & once].sum()),
+            alloc=int(alloc[mask & once].sum()),
+            entries=int(mask.sum()),
         )
     return out
+
+
+def reclaimable(
+    table: pa.Table, levels: tuple[str, ...] = ("safe", "caution")
+) -> dict[str, RiskStats]:
+    """Bytes deleting every entry at each level would free (cumulative: safe, then +caution).
+
+    A hard-linked inode frees its bytes only when all its names are in the set.
+    """
+    risk = _np(table, "risk")
+    size, alloc = _own_bytes(table)
+    linked, group, nlink = _link_groups(table)
+    out = {}
+    chosen = np.zeros(table.num_rows, dtype=bool)
+    for level in levels:
+        chosen |= risk == level
+        frees = chosen & ~linked
+        rows = np.flatnonzero(chosen & linked)
+        if rows.size:
+            names_in = np.bincount(group[rows], minlength=int(group.max()) + 1)
+            complete = names_in[group[rows]] >= nlink[rows]
+            first = _first_of_group(linked & chosen, group)
+            frees[rows[complete & first[rows]]] = True
+        out[level] = RiskStats(
+            bytes=int(size[frees].sum()), alloc=int(alloc[frees].sum()), entries=int(chosen.sum())
+        )
+    return out
+
+
+def _entries(rows: pa.Table, n: int) -> list[SizedEntry]:
+    """The ``n`` largest rows as ranked entries (largest first, ties by path)."""
+    if rows.num_rows == 0 or n <= 0:
+        return []
+    rows = rows.append_column("bytes", pc.coalesce(rows.column("tree_bytes"), rows.column("size")))
+    k = min(n, rows.num_rows)
+    rows = rows.take(pc.select_k_unstable(rows, k=k, sort_keys=[("bytes", "descending")]))
+    rows = rows.append_column("path", entry_paths(rows))
+    rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")])
+    get = {c: rows.column(c).to_pylist() for c in rows.column_names}
+    return [
+        SizedEntry(
+            path=get["path"][i],
+            kind=get["kind"][i],
+            bytes=get["bytes"][i],
+            alloc=get["tree_alloc"][i] if get["tree_alloc"][i] is not None else get["alloc"][i],
+            files=get["tree_files"][i],
+            partial=bool(get["partial"][i]),
+            error=get["error"][i],
+            nlink=get["nlink"][i],
+            risk=get.get("risk", [None] * rows.num_rows)[i],
+            rule=get.get("rule", [None] * rows.num_rows)[i],
+            claim=get.get("claim", [None] * rows.num_rows)[i],
+            confidence=get.get("confidence", [None] * rows.num_rows)[i],
+        )
+        for i in range(rows.num_rows)
+    ]
+
+
+def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
+    """Per rule group: its outermost matching entries (nested ones removed) and their sums."""
+    roots = table.filter(pc.fill_null(table.column("group_root"), False))
+    roots = roots.filter(pc.is_valid(roots.column("group")))
+    out = []
+    for group in sorted(set(roots.column("group").to_pylist())):
+        rows = roots.filter(pc.equal(roots.column("group"), group))
+        is_file = pc.cast(pc.equal(rows.column("kind").cast(pa.string()), "file"), pa.int64())
+        files = pc.coalesce(rows.column("tree_files"), is_file)
+        out.append(
+            GroupStats(
+                group=group,
+                count=rows.num_rows,
+                bytes=int(
+                    pc.sum(pc.coalesce(rows.column("tree_bytes"), rows.column("size"))).as_py() or 0
+                ),
+                files=int(pc.sum(files).as_py() or 0),
+                entries=_entries(rows, shown),
+            )
+        )
+    return sorted(out, key=lambda g: (-g.bytes, g.group))
+
+
+def staleness(table: pa.Table, *, now_ns: int) -> list[StaleBucket]:
+    """Bytes of non-directories (hard links once) by age bucket and risk."""
+    is_dir = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "dir"), dtype=bool)
+    linked, group, _ = _link_groups(table)
+    counted = ~is_dir & _first_of_group(linked, group)
+    age_days = (now_ns - _np(table, "mtime_ns").astype(np.int64)) / _NS_PER_DAY
+    size = _np(table, "size").astype(np.int64)
+    risk = _np(table, "risk")
+    out = []
+    bounds = [b for _, b in STALE_BUCKETS[1:]] + [np.inf]
+    for (label, low), high in zip(STALE_BUCKETS, bounds, strict=True):
+        in_bucket = counted & (age_days >= low) & (age_days < high)
+        out.append(
+            StaleBucket(label, low, {r: int(size[in_bucket & (risk == r)].sum()) for r in RISKS})
+        )
+    return out
+
+
+def cleanliness(table: pa.Table, *, partial: bool) -> Cleanliness:
+    """Seed 004's score over files that are not protected, not dependencies, not excluded.
+
+    safe → cleanable (-70), caution → intermediate (-20), unknown → pending (-10), personal →
+    valuable (no deduction): ``round(100 - 70*c/N - 20*i/N - 10*p/N)``, 100 when N is 0.
+    """
+    is_file = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "file"), dtype=bool)
+    group = np.asarray(table.column("group").to_pylist(), dtype=object)
+    dependency = np.isin(group, list(DEPENDENCY_GROUPS))
+    excluded = _np(table, "excluded").astype(bool)
+    risk = _np(table, "risk")
+    counted = is_file & (risk != "high") & ~dependency & ~excluded
+    n = int(counted.sum())
+    c, i, p, v = (
+        int((counted & (risk == r)).sum()) for r in ("safe", "caution", "unknown", "personal")
+    )
+    score = 100 if n == 0 else round(100 - 70 * c / n - 20 * i / n - 10 * p / n)
+    return Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial)
 
 
 def _count(mask: pa.ChunkedArray | pa.Array) -> int:
     return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
 
 
-def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20) -> Summary:
-    """Summarize one snapshot (``table`` holds at least SUMMARY_COLUMNS).
+def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: int) -> Summary:
+    """Summarize one classified snapshot (see ``classify.classify_table``).
 
     Args:
-        table: the snapshot rows.
+        table: the classified snapshot rows.
         info: the scan's metadata.
         top: how many of the largest entries to list in each ranking.
-
-    Returns:
-        Totals from the root row and the rankings. A directory's bytes are recursive (hard
-        links once); a hard-linked file appears once per name in the file ranking, with nlink.
+        now_ns: the current time, for staleness.
     """
     kind = table.column("kind").cast(pa.string())
     depth = table.column("depth")
@@ -82,6 +233,8 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20) -> Summar
     root = root_rows[0] if root_rows else {}
     not_root = pc.greater(depth, 0)
     is_dir = pc.equal(kind, "dir")
+    stale = staleness(table, now_ns=now_ns)
+    partial = bool(root.get("partial", True))
     return Summary(
         root=info.root,
         scan_id=info.scan_id,
@@ -96,11 +249,17 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20) -> Summar
         others=_count(pc.equal(kind, "other")),
         errors=_count(pc.is_valid(table.column("error"))),
         excluded=_count(table.column("excluded")),
-        partial=bool(root.get("partial", True)),
+        partial=partial,
         fs_free=info.fs_free,
         fs_total=info.fs_total,
-        largest=_top(table, not_root, top),
-        largest_files=_top(table, pc.equal(kind, "file"), top),
-        largest_dirs=_top(table, pc.and_(is_dir, not_root), top),
-        children=_top(table, pc.equal(depth, 1), top),
+        risk=risk_mix(table),
+        reclaimable=reclaimable(table),
+        groups=pattern_index(table, shown=top),
+        stale=stale,
+        stale_bytes=sum(sum(b.bytes.values()) for b in stale if b.min_days >= STALE_DAYS),
+        cleanliness=cleanliness(table, partial=partial),
+        largest=_entries(table.filter(not_root), top),
+        largest_files=_entries(table.filter(pc.equal(kind, "file")), top),
+        largest_dirs=_entries(table.filter(pc.and_(is_dir, not_root)), top),
+        children=_entries(table.filter(pc.equal(depth, 1)), top),
     )

@@ -22,3 +22,13 @@ def test_every_cli_command_appears_in_the_readme() -> None:
     text = README.read_text()
     for name in cli.commands:
         assert f"hygiene-nb {name}" in text, name
+
+
+def test_rules_doc_holds_the_builtin_rule_table() -> None:
+    from hygiene_nb.protect import ALL_PROTECTIONS
+    from hygiene_nb.rules import rules_table_markdown
+
+    doc = (README.parent / "docs" / "rules.md").read_text()
+    assert rules_table_markdown() in doc, "regenerate the table in docs/rules.md"
+    for protection in ALL_PROTECTIONS:
+        assert f"| `{protection.rule}` | {protection.claim} |" in doc

@@ -1,0 +1,457 @@
+"""Classification: every snapshot row gets a risk, the deciding rule, a claim and a confidence.
+
+Pure and vectorized: one Python pass over directories only (where inheritance and evidence are
+decided), array operations for everything else. Precedence, weakest first: unknown < inside a
+personal folder < the entry's own built-in rule < a built-in rule covering its directory
+(outermost wins) < user rules < excluded/unreadable < protection.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hygiene_nb.protect import (
+    ALL_PROTECTIONS,
+    CONFIG,
+    CONTAINS,
+    CREDENTIAL,
+    CREDENTIAL_EXTENSIONS,
+    CREDENTIAL_FILES,
+    CREDENTIAL_PREFIXES,
+    FILESYSTEM_ROOT,
+    GIT_TRACKED,
+    HOME,
+    KEEP,
+    KEEP_MARKER,
+    ROOT,
+    VCS,
+    VCS_DIRS,
+    ProtectContext,
+    Protection,
+    protect_dir,
+)
+from hygiene_nb.rules import BUILTIN_RULES, Risk, Rule, UserRule
+from hygiene_nb.snapshot import entry_paths
+
+__all__ = ["CLASSIFY_COLUMNS", "Verdict", "classify_table", "join_path"]
+
+CLASSIFY_COLUMNS = [
+    "parent", "name", "kind", "depth", "size", "alloc", "mtime_ns", "inode", "dev", "nlink",
+    "tree_bytes", "tree_alloc", "tree_files", "tree_latest_mtime_ns", "partial", "error",
+    "excluded",
+]  # fmt: skip
+
+Ids = npt.NDArray[np.int32]
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What classification says of an entry."""
+
+    risk: Risk
+    rule: str
+    group: str | None
+    claim: str
+    confidence: float
+
+
+UNKNOWN = Verdict(Risk.UNKNOWN, "no-rule", None,
+                  "No rule recognizes this: look before deciding", 0.0)  # fmt: skip
+EXCLUDED = Verdict(
+    Risk.UNKNOWN,
+    "excluded",
+    None,
+    "Excluded from the scan (.hygieneignore or --exclude): not classified",
+    0.0,
+)
+UNREADABLE = Verdict(Risk.UNKNOWN, "unreadable", None,
+                     "Could not be read: what it holds is unknown, not empty", 0.0)  # fmt: skip
+IN_PERSONAL = Verdict(Risk.PERSONAL, "in-personal-folder", "personal",
+                      "Inside one of your personal folders: probably yours", 0.6)  # fmt: skip
+
+
+def join_path(parent: str, name: str) -> str:
+    """``parent`` + ``/`` + ``name`` without doubling the slash of ``/``."""
+    return parent + name if parent.endswith("/") else f"{parent}/{name}"
+
+
+class _Table:
+    """The verdicts in play, numbered; rows hold verdict ids."""
+
+    def __init__(self) -> None:
+        self.verdicts: list[Verdict] = []
+        self._ids: dict[Verdict, int] = {}
+
+    def id(self, verdict: Verdict) -> int:
+        if verdict not in self._ids:
+            self._ids[verdict] = len(self.verdicts)
+            self.verdicts.append(verdict)
+        return self._ids[verdict]
+
+    def protection(self, p: Protection) -> int:
+        return self.id(Verdict(Risk.HIGH, p.rule, None, p.claim, 1.0))
+
+
+def _strong(rule: Rule) -> Verdict:
+    return Verdict(rule.risk, rule.rule_id, rule.group, rule.claim, rule.confidence)
+
+
+def _weak(rule: Rule) -> Verdict:
+    assert rule.evidence is not None
+    ev = rule.evidence
+    return Verdict(Risk.CAUTION, rule.rule_id, rule.group, ev.missing_claim, ev.missing_confidence)
+
+
+def _home_rel(path: str, home: str) -> str | None:
+    if path == home:
+        return ""
+    prefix = home.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> bool:
+    if rule.names and name not in rule.names:
+        return False
+    if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
+        return False
+    if rule.under_home and _home_rel(parent, ctx.home) not in rule.under_home:
+        return False
+    if rule.not_home_child and parent == ctx.home:
+        return False
+    return not rule.home_child or parent == ctx.home
+
+
+def _dir_verdict(
+    name: str, parent: str, ctx: ProtectContext, siblings: dict[str, set[str]], t: _Table
+) -> tuple[int, bool]:
+    """The built-in verdict of a directory by its own name and place; (id, absorbs)."""
+    for rule in BUILTIN_RULES:
+        if rule.kind == "file" or not _matches_place(rule, name, parent, ctx):
+            continue
+        if not rule.names and not rule.under_home:
+            continue
+        verdict = _strong(rule)
+        if rule.evidence is not None:
+            present = siblings.get(parent, set())
+            if not all(present.intersection(group) for group in rule.evidence.all_of):
+                verdict = _weak(rule)
+        return t.id(verdict), rule.absorbs
+    return -1, False
+
+
+@dataclass
+class _DirState:
+    """What a directory passes down to its children."""
+
+    absorb: int = -1  # verdict id of the outermost absorbing rule covering it
+    protect: int = -1  # verdict id of a protection that covers everything inside
+    personal: bool = False
+    in_worktree: bool = False  # inside a git work tree whose tracked files are known
+
+
+def _column(table: pa.Table, name: str) -> npt.NDArray[np.generic]:
+    values: npt.NDArray[np.generic] = table.column(name).to_numpy(zero_copy_only=False)
+    return values
+
+
+def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Per row, an index into the list of distinct parent paths (-1 for the root row)."""
+    column = table.column("parent").unify_dictionaries() if table.num_rows else None
+    if column is None or column.num_chunks == 0:
+        return np.full(table.num_rows, -1, dtype=np.int64), []
+    dictionary = column.chunk(0).dictionary.to_pylist()
+    indices = pa.chunked_array([c.indices for c in column.chunks], type=column.type.index_type)
+    return indices.fill_null(-1).to_numpy().astype(np.int64), dictionary
+
+
+def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
+    """Parent path → which of ``names`` stand in it (for evidence and user-rule siblings)."""
+    hits = table.filter(pc.is_in(table.column("name"), pa.array(sorted(names), pa.string())))
+    out: dict[str, set[str]] = {}
+    for parent, name in zip(
+        hits.column("parent").to_pylist(), hits.column("name").to_pylist(), strict=True
+    ):
+        if parent is not None:
+            out.setdefault(parent, set()).add(name)
+    return out
+
+
+def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
+    names = {KEEP_MARKER}
+    for rule in BUILTIN_RULES:
+        if rule.evidence is not None:
+            for group in rule.evidence.all_of:
+                names.update(group)
+    names.update(u.sibling for u in user_rules if u.sibling)
+    return names
+
+
+def _file_rules(table: pa.Table, t: _Table) -> Ids:
+    """Own built-in verdicts of non-directories by name, extension and suffix (rule order)."""
+    name = table.column("name")
+    lower = pc.utf8_lower(name)
+    out = np.full(table.num_rows, -1, dtype=np.int32)
+    for rule in BUILTIN_RULES:
+        if rule.kind != "file":
+            continue
+        mask = None
+        if rule.names:
+            mask = pc.is_in(name, pa.array(rule.names, pa.string()))
+        for ext in rule.extensions:
+            hit = pc.ends_with(lower, ext)
+            mask = hit if mask is None else pc.or_(mask, hit)
+        for suffix in rule.suffixes:
+            hit = pc.ends_with(name, suffix)
+            mask = hit if mask is None else pc.or_(mask, hit)
+        if mask is None:
+            continue
+        hits = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool) & (out < 0)
+        out[hits] = t.id(_strong(rule))
+    return out
+
+
+def _file_protection(table: pa.Table, ctx: ProtectContext, t: _Table) -> Ids:
+    """Protection of non-directories by their own name (credentials, gitfiles, markers)."""
+    name = table.column("name")
+    lower = pc.utf8_lower(name)
+    out = np.full(table.num_rows, -1, dtype=np.int32)
+
+    def put(mask: pa.ChunkedArray, p: Protection) -> None:
+        hits = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool) & (out < 0)
+        out[hits] = t.protection(p)
+
+    put(pc.is_in(name, pa.array(sorted(VCS_DIRS), pa.string())), VCS)
+    put(pc.equal(name, KEEP_MARKER), KEEP)
+    put(pc.is_in(name, pa.array(sorted(CREDENTIAL_FILES), pa.string())), CREDENTIAL)
+    for prefix in CREDENTIAL_PREFIXES:
+        put(pc.starts_with(name, prefix), CREDENTIAL)
+    for ext in CREDENTIAL_EXTENSIONS:
+        put(pc.ends_with(lower, ext), CREDENTIAL)
+    in_home = pc.equal(table.column("parent").cast(pa.string()), ctx.home)
+    put(pc.and_(pc.fill_null(in_home, False), pc.starts_with(name, ".")), CONFIG)
+    return out
+
+
+def _glob_regex(pattern: str) -> str:
+    """Translate a glob into an RE2 regex (Arrow's RE2 lacks Python's end anchor; `$` works)."""
+    return fnmatch.translate(pattern).replace("\\Z", "$")
+
+
+def _user_rule_ids(
+    table: pa.Table,
+    user_rules: Sequence[UserRule],
+    siblings: dict[str, set[str]],
+    now_ns: int,
+    t: _Table,
+) -> Ids:
+    """The first matching user rule per row (-1 where none matches)."""
+    out = np.full(table.num_rows, -1, dtype=np.int32)
+    if not user_rules:
+        return out
+    name = table.column("name")
+    kind = table.column("kind").cast(pa.string())
+    nbytes = pc.coalesce(table.column("tree_bytes"), table.column("size"))
+    newest = pc.coalesce(table.column("tree_latest_mtime_ns"), table.column("mtime_ns"))
+    paths = entry_paths(table) if any(u.path for u in user_rules) else None
+    parents = table.column("parent").cast(pa.string())
+    for rule in user_rules:
+        mask = pa.array(np.ones(table.num_rows, dtype=bool))
+        if rule.name is not None:
+            mask = pc.and_(mask, pc.match_substring_regex(name, _glob_regex(rule.name)))
+        if rule.path is not None and paths is not None:
+            mask = pc.and_(mask, pc.match_substring_regex(paths, _glob_regex(rule.path)))
+        if rule.kind is not None:
+            mask = pc.and_(mask, pc.equal(kind, rule.kind))
+        if rule.min_bytes is not None:
+            mask = pc.and_(mask, pc.greater_equal(nbytes, rule.min_bytes))
+        if rule.min_age_days is not None:
+            cutoff = now_ns - int(rule.min_age_days * 86400 * 1e9)
+            mask = pc.and_(mask, pc.less_equal(newest, cutoff))
+        if rule.sibling is not None:
+            having = [p for p, names in siblings.items() if rule.sibling in names]
+            mask = pc.and_(mask, pc.is_in(parents, pa.array(having, pa.string())))
+        hits = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+        hits &= out < 0
+        verdict = Verdict(rule.risk, f"user:{rule.rule_id}", "user", rule.claim, rule.confidence)
+        out[hits] = t.id(verdict)
+    return out
+
+
+def _git_tracked(
+    table: pa.Table, pidx: npt.NDArray[np.int64], in_tree: Mask, ctx: ProtectContext
+) -> Mask:
+    """Rows that are files git tracks (paths computed only under work trees)."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    if not ctx.git.tracked:
+        return out
+    candidates = np.flatnonzero(in_tree[np.maximum(pidx, 0)] & (pidx >= 0))
+    if candidates.size == 0:
+        return out
+    subset = table.take(pa.array(candidates))
+    paths = entry_paths(subset)
+    tracked = pc.is_in(paths, pa.array(sorted(ctx.git.tracked), pa.string()))
+    out[candidates] = np.asarray(tracked.to_numpy(zero_copy_only=False), dtype=bool)
+    return out
+
+
+def classify_table(
+    table: pa.Table,
+    ctx: ProtectContext,
+    *,
+    user_rules: Sequence[UserRule] = (),
+    now_ns: int,
+) -> pa.Table:
+    """Classify every row of a snapshot table (holding at least CLASSIFY_COLUMNS).
+
+    Args:
+        table: snapshot rows.
+        ctx: protection facts (home, store, root, git-tracked files, keep markers).
+        user_rules: the user's rules, in file order (the first that matches wins).
+        now_ns: the current time, for age conditions.
+
+    Returns:
+        ``table`` with ``risk``, ``rule``, ``group``, ``claim``, ``confidence`` (what decided
+        it), ``group_root`` (this entry is itself a match of its group, not inside one) and
+        ``protected`` added.
+    """
+    t = _Table()
+    n = table.num_rows
+    pidx, parents = _parent_index(table)
+    kind = table.column("kind").cast(pa.string())
+    is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
+    siblings = _siblings(table, _evidence_names(user_rules))
+    keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
+    ctx = ProtectContext(ctx.root, ctx.home, ctx.store, ctx.git, ctx.keep_dirs | keep_dirs)
+
+    own = np.full(n, -1, dtype=np.int32)
+    prot = np.full(n, -1, dtype=np.int32)
+    states = _walk_directories(table, is_dir, own, prot, ctx, siblings, t)
+
+    # What each distinct parent passes down, then per row through the parent index.
+    absorb_p = np.array([states.get(p, _DirState()).absorb for p in parents] + [-1], np.int32)
+    protect_p = np.array([states.get(p, _DirState()).protect for p in parents] + [-1], np.int32)
+    personal_p = np.array([states.get(p, _DirState()).personal for p in parents] + [False])
+    tracked_tree = np.array([states.get(p, _DirState()).in_worktree for p in parents] + [False])
+    inherited_absorb = absorb_p[pidx]
+    inherited_protect = protect_p[pidx]
+
+    files = ~is_dir
+    file_own = _file_rules(table, t)
+    own[files] = file_own[files]
+    file_prot = _file_protection(table, ctx, t)
+    prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
+    tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
+    prot[tracked & (prot < 0)] = t.protection(GIT_TRACKED)
+    covered = inherited_protect >= 0
+    prot[covered] = inherited_protect[covered]
+
+    verdict = np.full(n, t.id(UNKNOWN), dtype=np.int32)
+    verdict[personal_p[pidx]] = t.id(IN_PERSONAL)
+    has_own = own >= 0
+    verdict[has_own] = own[has_own]
+    group_root = has_own.copy()
+    absorbed = inherited_absorb >= 0
+    verdict[absorbed] = inherited_absorb[absorbed]
+    group_root[absorbed] = False
+    user = _user_rule_ids(table, user_rules, siblings, now_ns, t)
+    verdict[user >= 0] = user[user >= 0]
+    group_root[user >= 0] = False
+    verdict[_column(table, "excluded").astype(bool)] = t.id(EXCLUDED)
+    verdict[~pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)] = t.id(UNREADABLE)
+    _mark_ancestors(table, is_dir, prot, t)
+    protected = prot >= 0
+    verdict[protected] = prot[protected]
+    return _with_columns(table, verdict, group_root, protected, t)
+
+
+def _walk_directories(
+    table: pa.Table,
+    is_dir: Mask,
+    own: Ids,
+    prot: Ids,
+    ctx: ProtectContext,
+    siblings: dict[str, set[str]],
+    t: _Table,
+) -> dict[str, _DirState]:
+    """One pass over directories, shallowest first: own verdicts, what children inherit."""
+    rows = np.flatnonzero(is_dir)
+    dirs = table.take(pa.array(rows)).select(["parent", "name", "depth"])
+    order = np.argsort(dirs.column("depth").to_numpy(), kind="stable")
+    parents = dirs.column("parent").to_pylist()
+    names = dirs.column("name").to_pylist()
+    states: dict[str, _DirState] = {}
+    no_state = _DirState()
+    passes_down = {p.rule for p in ALL_PROTECTIONS} - {ROOT.rule, HOME.rule, FILESYSTEM_ROOT.rule}
+    trees = frozenset(ctx.git.worktrees)
+    for i in order:
+        parent, name, row = parents[i], names[i], int(rows[i])
+        path = name if parent is None else join_path(parent, name)
+        up = states.get(parent, no_state) if parent is not None else no_state
+        state = _DirState(up.absorb, up.protect, up.personal, up.in_worktree or path in trees)
+        found = protect_dir(path, name, ctx)
+        if up.protect >= 0:
+            prot[row] = up.protect
+        elif found is not None:
+            prot[row] = t.protection(found)
+            if found.rule in passes_down:
+                state.protect = prot[row]
+        if up.absorb < 0 and parent is not None:
+            verdict, absorbs = _dir_verdict(name, parent, ctx, siblings, t)
+            own[row] = verdict
+            if absorbs:
+                state.absorb = verdict
+            if verdict >= 0 and t.verdicts[verdict].risk is Risk.PERSONAL:
+                state.personal = True
+        states[path] = state
+    return states
+
+
+def _mark_ancestors(table: pa.Table, is_dir: Mask, prot: Ids, t: _Table) -> None:
+    """Every directory above a protected entry gets ``contains-protected`` (if not protected)."""
+    protected_rows = np.flatnonzero(prot >= 0)
+    if protected_rows.size == 0:
+        return
+    parents = set(table.column("parent").take(pa.array(protected_rows)).to_pylist())
+    parents.discard(None)
+    above: set[str] = set()
+    for path in parents:
+        while path and path not in above:
+            above.add(path)
+            head = path.rsplit("/", 1)[0]
+            path = head if head else ("/" if path != "/" else "")
+    dir_rows = np.flatnonzero(is_dir & (prot < 0))
+    if dir_rows.size == 0:
+        return
+    subset = table.take(pa.array(dir_rows))
+    hit = pc.is_in(entry_paths(subset), pa.array(sorted(above), pa.string()))
+    mask = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
+    prot[dir_rows[mask]] = t.protection(CONTAINS)
+
+
+def _with_columns(
+    table: pa.Table, verdict: Ids, group_root: Mask, protected: Mask, t: _Table
+) -> pa.Table:
+    ids = pa.array(verdict, pa.int32())
+
+    def pick(values: list[object], dtype: pa.DataType) -> pa.Array:
+        return pa.array(values, dtype).take(ids)
+
+    v = t.verdicts
+    risk = pa.DictionaryArray.from_arrays(ids, pa.array([x.risk.value for x in v], pa.string()))
+    return (
+        table.append_column("risk", risk.cast(pa.string()))
+        .append_column("rule", pick([x.rule for x in v], pa.string()))
+        .append_column("group", pick([x.group for x in v], pa.string()))
+        .append_column("claim", pick([x.claim for x in v], pa.string()))
+        .append_column("confidence", pick([x.confidence for x in v], pa.float32()))
+        .append_column("group_root", pa.array(group_root & ~protected))
+        .append_column("protected", pa.array(protected))
+    )

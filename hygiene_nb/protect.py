@@ -1,0 +1,182 @@
+"""Protection: what can never enter a plan, whatever a person or a rule decided (CONTRACT §4).
+
+Pure: ``ProtectContext`` (home, store, root, git-tracked files) is built at the edge by
+``api``; the predicates here only look at names and paths. Classification applies them, marks
+everything under a protected directory, and every ancestor of a protected entry.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CREDENTIAL_DIRS",
+    "CREDENTIAL_EXTENSIONS",
+    "CREDENTIAL_FILES",
+    "CREDENTIAL_PREFIXES",
+    "KEEP_MARKER",
+    "SYSTEM_DIRS",
+    "VCS_DIRS",
+    "GitInfo",
+    "ProtectContext",
+    "Protection",
+    "find_git_tracked",
+    "protect_dir",
+    "protect_file",
+]
+
+KEEP_MARKER = ".hygiene-nb-keep"
+QUARANTINE_NAME = ".hygiene-nb-quarantine"
+VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
+CREDENTIAL_DIRS = frozenset(
+    {".ssh", ".gnupg", ".aws", ".kube", ".password-store", "keyrings", ".pki", ".docker"}
+)
+CREDENTIAL_FILES = frozenset({".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc"})
+CREDENTIAL_PREFIXES = ("id_", ".env")
+CREDENTIAL_EXTENSIONS = (".pem", ".key", ".p12", ".pfx", ".kdbx", ".keystore", ".jks")
+SYSTEM_DIRS = frozenset(
+    {
+        "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+        "/sbin", "/sys", "/usr", "/var", "/srv", "/snap", "/System", "/Library", "/Applications",
+        "/private", "/opt",
+    }
+)  # fmt: skip
+HOME_CONFIG = ("Library/Preferences", ".config", ".local/share/keyrings")
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Why an entry is protected: a stable rule id and a one-line claim."""
+
+    rule: str
+    claim: str
+
+
+ROOT = Protection("root", "The scanned root itself: never removed as a whole")
+FILESYSTEM_ROOT = Protection("filesystem-root", "The filesystem root: never removed")
+HOME = Protection("home", "Your home directory: never removed as a whole")
+SYSTEM = Protection("system", "Operating-system directory: removing anything here can break "
+                    "the machine")  # fmt: skip
+VCS = Protection("vcs", "Version-control history (.git, .hg, .svn): losing it loses the "
+                 "project's history")  # fmt: skip
+CREDENTIAL = Protection("credential", "Keys or credentials: losing them can lock you out")
+CONFIG = Protection("config", "Configuration: programs and your settings depend on it")
+GIT_TRACKED = Protection("git-tracked", "A file git tracks: part of a project's source")
+GIT_UNKNOWN = Protection("git-unreadable", "Inside a git work tree whose tracked files could "
+                         "not be listed (git unavailable): protected as a whole")  # fmt: skip
+KEEP = Protection("keep-marker", "Marked with .hygiene-nb-keep: kept, with everything inside")
+STORE = Protection("store", "hygiene-nb's own store or quarantine")
+CONTAINS = Protection("contains-protected", "Contains something protected, so it cannot be "
+                      "removed as a whole")  # fmt: skip
+ALL_PROTECTIONS = (ROOT, FILESYSTEM_ROOT, HOME, SYSTEM, VCS, CREDENTIAL, CONFIG, GIT_TRACKED,
+                   GIT_UNKNOWN, KEEP, STORE, CONTAINS)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GitInfo:
+    """What git said about the work trees in a snapshot (built at the edge)."""
+
+    worktrees: tuple[str, ...] = ()  # every git work tree found (listed or not)
+    tracked: frozenset[str] = frozenset()  # absolute paths of tracked files
+    unreadable: tuple[str, ...] = ()  # work trees whose files could not be listed
+    note: str = ""  # e.g. "git is not installed"
+
+
+@dataclass(frozen=True)
+class ProtectContext:
+    """The facts protection needs, gathered at the edge."""
+
+    root: str
+    home: str
+    store: str
+    git: GitInfo = field(default_factory=GitInfo)
+    keep_dirs: frozenset[str] = frozenset()  # directories holding a .hygiene-nb-keep marker
+
+
+def _home_rel(path: str, home: str) -> str | None:
+    if path == home:
+        return ""
+    prefix = home.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
+    """Why a directory (and everything inside it, unless it is root/home) is protected."""
+    if path == ctx.root:
+        return ROOT
+    if path == "/":
+        return FILESYSTEM_ROOT
+    if path == ctx.home:
+        return HOME
+    if path in SYSTEM_DIRS:
+        return SYSTEM
+    if name in VCS_DIRS:
+        return VCS
+    if name in CREDENTIAL_DIRS:
+        return CREDENTIAL
+    if path == ctx.store or name == QUARANTINE_NAME:
+        return STORE
+    if path in ctx.keep_dirs:
+        return KEEP
+    if path in ctx.git.unreadable:
+        return GIT_UNKNOWN
+    rel = _home_rel(path, ctx.home)
+    if rel is not None and rel in HOME_CONFIG:
+        return CONFIG
+    return None
+
+
+def protect_file(name: str, parent: str, ctx: ProtectContext) -> Protection | None:
+    """Why a non-directory entry is protected by its own name or place (not git tracking)."""
+    if name in VCS_DIRS:  # a gitfile (.git as a file, in submodules and worktrees)
+        return VCS
+    if name == KEEP_MARKER:
+        return KEEP
+    if name in CREDENTIAL_FILES or name.startswith(CREDENTIAL_PREFIXES):
+        return CREDENTIAL
+    if name.lower().endswith(CREDENTIAL_EXTENSIONS):
+        return CREDENTIAL
+    if parent == ctx.home and name.startswith("."):
+        return CONFIG
+    return None
+
+
+def find_git_tracked(worktrees: Iterable[str], *, timeout: float = 60.0) -> GitInfo:
+    """Ask git which files each work tree tracks (read-only: ``ls-files``, no optional locks).
+
+    A work tree git cannot list is reported in ``unreadable`` and protected as a whole.
+    """
+    trees = sorted(set(worktrees))
+    tracked: set[str] = set()
+    unreadable: list[str] = []
+    note = ""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    for tree in trees:
+        try:
+            result = subprocess.run(
+                ["git", "-C", tree, "ls-files", "-z", "--full-name"],
+                capture_output=True,
+                timeout=timeout,
+                env=env,
+                check=False,
+            )
+        except FileNotFoundError:
+            unreadable.append(tree)
+            note = "git is not installed: every git work tree is protected as a whole"
+            continue
+        except subprocess.TimeoutExpired:
+            unreadable.append(tree)
+            continue
+        if result.returncode != 0:
+            unreadable.append(tree)
+            continue
+        for rel in result.stdout.split(b"\0"):
+            if rel:
+                # decoded as snapshot paths are, so non-UTF-8 names compare equal
+                tracked.add(os.path.join(tree, rel.decode("utf-8", "backslashreplace")))
+    return GitInfo(
+        worktrees=tuple(trees), tracked=frozenset(tracked), unreadable=tuple(unreadable), note=note
+    )

@@ -1,0 +1,402 @@
+"""Built-in rule groups and user rules: what an entry is, how sure we are, and why.
+
+Each built-in rule is one row of ``BUILTIN_RULES`` (documented in ``docs/rules.md``, which a test
+keeps in step). A rule matches by name, extension or place; ``absorbs`` rules cover a whole
+directory (everything inside a ``node_modules`` is part of it). Evidence rules say what must stand
+beside an entry for the high-confidence verdict; without it the rule falls back to ``caution``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from hygiene_nb.errors import RuleInvalid
+
+__all__ = [
+    "BUILTIN_RULES",
+    "GROUPS",
+    "LOCKFILES",
+    "Evidence",
+    "Risk",
+    "Rule",
+    "UserRule",
+    "load_user_rules",
+    "parse_user_rules",
+    "rules_table_markdown",
+]
+
+
+class Risk(StrEnum):
+    """The five risk levels (CONTRACT §4). ``unknown`` is never deletable by default."""
+
+    SAFE = "safe"
+    CAUTION = "caution"
+    PERSONAL = "personal"
+    HIGH = "high"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What must stand beside a matched entry (in the same directory) for the strong verdict."""
+
+    all_of: tuple[tuple[str, ...], ...]  # each inner tuple: any one of these names
+    missing_claim: str
+    missing_confidence: float
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One built-in rule: a matcher and the verdict it gives."""
+
+    rule_id: str
+    group: str
+    risk: Risk
+    claim: str
+    confidence: float
+    names: tuple[str, ...] = ()  # exact entry names
+    extensions: tuple[str, ...] = ()  # lower-case, with the dot
+    prefixes: tuple[str, ...] = ()  # name starts with
+    suffixes: tuple[str, ...] = ()  # name ends with
+    kind: str | None = None  # "dir" or "file" (file = anything not a directory)
+    parent_names: tuple[str, ...] = ()  # only where the parent directory has one of these names
+    under_home: tuple[str, ...] = ()  # parent path relative to home, e.g. ".cache"
+    home_child: bool = False  # only as a direct child of home
+    not_home_child: bool = False  # never as a direct child of home (~/.gradle is Gradle's home)
+    absorbs: bool = False  # the whole subtree belongs to this entry
+    evidence: Evidence | None = None
+
+
+LOCKFILES = (
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "bun.lockb",
+    "bun.lock",
+)
+_PY_PROJECT = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "Pipfile",
+               "poetry.lock", "uv.lock", "environment.yml", "requirements-dev.txt")  # fmt: skip
+_BUILD_CONFIG = ("package.json", "pyproject.toml", "setup.py", "Cargo.toml", "Makefile",
+                 "CMakeLists.txt", "build.gradle", "build.gradle.kts", "pom.xml", "go.mod",
+                 "meson.build", "tsconfig.json", "vite.config.js", "vite.config.ts",
+                 "webpack.config.js", "next.config.js", "nuxt.config.ts")  # fmt: skip
+
+_MEDIA = (
+    ".jpg",
+    ".jpeg",
+    ".png",
+    ".gif",
+    ".heic",
+    ".raw",
+    ".cr2",
+    ".nef",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".mp3",
+    ".flac",
+    ".wav",
+    ".m4a",
+    ".aac",
+    ".ogg",
+    ".mp4",
+    ".mov",
+    ".mkv",
+    ".avi",
+    ".m4v",
+)
+_OFFICE = (
+    ".pdf",
+    ".doc",
+    ".docx",
+    ".xls",
+    ".xlsx",
+    ".ppt",
+    ".pptx",
+    ".odt",
+    ".ods",
+    ".odp",
+    ".pages",
+    ".numbers",
+    ".rtf",
+    ".epub",
+)
+
+BUILTIN_RULES: tuple[Rule, ...] = (
+    # -- language and tool caches -------------------------------------------------------------
+    Rule("pycache", "python-cache", Risk.SAFE,
+         "Python bytecode cache: Python rebuilds it on the next run", 0.95,
+         names=("__pycache__",), kind="dir", absorbs=True),
+    Rule("pyc", "python-cache", Risk.SAFE,
+         "Compiled Python file: Python rebuilds it from the source", 0.9,
+         extensions=(".pyc", ".pyo"), kind="file"),
+    Rule("tool-cache", "tool-cache", Risk.SAFE,
+         "Test or linter cache: the tool rebuilds it on its next run", 0.95,
+         names=(".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".ipynb_checkpoints"),
+         kind="dir", absorbs=True),
+    Rule("tox", "tool-cache", Risk.SAFE,
+         "tox/nox test environments: recreated on the next test run", 0.9,
+         names=(".tox", ".nox"), kind="dir", absorbs=True),
+    # -- dependency directories ---------------------------------------------------------------
+    Rule("node-modules", "node_modules", Risk.SAFE,
+         "Installed npm packages: `npm ci` reinstalls them from package.json and the lockfile", 0.9,
+         names=("node_modules",), kind="dir", absorbs=True,
+         evidence=Evidence((("package.json",), LOCKFILES),
+                           "Installed npm packages, but no package.json and lockfile beside it: "
+                           "reinstalling may not give the same versions", 0.5)),
+    Rule("venv", "virtualenv", Risk.SAFE,
+         "Python virtual environment: recreated from the project's requirements", 0.85,
+         names=(".venv", "venv"), kind="dir", absorbs=True,
+         evidence=Evidence((_PY_PROJECT,),
+                           "Python virtual environment with no pyproject.toml or requirements "
+                           "beside it: what was installed may be hard to recreate", 0.5)),
+    Rule("vendor-bundle", "vendor-bundle", Risk.SAFE,
+         "Ruby gems installed by Bundler: `bundle install` restores them", 0.8,
+         names=("bundle",), parent_names=("vendor",), kind="dir", absorbs=True),
+    # -- build outputs ------------------------------------------------------------------------
+    Rule("rust-target", "build-output", Risk.SAFE,
+         "Rust build output: `cargo build` recreates it", 0.9,
+         names=("target",), kind="dir", absorbs=True,
+         evidence=Evidence((("Cargo.toml",),),
+                           "A directory named target with no Cargo.toml beside it: it may not be "
+                           "a build output", 0.4)),
+    Rule("build-dir", "build-output", Risk.SAFE,
+         "Build output: the project's build recreates it", 0.8,
+         names=("dist", "build", "out", ".next", ".nuxt", ".turbo", ".parcel-cache", ".gradle",
+                "DerivedData", ".svelte-kit", ".angular"),
+         kind="dir", absorbs=True, not_home_child=True,
+         evidence=Evidence((_BUILD_CONFIG,),
+                           "Looks like build output, but no build file (package.json, "
+                           "pyproject.toml, Makefile…) stands beside it", 0.4)),
+    # -- user and package-manager caches ------------------------------------------------------
+    Rule("pkg-cache", "package-cache", Risk.SAFE,
+         "Package-manager download cache: packages are downloaded again when needed", 0.9,
+         names=("pip", "npm", "yarn", "pnpm", "go-build", "pypoetry", "uv", "cargo"),
+         under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("npm-cache", "package-cache", Risk.SAFE,
+         "npm download cache: packages are downloaded again when needed", 0.9,
+         names=("_cacache",), under_home=(".npm",), kind="dir", absorbs=True),
+    Rule("cargo-registry", "package-cache", Risk.SAFE,
+         "Cargo registry cache: crates are downloaded again when needed", 0.85,
+         names=("registry",), under_home=(".cargo",), kind="dir", absorbs=True),
+    Rule("go-mod-cache", "package-cache", Risk.SAFE,
+         "Go module cache: modules are downloaded again when needed", 0.85,
+         names=("mod",), under_home=("go/pkg",), kind="dir", absorbs=True),
+    Rule("maven-repo", "package-cache", Risk.SAFE,
+         "Maven local repository: artifacts are downloaded again when needed", 0.85,
+         names=("repository",), under_home=(".m2",), kind="dir", absorbs=True),
+    Rule("gradle-cache", "package-cache", Risk.SAFE,
+         "Gradle cache: dependencies are downloaded again when needed", 0.85,
+         names=("caches",), under_home=(".gradle",), kind="dir", absorbs=True),
+    Rule("yarn-cache", "package-cache", Risk.SAFE,
+         "Yarn cache: packages are downloaded again when needed", 0.85,
+         names=("yarn",), under_home=("Library/Caches",), kind="dir", absorbs=True),
+    Rule("user-cache", "user-cache", Risk.CAUTION,
+         "Application cache: the app rebuilds it, but large downloads (models, images) may take "
+         "long to fetch again", 0.7,
+         under_home=(".cache", "Library/Caches"), absorbs=True),
+    # -- logs and temporary files -------------------------------------------------------------
+    Rule("log-file", "logs", Risk.CAUTION,
+         "Log file: useful when something goes wrong; old logs are usually safe to remove", 0.6,
+         extensions=(".log",), kind="file"),
+    Rule("log-dir", "logs", Risk.CAUTION,
+         "Log directory: useful when something goes wrong; old logs are usually safe to remove",
+         0.6, names=("Logs", "logs"), kind="dir", absorbs=True),
+    Rule("tmp-file", "temporary", Risk.CAUTION,
+         "Temporary file: usually left behind, but a running program may still be using it", 0.6,
+         extensions=(".tmp", ".temp", ".swp"), kind="file"),
+    Rule("backup-tilde", "temporary", Risk.SAFE,
+         "Editor backup copy (name ends in ~): the original file is beside it", 0.8,
+         suffixes=("~",), kind="file"),
+    Rule("os-junk", "temporary", Risk.SAFE,
+         "Folder view settings written by macOS or Windows: recreated when needed", 0.95,
+         names=(".DS_Store", "Thumbs.db", "desktop.ini", "._.DS_Store"), kind="file"),
+    # -- trash --------------------------------------------------------------------------------
+    Rule("trash", "trash", Risk.CAUTION,
+         "Trash: things already deleted once; emptying it makes that final", 0.8,
+         names=(".Trash", ".Trashes"), kind="dir", absorbs=True),
+    Rule("xdg-trash", "trash", Risk.CAUTION,
+         "Trash: things already deleted once; emptying it makes that final", 0.8,
+         names=("Trash",), under_home=(".local/share",), kind="dir", absorbs=True),
+    # -- personal content ---------------------------------------------------------------------
+    Rule("personal-dir", "personal", Risk.PERSONAL,
+         "Your own files: nothing rebuilds them", 0.9,
+         names=("Documents", "Desktop", "Pictures", "Music", "Movies", "Videos", "Photos"),
+         kind="dir", home_child=True),
+    Rule("media-file", "personal", Risk.PERSONAL,
+         "A photo, song or video: probably yours, and nothing rebuilds it", 0.8,
+         extensions=_MEDIA, kind="file"),
+    Rule("office-file", "personal", Risk.PERSONAL,
+         "A document: probably yours, and nothing rebuilds it", 0.8,
+         extensions=_OFFICE, kind="file"),
+)  # fmt: skip
+
+GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in BUILTIN_RULES))
+
+
+def _matcher(rule: Rule) -> str:
+    parts = []
+    if rule.names:
+        parts.append("name " + ", ".join(f"`{n}`" for n in rule.names))
+    if rule.extensions:
+        parts.append("extension " + ", ".join(f"`{e}`" for e in rule.extensions))
+    if rule.suffixes:
+        parts.append("name ending " + ", ".join(f"`{x}`" for x in rule.suffixes))
+    if rule.parent_names:
+        parts.append("inside " + ", ".join(f"`{x}/`" for x in rule.parent_names))
+    if rule.under_home:
+        parts.append("directly in " + ", ".join(f"`~/{x}/`" for x in rule.under_home))
+    if rule.home_child:
+        parts.append("directly in `~`")
+    if rule.not_home_child:
+        parts.append("not directly in `~`")
+    if rule.kind:
+        parts.append(f"({rule.kind}{', whole subtree' if rule.absorbs else ''})")
+    return "; ".join(parts)
+
+
+def rules_table_markdown() -> str:
+    """The built-in rules as the Markdown table ``docs/rules.md`` holds (a test compares)."""
+    lines = [
+        "| rule | group | matches | risk | confidence | claim | evidence (else: caution) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in BUILTIN_RULES:
+        evidence = ""
+        if r.evidence is not None:
+            needs = " and ".join(
+                " or ".join(f"`{n}`" for n in group) for group in r.evidence.all_of
+            )
+            evidence = f"{needs} beside it; else {r.evidence.missing_confidence}"
+        lines.append(
+            f"| `{r.rule_id}` | `{r.group}` | {_matcher(r)} | {r.risk.value} | {r.confidence} "
+            f"| {r.claim} | {evidence} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# -- user rules -------------------------------------------------------------------------------
+
+_USER_KEYS = {
+    "id", "name", "path", "kind", "min_age_days", "min_bytes", "sibling", "risk", "claim",
+    "confidence",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class UserRule:
+    """A rule from the user's TOML file; it wins over every built-in (never over protection)."""
+
+    rule_id: str
+    risk: Risk
+    claim: str
+    confidence: float
+    name: str | None = None  # glob on the entry's name
+    path: str | None = None  # glob on the absolute path
+    kind: str | None = None  # file | dir | symlink | other
+    min_age_days: float | None = None
+    min_bytes: int | None = None
+    sibling: str | None = None  # a file with this name must stand beside the entry
+
+
+def _line_of(text: str, index: int) -> int:
+    """The line where the ``index``-th ``[[rule]]`` table starts (1-based)."""
+    seen = -1
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith("[[rule]]"):
+            seen += 1
+            if seen == index:
+                return number
+    return 1
+
+
+def _fail(source: str, line: int, message: str) -> RuleInvalid:
+    return RuleInvalid(f"{source} line {line}: {message}; fix the rule (see docs/rules.md).")
+
+
+def _check_rule(raw: Mapping[str, Any], source: str, line: int) -> UserRule:
+    unknown = set(raw) - _USER_KEYS
+    if unknown:
+        return_error = f"unknown key(s) {', '.join(sorted(unknown))}"
+        raise _fail(source, line, return_error)
+    for key in ("id", "risk", "claim"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise _fail(source, line, f"`{key}` must be a non-empty string")
+    try:
+        risk = Risk(raw["risk"])
+    except ValueError:
+        raise _fail(
+            source, line, f"risk {raw['risk']!r} is not one of {', '.join(r.value for r in Risk)}"
+        ) from None
+    if risk is Risk.HIGH:
+        raise _fail(source, line, "risk `high` is reserved for protection")
+    if not any(k in raw for k in ("name", "path")):
+        raise _fail(source, line, "give `name` or `path` (a glob) to say what the rule matches")
+    confidence = raw.get("confidence", 0.8)
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not (0 <= confidence <= 1)
+    ):
+        raise _fail(source, line, "`confidence` must be a number from 0 to 1")
+    kind = raw.get("kind")
+    if kind is not None and kind not in ("file", "dir", "symlink", "other"):
+        raise _fail(source, line, "`kind` must be file, dir, symlink or other")
+    for key, types in (("name", str), ("path", str), ("sibling", str),
+                       ("min_age_days", int | float), ("min_bytes", int)):  # fmt: skip
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            raise _fail(source, line, f"`{key}` has the wrong type")
+    return UserRule(
+        rule_id=raw["id"], risk=risk, claim=raw["claim"], confidence=float(confidence),
+        name=raw.get("name"), path=raw.get("path"), kind=kind,
+        min_age_days=raw.get("min_age_days"), min_bytes=raw.get("min_bytes"),
+        sibling=raw.get("sibling"),
+    )  # fmt: skip
+
+
+def parse_user_rules(text: str, *, source: str = "rules.toml") -> tuple[UserRule, ...]:
+    """Parse a user rules file (TOML: ``[[rule]]`` tables).
+
+    Raises:
+        RuleInvalid: the file is not valid TOML or a rule is malformed (names the line).
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"at line (\d+)", str(exc))  # Python 3.11 has no exc.lineno
+        line = getattr(exc, "lineno", None) or (int(found.group(1)) if found else 1)
+        raise _fail(source, line, f"not valid TOML ({exc.args[0] if exc.args else exc})") from exc
+    extra = set(data) - {"rule"}
+    if extra:
+        raise _fail(source, 1, f"unknown top-level key(s) {', '.join(sorted(extra))}")
+    tables = data.get("rule", [])
+    if not isinstance(tables, list):
+        raise _fail(source, 1, "`rule` must be an array of tables ([[rule]])")
+    rules = tuple(_check_rule(t, source, _line_of(text, i)) for i, t in enumerate(tables))
+    ids = [r.rule_id for r in rules]
+    if len(ids) != len(set(ids)):
+        raise _fail(source, 1, "two rules share an id")
+    return rules
+
+
+def load_user_rules(path: Path) -> tuple[UserRule, ...]:
+    """Read a user rules file; a missing file means no user rules.
+
+    Raises:
+        RuleInvalid: the file cannot be read or parsed.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleInvalid(f"cannot read {path}: {exc}; fix or remove it.") from exc
+    return parse_user_rules(text, source=str(path))

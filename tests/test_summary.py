@@ -1,0 +1,93 @@
+"""``summary --json`` on a small demo tree, against figures computed by hand from lstat."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import write
+
+
+def own(*paths: Path) -> int:
+    return sum(os.lstat(p).st_size for p in paths)
+
+
+def demo(root: Path) -> dict[str, Path]:
+    home = root / "home"
+    p = {
+        "proj": home / "proj",
+        "nm": home / "proj" / "node_modules",
+        "lib": home / "proj" / "node_modules" / "lib.js",
+        "pkg": home / "proj" / "package.json",
+        "lock": home / "proj" / "package-lock.json",
+        "log": home / "proj" / "app.log",
+        "bin": home / "proj" / "x.bin",
+        "docs": home / "Documents",
+        "pdf": home / "Documents" / "a.pdf",
+        "cache": home / "proj" / "__pycache__",
+        "pyc": home / "proj" / "__pycache__" / "m.pyc",
+        "key": home / "proj" / "server.pem",
+    }
+    write(p["lib"], 1000)
+    write(p["pkg"], 20)
+    write(p["lock"], 30)
+    write(p["log"], 300)
+    write(p["bin"], 50)
+    write(p["pdf"], 200)
+    write(p["pyc"], 70)
+    write(p["key"], 5)
+    os.link(p["pyc"], p["proj"] / "pyc-twin")  # a hard link outside the cache
+    return p
+
+
+def summary(root: Path, store: Path, env: dict[str, str]) -> dict[str, Any]:
+    for args in (["scan", str(root)], ["summary", str(root), "--top", "3"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "hygiene_nb", *args, "--store", str(store), "--json"],
+            capture_output=True, text=True, env=env, check=True,
+        ).stdout  # fmt: skip
+    return dict(json.loads(out))
+
+
+def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "r"
+    p = demo(root)
+    home = root / "home"
+    env = {**os.environ, "HOME": str(home)}
+    s = summary(root, store, env)
+
+    # safe: node_modules (+ its file, evidence present) and __pycache__ (+ m.pyc).
+    # m.pyc has a second name outside the cache, so it counts in the risk mix once (first seen)
+    # but deleting the cache frees nothing of it.
+    safe_nm = own(p["nm"], p["lib"])
+    safe_cache_dir = own(p["cache"])
+    assert s["risk"]["safe"]["entries"] == 4
+    assert s["reclaimable"]["safe"]["bytes"] == safe_nm + safe_cache_dir
+    assert s["risk"]["caution"] == {"bytes": 300, "alloc": s["risk"]["caution"]["alloc"],
+                                    "entries": 1}  # fmt: skip
+    assert s["risk"]["personal"]["bytes"] == own(p["docs"], p["pdf"])
+    # high: root, home, proj (contains server.pem), server.pem
+    assert s["risk"]["high"]["entries"] == 4
+    assert s["risk"]["high"]["bytes"] == own(root, home, p["proj"], p["key"])
+    # every byte is in exactly one risk level (hard links once)
+    total = sum(level["bytes"] for level in s["risk"].values())
+    assert total == s["tree_bytes"]
+
+    groups = {g["group"]: g for g in s["groups"]}
+    assert groups["node_modules"]["count"] == 1
+    assert groups["node_modules"]["bytes"] == safe_nm
+    assert groups["python-cache"]["count"] == 1  # m.pyc inside the cache is not counted again
+
+    # cleanliness: files counted = package.json, package-lock.json, app.log, x.bin, a.pdf,
+    # m.pyc and its twin (unknown); node_modules is a dependency, server.pem is protected.
+    # safe 1 (m.pyc), caution 1 (app.log), unknown 4, personal 1 → N = 7
+    detail = s["cleanliness_detail"]
+    assert (detail["counted"], detail["cleanable"], detail["intermediate"], detail["pending"],
+            detail["valuable"]) == (7, 1, 1, 4, 1)  # fmt: skip
+    assert s["cleanliness"] == round(100 - 70 * 1 / 7 - 20 * 1 / 7 - 10 * 4 / 7)
+    assert [e["path"] for e in s["largest"]][:1] == [str(home)]
+    assert all({"path", "bytes", "risk", "rule", "claim"} <= set(e) for e in s["largest"])
