@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.classify import classify_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
 
@@ -402,7 +403,7 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
 
 
 # Later issues append classification, plan building and executor timing here.
-SECTIONS: list[Section] = [scan_section, load_section]
+SECTIONS: list[Section] = [scan_section, load_section, classify_section]
 
 
 # --------------------------------------------------------------------------- summary

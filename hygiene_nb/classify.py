@@ -129,14 +129,33 @@ def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> b
     return not rule.home_child or parent == ctx.home
 
 
+def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[int, Rule]]]:
+    """Directory rules by the names they match, and those matching by place alone."""
+    by_name: dict[str, list[tuple[int, Rule]]] = {}
+    by_place: list[tuple[int, Rule]] = []
+    for order, rule in enumerate(BUILTIN_RULES):
+        if rule.kind == "file":
+            continue
+        if rule.names:
+            for name in rule.names:
+                by_name.setdefault(name, []).append((order, rule))
+        elif rule.under_home:
+            by_place.append((order, rule))
+    return by_name, by_place
+
+
+_DIR_RULES_BY_NAME, _DIR_RULES_BY_PLACE = _index_dir_rules()
+
+
 def _dir_verdict(
     name: str, parent: str, ctx: ProtectContext, siblings: dict[str, set[str]], t: _Table
 ) -> tuple[int, bool]:
     """The built-in verdict of a directory by its own name and place; (id, absorbs)."""
-    for rule in BUILTIN_RULES:
-        if rule.kind == "file" or not _matches_place(rule, name, parent, ctx):
-            continue
-        if not rule.names and not rule.under_home:
+    candidates = _DIR_RULES_BY_NAME.get(name, [])
+    if _DIR_RULES_BY_PLACE:
+        candidates = sorted(candidates + _DIR_RULES_BY_PLACE, key=lambda pair: pair[0])
+    for _, rule in candidates:
+        if not _matches_place(rule, name, parent, ctx):
             continue
         verdict = _strong(rule)
         if rule.evidence is not None:

@@ -307,3 +307,47 @@ def test_excluded_and_unreadable_entries_are_not_classified_safe(
     rows = dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))
     row = rows[str(root / "home" / "w" / "node_modules")]
     assert (row["risk"], row["rule"]) == ("unknown", "excluded")
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "rule"),
+    [
+        ("/", "/", "filesystem-root"),
+        ("/usr", "usr", "system"),
+        ("/etc", "etc", "system"),
+        ("/var", "var", "system"),
+        ("/Library", "Library", "system"),
+        ("/srv/store", "store", "store"),
+        ("/mnt/disk/.hygiene-nb-quarantine", ".hygiene-nb-quarantine", "quarantine-dir"),
+    ],
+)
+def test_system_directories_store_and_quarantines_are_protected(
+    path: str, name: str, rule: str
+) -> None:
+    from hygiene_nb.protect import ProtectContext, protect_dir
+
+    ctx = ProtectContext(root="/scan", home="/home/u", store="/srv/store")
+    found = protect_dir(path, name, ctx)
+    assert found is not None
+    assert found.rule == ("store" if rule == "quarantine-dir" else rule)
+
+
+def test_changing_rules_reclassifies_history_without_rescanning(
+    tmp_path: Path, store: Path
+) -> None:
+    root = home_root(tmp_path)
+    build(root, ["home/w/data.bak"])
+    first = api.scan_root(root, store=store)
+    before = lookup(classified_at(root, store, first.scan_id), root, "home/w/data.bak")
+    (store / "rules.toml").write_text(
+        '[[rule]]\nid = "bak"\nname = "*.bak"\nrisk = "safe"\nclaim = "Backup copies"\n'
+    )
+    after = lookup(classified_at(root, store, first.scan_id), root, "home/w/data.bak")
+    assert (before["rule"], after["rule"]) == ("no-rule", "user:bak")
+
+
+def classified_at(root: Path, store: Path, scan_id: str) -> dict[str, dict[str, Any]]:
+    from hygiene_nb.snapshot import entry_paths
+
+    table = api.classify(store=store, scan_id=scan_id)
+    return dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))
