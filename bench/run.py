@@ -31,6 +31,7 @@ from typing import Any
 from bench.classify import classify_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
+from bench.plan import plan_section
 
 __all__ = [
     "SECTIONS",
@@ -403,7 +404,7 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
 
 
 # Later issues append classification, plan building and executor timing here.
-SECTIONS: list[Section] = [scan_section, load_section, classify_section]
+SECTIONS: list[Section] = [scan_section, load_section, classify_section, plan_section]
 
 
 # --------------------------------------------------------------------------- summary

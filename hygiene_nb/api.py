@@ -6,22 +6,43 @@ their own.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import shlex
 import socket
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import __version__
 from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
+from hygiene_nb.errors import RootChanged, UsageError
+from hygiene_nb.fingerprint import (
+    SymlinkOnPath,
+    fingerprint,
+    kind_of_mode,
+    lstat_beneath,
+    walk_subtree,
+)
+from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
 from hygiene_nb.models import Summary
+from hygiene_nb.plan import (
+    DEFAULT_TTL,
+    Exclusion,
+    Selection,
+    assemble_plan,
+    plan_markdown,
+    select_candidates,
+)
 from hygiene_nb.protect import ProtectContext, find_git_tracked
-from hygiene_nb.rules import UserRule, load_user_rules
+from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
 from hygiene_nb.snapshot import (
     ScanInfo,
@@ -30,8 +51,9 @@ from hygiene_nb.snapshot import (
     list_scans,
     load_snapshot,
     prune_scans,
+    raw_path,
 )
-from hygiene_nb.store import Store, resolve_store
+from hygiene_nb.store import Store, resolve_store, write_private_file
 from hygiene_nb.summary import summarize_table
 from hygiene_nb.walk import WalkerName, open_walker
 
@@ -151,7 +173,9 @@ def scan_root(
         close_bar()
     info.finished_at = _utcnow()
     info.options["seconds"] = round(time.monotonic() - started, 3)
-    return writer.close()
+    info = writer.close()
+    apply_remembered_rules(store=store, scan_id=info.scan_id)
+    return info
 
 
 def _progress(progress: Progress | bool) -> tuple[Progress | None, Callable[[], None]]:
@@ -285,8 +309,6 @@ def prune_snapshots(
     Raises:
         UsageError: neither ``keep`` nor ``older_than_days`` was given.
     """
-    from hygiene_nb.errors import UsageError
-
     if keep is None and older_than_days is None:
         raise UsageError("say what to prune: --keep N or --older-than DAYS.")
     if keep is not None and keep < 1:
@@ -303,3 +325,243 @@ def prune_snapshots(
 def store_path(store: StoreArg = None) -> Path:
     """The resolved store directory (for display)."""
     return _store(store).root
+
+
+# -- annotations, remembered rules, plans ---------------------------------------------------
+
+
+def annotate(
+    paths: Sequence[str | bytes],
+    *,
+    store: StoreArg = None,
+    decision: str | None = None,
+    note: str | None = None,
+    set_decision: bool = True,
+    set_note: bool = True,
+) -> list[Annotation]:
+    """Write a person's decision and/or note on each absolute path (one batch, all or nothing).
+
+    Args:
+        paths: absolute paths (bytes keep non-UTF-8 names exactly).
+        store: the store.
+        decision: ``keep``, ``delete``, ``unsure``, or ``None``/``"none"`` to clear.
+        note: the note (``""``/``None`` clears it).
+        set_decision: False to leave decisions as they are (a note-only write).
+        set_note: False to leave notes as they are (a decision-only write).
+
+    Raises:
+        UsageError: a path is relative or the decision is unknown.
+    """
+    kwargs: dict[str, Any] = {}
+    if set_decision:
+        kwargs["decision"] = decision
+    if set_note:
+        kwargs["note"] = note
+    with Ledger.open(_store(store)) as ledger:
+        return ledger.annotate(paths, by="human", **kwargs)
+
+
+def remember_rule(group: str, decision: str, *, store: StoreArg = None) -> int:
+    """Remember ``decision`` for pattern group ``group`` and apply it to the latest snapshots.
+
+    Returns:
+        How many unannotated entries received the decision now.
+
+    Raises:
+        UsageError: the group or decision is unknown.
+    """
+    if group not in GROUPS:
+        raise UsageError(f"no pattern group {group!r}; groups: {', '.join(GROUPS)}.")
+    st = _store(store)
+    with Ledger.open(st) as ledger:
+        ledger.remember_rule(group, decision)
+    latest = {s.root: s for s in list_scans(st)}
+    return sum(apply_remembered_rules(store=st, scan_id=s.scan_id) for s in latest.values())
+
+
+def forget_rule(group: str, *, store: StoreArg = None) -> int:
+    """Forget a remembered rule; take back the annotations it made that nobody changed since."""
+    with Ledger.open(_store(store)) as ledger:
+        return ledger.forget_rule(group)
+
+
+def list_rules(*, store: StoreArg = None) -> dict[str, str]:
+    """Remembered rules: pattern group → decision."""
+    with Ledger.open(_store(store)) as ledger:
+        return ledger.remembered_rules()
+
+
+def apply_remembered_rules(*, store: StoreArg = None, scan_id: str) -> int:
+    """Fill the decision of every unannotated entry of a remembered group (``by: rule``)."""
+    st = _store(store)
+    with Ledger.open(st) as ledger:
+        rules = ledger.remembered_rules()
+        if not rules:
+            return 0
+        table = classify(store=st, scan_id=scan_id)
+        roots = table.filter(pc.fill_null(table.column("group_root"), False))
+        written = 0
+        for group, decision in rules.items():
+            rows = roots.filter(pc.equal(roots.column("group"), group)).to_pylist()
+            written += ledger.fill_from_rule(group, decision, [raw_path(r) for r in rows])
+        return written
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """An issued plan: where it is, what it holds, and the command that would carry it out."""
+
+    plan_id: str
+    plan_digest: str
+    plan_path: str
+    markdown_path: str
+    expires_at: str
+    candidates: int
+    reclaim_bytes: int
+    excluded: int
+    dry_run_command: str
+    confirm_command: str
+    plan: dict[str, Any]
+
+
+def _commands(plan_path: Path, store: Store, plan: dict[str, Any]) -> tuple[str, str]:
+    base = (
+        f"hygiene-nb execute {shlex.quote(str(plan_path))} --store {shlex.quote(str(store.root))}"
+    )
+    confirm = (
+        f"{base} --execute --confirm-plan-id {plan['plan_id']} "
+        f"--plan-digest {plan['plan_digest']} --acknowledge-risk quarantine"
+    )
+    return base, confirm
+
+
+def _recheck_on_disk(sel: Selection, root: str) -> None:
+    """Stat every candidate again (and fingerprint directories): exclude what changed."""
+    root_raw = os.fsencode(root)
+    kept = []
+    for cand in sel.candidates:
+        code, detail = _disk_difference(cand, root_raw)
+        if code is None:
+            kept.append(cand)
+        else:
+            sel.excluded.append(Exclusion.of(cand["path"], cand["path_raw"], code, detail))
+    sel.candidates = kept
+
+
+def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None, str]:
+    try:
+        st = lstat_beneath(root_raw, cand["path_raw"])
+    except SymlinkOnPath:
+        return "symlink-on-path", ""
+    except FileNotFoundError:
+        return "vanished", ""
+    except OSError as exc:
+        return "unreadable-now", exc.strerror or ""
+    now = (kind_of_mode(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"])
+    if now != then:
+        names = ("kind", "device", "inode", "size", "mtime")
+        what = [f"{n} {a} → {b}" for n, a, b in zip(names, then, now, strict=True) if a != b]
+        return "changed-since-review", ", ".join(what)
+    if cand["kind"] == "dir":
+        try:
+            fresh = fingerprint(walk_subtree(root_raw, cand["path_raw"]))
+        except SymlinkOnPath:
+            return "symlink-on-path", ""
+        except OSError as exc:
+            return "unreadable-now", exc.strerror or ""
+        if fresh != cand["fingerprint"]:
+            old = cand["fingerprint"]
+            return "changed-since-review", (
+                f"its contents changed ({old.count} entries, {old.bytes} bytes then; "
+                f"{fresh.count} entries, {fresh.bytes} bytes now)"
+            )
+    return None, ""
+
+
+def make_plan(
+    root: str | os.PathLike[str],
+    *,
+    store: StoreArg = None,
+    scan_id: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    ttl: int = DEFAULT_TTL,
+    rules: str | os.PathLike[str] | None = None,
+) -> PlanResult:
+    """Export the plan file for the ``delete`` decisions under ``root`` (nothing is moved).
+
+    Candidates come from the latest snapshot (or ``scan_id``) and are re-checked against the
+    disk as it is now; everything left out is listed with a reason code.
+
+    Raises:
+        RootInvalid: the root is not a directory.
+        RootChanged: the root is not the directory that was scanned.
+        SnapshotNotFound: no snapshot of the root.
+        UsageError: ``out`` lies inside the root, or ``ttl`` is not positive.
+    """
+    path = validate_root(root)
+    if ttl <= 0:
+        raise UsageError("--ttl must be a positive number of seconds.")
+    st = _store(store).ensure()
+    info = find_scan(st, root=path if scan_id is None else None, scan_id=scan_id)
+    if info.root != path:
+        raise UsageError(f"snapshot {info.scan_id} is of {info.root}, not {path}.")
+    now_st = os.lstat(path)
+    if (now_st.st_dev, now_st.st_ino) != (info.root_dev, info.root_inode):
+        raise RootChanged(
+            f"{path} is not the directory scanned as {info.scan_id} (another device or inode); "
+            f"run `hygiene-nb scan {shlex.quote(path)}` again, review, then plan."
+        )
+    out_path = Path(out).absolute() if out is not None else None
+    if out_path is not None and (str(out_path) + "/").startswith(path.rstrip("/") + "/"):
+        raise UsageError(f"write the plan outside the tree being cleaned, not in {path}.")
+    table = classify(store=st, scan_id=info.scan_id, rules=rules)
+    with Ledger.open(st) as ledger:
+        sel = select_candidates(table, ledger.annotations(under=path), root=path)
+        _recheck_on_disk(sel, path)
+        created = datetime.now(UTC)
+        plan_id = f"plan-{created:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+        plan = assemble_plan(
+            sel,
+            table,
+            plan_id=plan_id,
+            created_at=created.isoformat(timespec="seconds"),
+            expires_at=(created + timedelta(seconds=ttl)).isoformat(timespec="seconds"),
+            ttl=ttl,
+            root={"path": path, "dev": now_st.st_dev, "inode": now_st.st_ino},
+            snapshot={"scan_id": info.scan_id, "scanned_at": info.started_at, "host": info.host},
+            store=str(st.root),
+        )
+        plan_path = out_path or st.plans / f"{plan_id}.json"
+        md_path = plan_path.with_suffix(".md")
+        dry_run, confirm = _commands(plan_path, st, plan)
+        write_private_file(plan_path, json.dumps(plan, indent=2, ensure_ascii=False).encode())
+        markdown = plan_markdown(plan, dry_run_command=dry_run, confirm_command=confirm)
+        write_private_file(md_path, markdown.encode())
+        ledger.record_plan(
+            IssuedPlan(
+                plan_id,
+                plan["plan_digest"],
+                path,
+                info.scan_id,
+                str(plan_path),
+                plan["created_at"],
+                plan["expires_at"],
+                len(plan["candidates"]),
+                plan["summary"]["reclaim_bytes"],
+                "issued",
+            )
+        )
+    return PlanResult(
+        plan_id=plan_id,
+        plan_digest=plan["plan_digest"],
+        plan_path=str(plan_path),
+        markdown_path=str(md_path),
+        expires_at=plan["expires_at"],
+        candidates=len(plan["candidates"]),
+        reclaim_bytes=plan["summary"]["reclaim_bytes"],
+        excluded=len(plan["excluded"]),
+        dry_run_command=dry_run,
+        confirm_command=confirm,
+        plan=plan,
+    )

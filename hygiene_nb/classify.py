@@ -43,9 +43,9 @@ from hygiene_nb.snapshot import entry_paths
 __all__ = ["CLASSIFY_COLUMNS", "Verdict", "classify_table", "join_path"]
 
 CLASSIFY_COLUMNS = [
-    "parent", "name", "kind", "depth", "size", "alloc", "mtime_ns", "inode", "dev", "nlink",
-    "tree_bytes", "tree_alloc", "tree_files", "tree_latest_mtime_ns", "partial", "error",
-    "excluded",
+    "parent", "name", "parent_raw", "name_raw", "kind", "depth", "size", "alloc", "mtime_ns",
+    "inode", "dev", "nlink", "tree_bytes", "tree_alloc", "tree_files", "tree_latest_mtime_ns",
+    "partial", "error", "excluded", "mount_point", "budget_cut",
 ]  # fmt: skip
 
 Ids = npt.NDArray[np.int32]

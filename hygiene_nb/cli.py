@@ -7,6 +7,7 @@ usage → 2, anything else → 1. With ``--json`` every outcome is one JSON obje
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -46,7 +47,10 @@ def cli() -> None:
     \b
     scan ROOT        walk a tree (never following symlinks) into a Parquet snapshot
     snapshots        list the scans in the store (and prune old ones)
-    summary ROOT     totals and the largest entries of the latest snapshot
+    summary ROOT     totals, risk mix, groups, score, largest entries
+    annotate PATH…   your decisions (keep / delete / unsure) and notes
+    rules …          remember a decision for a whole pattern group
+    plan ROOT        export the plan file from your delete decisions
 
     Nothing here removes, moves or changes a file in a scanned tree.
     """
@@ -186,6 +190,144 @@ def summary(
     """
     result = api.summarize(root, store=store, scan_id=scan_id, top=top, rules=rules)
     _out(as_json, render.summary_json(result), render.render_summary(result))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--decision",
+    type=click.Choice(["keep", "delete", "unsure", "none"]),
+    help="Your decision; `none` clears it (the note stays).",
+)
+@click.option("--note", help="A note; an empty string clears it (the decision stays).")
+@common_options
+def annotate(
+    paths: tuple[str, ...], decision: str | None, note: str | None, store: str | None, as_json: bool
+) -> None:
+    """Write your decision and/or note on each PATH (relative paths are taken from here).
+
+    Deciding is not deleting: only `hygiene-nb plan` then `hygiene-nb execute` act on `delete`.
+    """
+    if decision is None and note is None:
+        raise click.UsageError("give --decision, --note, or both.")
+    absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
+    written = api.annotate(
+        absolute,
+        store=store,
+        decision=decision,
+        note=note,
+        set_decision=decision is not None,
+        set_note=note is not None,
+    )
+    rows = [
+        {"path": a.path, "decision": a.decision, "note": a.note, "by": a.by, "at": a.at}
+        for a in written
+    ]
+    gone = len(set(absolute)) - len(written)
+    text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
+    if gone:
+        text += f"\n{gone} annotation(s) removed (no decision and no note left)."
+    _out(as_json, {"status": "done", "annotations": rows, "removed": gone}, text.strip())
+
+
+@cli.group()
+def rules() -> None:
+    """Remembered rules: a decision for every unannotated entry of a pattern group."""
+
+
+@rules.command("remember")
+@click.argument("group")
+@click.option(
+    "--decision", type=click.Choice(["keep", "delete", "unsure"]), required=True, help="Decision."
+)
+@common_options
+def rules_remember(group: str, decision: str, store: str | None, as_json: bool) -> None:
+    """After each scan, give DECISION to every unannotated entry of pattern GROUP.
+
+    Decisions people made are never overwritten.
+    """
+    filled = api.remember_rule(group, decision, store=store)
+    _out(
+        as_json,
+        {"status": "done", "group": group, "decision": decision, "filled": filled},
+        f"remembered: {group} → {decision} ({filled} entries filled now)",
+    )
+
+
+@rules.command("forget")
+@click.argument("group")
+@common_options
+def rules_forget(group: str, store: str | None, as_json: bool) -> None:
+    """Forget GROUP's rule and take back the decisions it made that nobody changed."""
+    taken = api.forget_rule(group, store=store)
+    _out(
+        as_json,
+        {"status": "done", "group": group, "removed": taken},
+        f"forgot {group}: {taken} rule-made decision(s) taken back",
+    )
+
+
+@rules.command("list")
+@common_options
+def rules_list(store: str | None, as_json: bool) -> None:
+    """List remembered rules."""
+    found = api.list_rules(store=store)
+    text = "\n".join(f"{g:<16} {d}" for g, d in found.items()) or "no remembered rules"
+    _out(as_json, {"status": "done", "rules": found}, text)
+
+
+@cli.command()
+@click.argument("root", type=click.Path())
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the plan here (not in ROOT).")
+@click.option(
+    "--ttl", type=click.IntRange(min=1), default=1800, show_default=True, help="Seconds valid."
+)
+@click.option("--snapshot", "scan_id", metavar="ID", help="Plan against this scan.")
+@click.option("--rules", "rules_file", type=click.Path(dir_okay=False), help="Extra rules file.")
+@common_options
+def plan(
+    root: str,
+    out: str | None,
+    ttl: int,
+    scan_id: str | None,
+    rules_file: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Export a plan file from the `delete` decisions under ROOT (moves nothing).
+
+    Each candidate is checked against the disk as it is now; what changed since the snapshot
+    you reviewed, and everything protected or incomplete, is listed as excluded with a reason.
+    A Markdown list is written beside the plan.
+    """
+    result = api.make_plan(root, store=store, scan_id=scan_id, out=out, ttl=ttl, rules=rules_file)
+    payload = {
+        "status": "done",
+        "plan_id": result.plan_id,
+        "plan_digest": result.plan_digest,
+        "plan_path": result.plan_path,
+        "markdown_path": result.markdown_path,
+        "expires_at": result.expires_at,
+        "candidates": result.candidates,
+        "reclaim_bytes": result.reclaim_bytes,
+        "excluded": result.excluded,
+        "dry_run_command": result.dry_run_command,
+        "confirm_command": result.confirm_command,
+    }
+    text = "\n".join(
+        [
+            f"plan {result.plan_id}: {result.candidates} candidate(s), "
+            f"{render.human_bytes(result.reclaim_bytes)} freed by deleting, "
+            f"{result.excluded} excluded (see the list)",
+            f"  plan: {result.plan_path}",
+            f"  list: {result.markdown_path}",
+            f"  expires: {result.expires_at}",
+            "  nothing was moved. Dry run, then confirm:",
+            f"    {result.dry_run_command}",
+            f"    {result.confirm_command}",
+        ]
+    )
+    _out(as_json, payload, text)
 
 
 def _out(as_json: bool, payload: dict[str, Any], text: str) -> None:

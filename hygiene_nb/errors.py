@@ -5,10 +5,12 @@
     HygieneError                      code internal-error       exit 1
     ├── UsageError                    code bad-usage            exit 2
     │   ├── RootInvalid               code root-invalid         exit 2
+    │   ├── RootChanged               code root-changed         exit 2
     │   ├── ExcludeInvalid            code exclude-invalid      exit 2
     │   └── RuleInvalid               code rule-invalid         exit 2
     ├── StoreError                    code store-unusable       exit 1
-    │   └── IndexCorrupt              code store-index-corrupt  exit 1
+    │   ├── IndexCorrupt              code store-index-corrupt  exit 1
+    │   └── LedgerTooNew              code ledger-too-new       exit 1
     └── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
 
 A message names the object it is about and ends with what to do next.
@@ -20,6 +22,8 @@ __all__ = [
     "ExcludeInvalid",
     "HygieneError",
     "IndexCorrupt",
+    "LedgerTooNew",
+    "RootChanged",
     "RootInvalid",
     "RuleInvalid",
     "SnapshotNotFound",
@@ -52,6 +56,12 @@ class RootInvalid(UsageError):
     code = "root-invalid"
 
 
+class RootChanged(UsageError):
+    """Raised when a root is not the directory that was scanned (another device or inode)."""
+
+    code = "root-changed"
+
+
 class ExcludeInvalid(UsageError):
     """Raised when an exclude pattern or a line of ``.hygieneignore`` cannot be used."""
 
@@ -81,3 +91,9 @@ class SnapshotNotFound(HygieneError, LookupError):
 
     code = "snapshot-not-found"
     exit_code = 2
+
+
+class LedgerTooNew(StoreError):
+    """Raised when the ledger was written by a newer hygiene-nb (it is left unchanged)."""
+
+    code = "ledger-too-new"

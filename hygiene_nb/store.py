@@ -119,7 +119,8 @@ def resolve_store(store: str | os.PathLike[str] | None = None) -> Store:
 def write_private_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, rename) with mode 0600.
 
-    This writes only inside the store, never into a scanned tree.
+    Used for the store's own files and for files a person names (``plan --out``); callers
+    refuse targets inside a scanned tree.
 
     Raises:
         StoreError: the file cannot be written.

@@ -30,6 +30,7 @@ __all__ = [
     "RISKS",
     "STALE_BUCKETS",
     "cleanliness",
+    "freed_bytes",
     "pattern_index",
     "reclaimable",
     "risk_mix",
@@ -97,30 +98,35 @@ def risk_mix(table: pa.Table) -> dict[str, RiskStats]:
     return out
 
 
+def freed_bytes(table: pa.Table, chosen: Mask) -> tuple[int, int]:
+    """Bytes (apparent, allocated) that deleting the ``chosen`` rows would free.
+
+    Each row adds its own bytes; a hard-linked inode counts once, and only when all its names
+    are chosen (otherwise deleting frees nothing of it).
+    """
+    size, alloc = _own_bytes(table)
+    linked, group, nlink = _link_groups(table)
+    frees = chosen & ~linked
+    rows = np.flatnonzero(chosen & linked)
+    if rows.size:
+        names_in = np.bincount(group[rows], minlength=int(group.max()) + 1)
+        complete = names_in[group[rows]] >= nlink[rows]
+        first = _first_of_group(linked & chosen, group)
+        frees[rows[complete & first[rows]]] = True
+    return int(size[frees].sum()), int(alloc[frees].sum())
+
+
 def reclaimable(
     table: pa.Table, levels: tuple[str, ...] = ("safe", "caution")
 ) -> dict[str, RiskStats]:
-    """Bytes deleting every entry at each level would free (cumulative: safe, then +caution).
-
-    A hard-linked inode frees its bytes only when all its names are in the set.
-    """
+    """Bytes deleting every entry at each level would free (cumulative: safe, then +caution)."""
     risk = _np(table, "risk")
-    size, alloc = _own_bytes(table)
-    linked, group, nlink = _link_groups(table)
     out = {}
     chosen = np.zeros(table.num_rows, dtype=bool)
     for level in levels:
         chosen |= risk == level
-        frees = chosen & ~linked
-        rows = np.flatnonzero(chosen & linked)
-        if rows.size:
-            names_in = np.bincount(group[rows], minlength=int(group.max()) + 1)
-            complete = names_in[group[rows]] >= nlink[rows]
-            first = _first_of_group(linked & chosen, group)
-            frees[rows[complete & first[rows]]] = True
-        out[level] = RiskStats(
-            bytes=int(size[frees].sum()), alloc=int(alloc[frees].sum()), entries=int(chosen.sum())
-        )
+        freed, freed_alloc = freed_bytes(table, chosen)
+        out[level] = RiskStats(bytes=freed, alloc=freed_alloc, entries=int(chosen.sum()))
     return out
 
 

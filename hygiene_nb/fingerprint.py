@@ -1,0 +1,132 @@
+"""Fingerprints: what an entry or a directory's whole subtree looks like, from disk or snapshot.
+
+A subtree fingerprint is (count, bytes, newest mtime, sha256 over sorted (relative path, kind,
+size, mtime_ns, inode) lines). The same function hashes snapshot rows and a fresh walk, so a
+deep file touched, added, removed or replaced by a symlink changes it. Reading the disk here is
+read-only, relative to directory handles opened from the root with no symlink followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "Fingerprint",
+    "SymlinkOnPath",
+    "fingerprint",
+    "kind_of_mode",
+    "lstat_beneath",
+    "walk_subtree",
+]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Count, bytes and newest mtime of a subtree's entries, and a hash over all of them."""
+
+    count: int
+    bytes: int
+    newest_mtime_ns: int
+    sha256: str
+
+
+def kind_of_mode(mode: int) -> str:
+    """Snapshot kind of an lstat mode."""
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def fingerprint(entries: Iterable[tuple[bytes, str, int, int, int]]) -> Fingerprint:
+    """Fingerprint (relative path, kind, size, mtime_ns, inode) tuples, in any order."""
+    lines = sorted(entries)
+    digest = hashlib.sha256()
+    total = newest = 0
+    for rel, kind, size, mtime, inode in lines:
+        digest.update(rel + b"\0" + f"{kind}\0{size}\0{mtime}\0{inode}\n".encode())
+        total += size
+        newest = max(newest, mtime)
+    return Fingerprint(len(lines), total, newest, "sha256:" + digest.hexdigest())
+
+
+class SymlinkOnPath(OSError):
+    """A component between the root and an entry is a symlink (or not a directory)."""
+
+
+def _open_parent(root: bytes, path: bytes) -> tuple[int, bytes]:
+    """Open the directory holding ``path`` by walking down from ``root`` (no symlinks)."""
+    rel = path[len(root) :].strip(b"/")
+    parts = rel.split(b"/")
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise SymlinkOnPath(exc.errno, "not a real directory on the way", part) from exc
+                raise
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def lstat_beneath(root: bytes, path: bytes) -> os.stat_result:
+    """``lstat`` of ``path`` reached from ``root`` without following any symlink on the way.
+
+    Raises:
+        SymlinkOnPath: a directory on the way is a symlink now.
+        FileNotFoundError: it is gone.
+    """
+    if path == root:
+        return os.lstat(root)
+    fd, name = _open_parent(root, path)
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def walk_subtree(root: bytes, path: bytes) -> list[tuple[bytes, str, int, int, int]]:
+    """Every entry below directory ``path`` as fingerprint tuples (read-only, no symlinks).
+
+    Raises:
+        SymlinkOnPath: a directory on the way is a symlink now.
+        OSError: a directory cannot be read.
+    """
+    fd, name = _open_parent(root, path) if path != root else (os.open(root, _DIR_FLAGS), b"")
+    try:
+        top = os.open(name, _DIR_FLAGS, dir_fd=fd) if name else os.dup(fd)
+    finally:
+        os.close(fd)
+    out: list[tuple[bytes, str, int, int, int]] = []
+    stack: list[tuple[int, bytes]] = [(top, b"")]
+    while stack:
+        dfd, prefix = stack.pop()
+        try:
+            with os.scandir(dfd) as entries:
+                for entry in entries:
+                    rel = prefix + os.fsencode(entry.name)
+                    st = entry.stat(follow_symlinks=False)
+                    kind = kind_of_mode(st.st_mode)
+                    out.append((rel, kind, st.st_size, st.st_mtime_ns, st.st_ino))
+                    if kind == "dir":
+                        child = os.open(entry.name, _DIR_FLAGS, dir_fd=dfd)
+                        stack.append((child, rel + b"/"))
+        finally:
+            os.close(dfd)
+    return out

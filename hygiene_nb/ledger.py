@@ -1,0 +1,474 @@
+"""The ledger (``ledger.sqlite``): decisions, notes, history, claims, rules and issued plans.
+
+Only this module touches SQLite.
+
+WAL mode; every write is one ``BEGIN IMMEDIATE`` transaction, so a notebook and a scheduled report
+writing at once lose nothing. The schema lives in ``MIGRATIONS`` (numbered; ``PRAGMA
+user_version`` is the schema version). A file newer than this code is refused, never altered.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hygiene_nb.errors import LedgerTooNew, StoreError, UsageError
+from hygiene_nb.store import FILE_MODE, Store
+
+__all__ = [
+    "DECISIONS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Annotation",
+    "Claim",
+    "IssuedPlan",
+    "Ledger",
+    "display_path",
+]
+
+DECISIONS = ("keep", "delete", "unsure")
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (
+        1,
+        """
+        CREATE TABLE annotations (
+            path_raw BLOB PRIMARY KEY,          -- the exact path bytes (identity)
+            path TEXT NOT NULL,                 -- for display and prefix queries
+            decision TEXT CHECK (decision IN ('keep', 'delete', 'unsure')),
+            note TEXT,
+            by TEXT NOT NULL CHECK (by IN ('human', 'rule', 'agent')),
+            rule TEXT,
+            at TEXT NOT NULL
+        );
+        CREATE INDEX annotations_path ON annotations (path);
+        CREATE TABLE annotation_history (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            path_raw BLOB NOT NULL,
+            path TEXT NOT NULL,
+            decision TEXT,
+            note TEXT,
+            by TEXT NOT NULL,
+            rule TEXT,
+            at TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('set', 'removed'))
+        );
+        CREATE TABLE claims (
+            path_raw BLOB NOT NULL,
+            path TEXT NOT NULL,
+            risk TEXT NOT NULL,
+            claim TEXT NOT NULL,
+            confidence REAL NOT NULL CHECK (confidence BETWEEN 0 AND 1),
+            by TEXT NOT NULL CHECK (by IN ('agent', 'rule')),
+            at TEXT NOT NULL,
+            PRIMARY KEY (path_raw, by)
+        );
+        CREATE TABLE remembered_rules (
+            group_id TEXT PRIMARY KEY,
+            decision TEXT NOT NULL CHECK (decision IN ('keep', 'delete', 'unsure')),
+            at TEXT NOT NULL
+        );
+        CREATE TABLE plans (
+            plan_id TEXT PRIMARY KEY,
+            plan_digest TEXT NOT NULL,
+            root TEXT NOT NULL,
+            scan_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            candidates INTEGER NOT NULL,
+            reclaim_bytes INTEGER NOT NULL,
+            state TEXT NOT NULL DEFAULT 'issued'
+        );
+        """,
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+_BUSY_MS = 30_000
+
+
+def display_path(raw: bytes) -> str:
+    """The text form of a path, as snapshots show it (invalid UTF-8 bytes escaped)."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """A decision and/or note on one path."""
+
+    path: str
+    path_raw: bytes
+    decision: str | None
+    note: str | None
+    by: str
+    rule: str | None
+    at: str
+
+    @property
+    def is_reviewed(self) -> bool:
+        """Only keep, delete and unsure count as reviewed (a note alone does not)."""
+        return self.decision in DECISIONS
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A judgement by an agent or rule; kept apart from human decisions, never overriding them."""
+
+    path: str
+    risk: str
+    claim: str
+    confidence: float
+    by: str
+    at: str
+
+
+@dataclass(frozen=True)
+class IssuedPlan:
+    """A plan this store issued, with the digest recorded at issue."""
+
+    plan_id: str
+    plan_digest: str
+    root: str
+    scan_id: str
+    path: str
+    created_at: str
+    expires_at: str
+    candidates: int
+    reclaim_bytes: int
+    state: str
+
+
+_UNSET: Any = object()
+
+
+class Ledger:
+    """One connection to the store's ledger; opened with ``Ledger.open(store)``."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._db = connection
+        self.path = path
+
+    @classmethod
+    def open(cls, store: Store) -> Ledger:
+        """Open (creating and migrating if needed) the ledger of ``store``.
+
+        Raises:
+            LedgerTooNew: the file was written by a newer hygiene-nb.
+            StoreError: the file cannot be opened or migrated.
+        """
+        store.ensure()
+        path = store.ledger
+        try:
+            if not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+            db = sqlite3.connect(path, timeout=_BUSY_MS / 1000, isolation_level=None)
+            db.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            ledger = cls(db, path)
+            ledger._refuse_if_too_new()  # before anything writes to the file, even its header
+            db.execute("PRAGMA journal_mode = WAL")
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the ledger {path}: {exc}; check the store's permissions."
+            ) from exc
+        ledger._migrate()
+        return ledger
+
+    def _refuse_if_too_new(self) -> None:
+        version = self.schema_version
+        if version > SCHEMA_VERSION:
+            self._db.close()
+            raise LedgerTooNew(
+                f"the ledger {self.path} has schema {version}, newer than this hygiene-nb "
+                f"understands ({SCHEMA_VERSION}); upgrade hygiene-nb (the file is unchanged)."
+            )
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version recorded in the file."""
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One immediate transaction: other writers wait, nothing is lost."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"the ledger {self.path} is busy or unwritable: {exc}") from exc
+        try:
+            yield self._db
+        except BaseException:
+            # Undo the half-done write whatever interrupted it, then let it propagate.
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            for number, sql in MIGRATIONS:
+                if number > version:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {number}")
+
+    # -- annotations ------------------------------------------------------------------------
+
+    def annotate(
+        self,
+        paths: Iterable[bytes | str],
+        *,
+        decision: str | None = _UNSET,
+        note: str | None = _UNSET,
+        by: str = "human",
+        rule: str | None = None,
+    ) -> list[Annotation]:
+        """Set the decision and/or note of each path (a batch: deduplicated, all or nothing).
+
+        Args:
+            paths: absolute paths (bytes keep non-UTF-8 names exactly).
+            decision: ``keep``, ``delete``, ``unsure``, or ``None``/``"none"`` to clear it;
+                omitted: leave the decision as it is.
+            note: the note text (``""`` or ``None`` clears it); omitted: leave it as it is.
+            by: ``human``, ``rule`` or ``agent``.
+            rule: the remembered rule that made it (for ``by="rule"``).
+
+        Returns:
+            The annotations after the change (a path whose decision and note are both empty
+            has no annotation any more and is left out).
+
+        Raises:
+            UsageError: a path is relative, the decision or author is unknown, or nothing is
+                being changed.
+        """
+        if decision == "none":
+            decision = None
+        if decision is not _UNSET and decision is not None and decision not in DECISIONS:
+            raise UsageError(f"decision {decision!r} is not keep, delete, unsure or none.")
+        if by not in ("human", "rule", "agent"):
+            raise UsageError(f"author {by!r} is not human, rule or agent.")
+        if decision is _UNSET and note is _UNSET:
+            raise UsageError("say what to write: a decision, a note, or both.")
+        raws = list(dict.fromkeys(p if isinstance(p, bytes) else os.fsencode(p) for p in paths))
+        relative = [display_path(r) for r in raws if not r.startswith(b"/")]
+        if relative:
+            raise UsageError(
+                f"paths must be absolute, not {', '.join(relative[:3])}; nothing was written."
+            )
+        at = _now()
+        out = []
+        with self._write() as db:
+            for raw in raws:
+                result = self._annotate_one(db, raw, decision, note, by, rule, at)
+                if result is not None:
+                    out.append(result)
+        return out
+
+    def _annotate_one(
+        self,
+        db: sqlite3.Connection,
+        raw: bytes,
+        decision: str | None,
+        note: str | None,
+        by: str,
+        rule: str | None,
+        at: str,
+    ) -> Annotation | None:
+        row = db.execute(
+            "SELECT decision, note FROM annotations WHERE path_raw = ?", (raw,)
+        ).fetchone()
+        old_decision, old_note = row if row else (None, None)
+        new_decision = old_decision if decision is _UNSET else decision
+        new_note = old_note if note is _UNSET else (note or None)
+        path = display_path(raw)
+        if new_decision is None and new_note is None:
+            db.execute("DELETE FROM annotations WHERE path_raw = ?", (raw,))
+            db.execute(
+                "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at,"
+                " action) VALUES (?, ?, NULL, NULL, ?, ?, ?, 'removed')",
+                (raw, path, by, rule, at),
+            )
+            return None
+        db.execute(
+            "INSERT INTO annotations (path_raw, path, decision, note, by, rule, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (path_raw) DO UPDATE SET"
+            " decision = excluded.decision, note = excluded.note, by = excluded.by,"
+            " rule = excluded.rule, at = excluded.at",
+            (raw, path, new_decision, new_note, by, rule, at),
+        )
+        db.execute(
+            "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at, action)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'set')",
+            (raw, path, new_decision, new_note, by, rule, at),
+        )
+        return Annotation(path, raw, new_decision, new_note, by, rule, at)
+
+    def annotations(self, *, under: str | None = None) -> list[Annotation]:
+        """Every annotation (only those at or under the absolute path ``under``, if given)."""
+        query = "SELECT path, path_raw, decision, note, by, rule, at FROM annotations"
+        args: tuple[Any, ...] = ()
+        if under is not None:
+            prefix = under.rstrip("/") + "/"
+            escaped = prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+            query += " WHERE path = ? OR path LIKE ? ESCAPE '!'"
+            args = (under, escaped + "%")
+        rows = self._db.execute(query + " ORDER BY path", args).fetchall()
+        return [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
+
+    def history(self, path: bytes | str | None = None) -> list[dict[str, Any]]:
+        """The annotation history, oldest first (of one path, if given)."""
+        query = "SELECT path, decision, note, by, rule, at, action FROM annotation_history"
+        args: tuple[Any, ...] = ()
+        if path is not None:
+            raw = path if isinstance(path, bytes) else os.fsencode(path)
+            query += " WHERE path_raw = ?"
+            args = (raw,)
+        keys = ("path", "decision", "note", "by", "rule", "at", "action")
+        rows = self._db.execute(query + " ORDER BY id", args)
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def put_claim(
+        self, path: bytes | str, *, risk: str, claim: str, confidence: float, by: str = "agent"
+    ) -> Claim:
+        """Record an agent's or rule's judgement of a path (never a decision).
+
+        Raises:
+            UsageError: the author, risk or confidence is invalid, or the path is relative.
+        """
+        raw = path if isinstance(path, bytes) else os.fsencode(path)
+        if not raw.startswith(b"/"):
+            raise UsageError(f"paths must be absolute, not {display_path(raw)}.")
+        if by not in ("agent", "rule"):
+            raise UsageError("claims are made by an agent or a rule; people write decisions.")
+        if risk not in ("safe", "caution", "personal", "high", "unknown"):
+            raise UsageError(f"risk {risk!r} is not a risk level.")
+        if not 0 <= confidence <= 1:
+            raise UsageError("confidence must be between 0 and 1.")
+        at = _now()
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO claims (path_raw, path, risk, claim, confidence, by, at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (path_raw, by) DO UPDATE SET"
+                " risk = excluded.risk, claim = excluded.claim,"
+                " confidence = excluded.confidence, at = excluded.at",
+                (raw, display_path(raw), risk, claim, confidence, by, at),
+            )
+        return Claim(display_path(raw), risk, claim, confidence, by, at)
+
+    def claims(self) -> list[Claim]:
+        """Every claim, by path."""
+        rows = self._db.execute(
+            "SELECT path, risk, claim, confidence, by, at FROM claims ORDER BY path"
+        ).fetchall()
+        return [Claim(*r) for r in rows]
+
+    # -- remembered rules --------------------------------------------------------------------
+
+    def remember_rule(self, group: str, decision: str) -> None:
+        """Remember ``decision`` for every unannotated entry of pattern group ``group``."""
+        if decision not in DECISIONS:
+            raise UsageError(f"decision {decision!r} is not keep, delete or unsure.")
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO remembered_rules (group_id, decision, at) VALUES (?, ?, ?)"
+                " ON CONFLICT (group_id) DO UPDATE SET decision = excluded.decision,"
+                " at = excluded.at",
+                (group, decision, _now()),
+            )
+
+    def forget_rule(self, group: str) -> int:
+        """Drop a remembered rule and the annotations it made that nobody changed since.
+
+        Returns:
+            How many rule-made annotations were taken back.
+        """
+        at = _now()
+        with self._write() as db:
+            gone = db.execute(
+                "SELECT path_raw, path FROM annotations WHERE by = 'rule' AND rule = ?", (group,)
+            ).fetchall()
+            db.execute("DELETE FROM annotations WHERE by = 'rule' AND rule = ?", (group,))
+            db.executemany(
+                "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at,"
+                " action) VALUES (?, ?, NULL, NULL, 'rule', ?, ?, 'removed')",
+                [(raw, path, group, at) for raw, path in gone],
+            )
+            db.execute("DELETE FROM remembered_rules WHERE group_id = ?", (group,))
+        return len(gone)
+
+    def remembered_rules(self) -> dict[str, str]:
+        """Pattern group → remembered decision."""
+        rows = self._db.execute("SELECT group_id, decision FROM remembered_rules ORDER BY 1")
+        return dict(rows.fetchall())
+
+    def fill_from_rule(self, group: str, decision: str, paths: Sequence[bytes]) -> int:
+        """Give ``decision`` to each of ``paths`` that has no annotation at all (``by: rule``).
+
+        Returns:
+            How many annotations were written.
+        """
+        at = _now()
+        written = 0
+        with self._write() as db:
+            for raw in dict.fromkeys(paths):
+                exists = db.execute(
+                    "SELECT 1 FROM annotations WHERE path_raw = ?", (raw,)
+                ).fetchone()
+                if exists is None:
+                    self._annotate_one(db, raw, decision, None, "rule", group, at)
+                    written += 1
+        return written
+
+    # -- plans -------------------------------------------------------------------------------
+
+    def record_plan(self, plan: IssuedPlan) -> None:
+        """Register a plan this store issued, with its digest."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO plans (plan_id, plan_digest, root, scan_id, path, created_at,"
+                " expires_at, candidates, reclaim_bytes, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    plan.plan_id,
+                    plan.plan_digest,
+                    plan.root,
+                    plan.scan_id,
+                    plan.path,
+                    plan.created_at,
+                    plan.expires_at,
+                    plan.candidates,
+                    plan.reclaim_bytes,
+                    plan.state,
+                ),
+            )
+
+    def issued_plan(self, plan_id: str) -> IssuedPlan | None:
+        """The plan with this id, if this store issued it."""
+        row = self._db.execute(
+            "SELECT plan_id, plan_digest, root, scan_id, path, created_at, expires_at,"
+            " candidates, reclaim_bytes, state FROM plans WHERE plan_id = ?",
+            (plan_id,),
+        ).fetchone()
+        return IssuedPlan(*row) if row else None

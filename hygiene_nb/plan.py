@@ -1,0 +1,407 @@
+"""The plan file (``hygiene-nb/plan@1``): exactly what would go, and what was left out and why.
+
+``select_candidates`` is pure: it turns ``delete`` decisions and a classified snapshot into
+candidates, exclusions (a stable ``code`` each, never silently dropped) and folded nested
+deletes. ``api.make_plan`` re-checks the candidates against the disk, then ``assemble_plan``
+and ``write_plan`` produce the JSON (digest over its canonical form) and a Markdown list.
+A plan carries no authority: its risk fields are evidence; the executor re-checks everything.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hygiene_nb.fingerprint import Fingerprint, fingerprint
+from hygiene_nb.ledger import Annotation
+from hygiene_nb.snapshot import entry_paths, raw_path
+from hygiene_nb.summary import freed_bytes
+
+__all__ = [
+    "DEFAULT_TTL",
+    "EXCLUSIONS",
+    "PLAN_SCHEMA",
+    "Exclusion",
+    "Selection",
+    "assemble_plan",
+    "canonical_json",
+    "plan_digest",
+    "plan_markdown",
+    "select_candidates",
+]
+
+PLAN_SCHEMA = "hygiene-nb/plan@1"
+DEFAULT_TTL = 1800
+
+# code → what it means and what to do next (the message names the entry's specifics first).
+EXCLUSIONS = {
+    "protected": "it is protected and can never be planned",
+    "symlink": "it is a symlink: plans never move links; remove it by hand if you mean to",
+    "special-file": "it is a fifo, socket or device: never planned",
+    "incomplete-scan": "part of it was not read (unreadable, budget cut, excluded or another "
+    "filesystem): scan again without limits, review, then plan",
+    "contains-kept-entry": "it contains an entry you marked keep: mark the parts to delete "
+    "instead, or change that decision",
+    "not-in-snapshot": "the snapshot has no such entry: scan again, review, then plan",
+    "outside-root": "it is not inside the plan's root: plan it from its own root",
+    "vanished": "it is gone from disk since the scan",
+    "changed-since-review": "it changed since the snapshot you reviewed: scan again, review, "
+    "then plan",
+    "symlink-on-path": "a directory on its path is not a real directory any more: scan again "
+    "and review",
+    "unreadable-now": "it cannot be read now: check its permissions, then plan again",
+}
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A decision that did not become a candidate, with a stable code and the reason."""
+
+    path: str
+    code: str
+    message: str
+    path_raw: bytes = b""
+
+    @classmethod
+    def of(cls, path: str, path_raw: bytes, code: str, detail: str = "") -> Exclusion:
+        """An exclusion whose message is ``detail`` (if any) and what ``code`` means."""
+        message = f"{detail}; {EXCLUSIONS[code]}" if detail else EXCLUSIONS[code]
+        return cls(path, code, message[:1].upper() + message[1:] + ".", path_raw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan-file form."""
+        return _with_raw({"path": self.path, "code": self.code, "message": self.message},
+                         self.path, self.path_raw)  # fmt: skip
+
+
+@dataclass
+class Selection:
+    """What the decisions under a root become, before the disk is asked."""
+
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    excluded: list[Exclusion] = field(default_factory=list)
+    folded: list[tuple[str, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    keep_bytes: int = 0
+
+
+def _with_raw(obj: dict[str, Any], path: str, raw: bytes) -> dict[str, Any]:
+    """Add ``path_b64`` when the text path does not give back the exact bytes."""
+    if raw and raw != path.encode("utf-8", "surrogatepass"):
+        obj["path_b64"] = base64.b64encode(raw).decode("ascii")
+    return obj
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _exclude(sel: Selection, ann: Annotation, code: str, detail: str = "") -> None:
+    sel.excluded.append(Exclusion.of(ann.path, ann.path_raw, code, detail))
+
+
+class _Tree:
+    """Snapshot rows addressable by path, with subtrees as ranges of the sorted paths."""
+
+    def __init__(self, table: pa.Table) -> None:
+        # One chunk: a take on chunked dictionary columns re-unifies them every time.
+        self.table = table.combine_chunks()
+        paths = entry_paths(self.table)
+        order = pc.sort_indices(paths).to_numpy()
+        self.order = order
+        self.sorted = paths.take(pa.array(order)).to_pylist()
+
+    def row_of(self, path: str) -> int | None:
+        i = bisect.bisect_left(self.sorted, path)
+        if i < len(self.sorted) and self.sorted[i] == path:
+            return int(self.order[i])
+        return None
+
+    def below(self, path: str) -> np.ndarray[Any, np.dtype[np.int64]]:
+        prefix = path.rstrip("/") + "/"
+        lo = bisect.bisect_left(self.sorted, prefix)
+        hi = bisect.bisect_left(self.sorted, prefix[:-1] + "0")  # "0" sorts right after "/"
+        found: np.ndarray[Any, np.dtype[np.int64]] = self.order[lo:hi].astype(np.int64)
+        return found
+
+    def rows(self, indices: Sequence[int] | np.ndarray[Any, Any]) -> list[dict[str, Any]]:
+        taken = self.table.take(pa.array(np.asarray(indices, dtype=np.int64)))
+        rows: list[dict[str, Any]] = taken.to_pylist()
+        return rows
+
+
+_INCOMPLETE = ("partial", "budget_cut", "excluded", "mount_point")
+
+
+def _is_incomplete(row: Mapping[str, Any]) -> bool:
+    return bool(row.get("error")) or any(bool(row.get(k)) for k in _INCOMPLETE)
+
+
+def _subtree_fingerprint(root_row: Mapping[str, Any], rows: list[dict[str, Any]]) -> Fingerprint:
+    base = raw_path(root_row) + b"/"
+    return fingerprint(
+        (raw_path(r)[len(base) :], r["kind"], r["size"], r["mtime_ns"], r["inode"]) for r in rows
+    )
+
+
+def select_candidates(
+    table: pa.Table, annotations: Sequence[Annotation], *, root: str
+) -> Selection:
+    """Turn the ``delete`` decisions under ``root`` into candidates and exclusions (pure).
+
+    Args:
+        table: the classified snapshot of ``root`` (with ``risk``, ``rule``, ``protected``).
+        annotations: every annotation at or under ``root``.
+        root: the plan's root.
+
+    Returns:
+        Candidates (snapshot rows plus decision, note and, for directories, the subtree's
+        fingerprint and rows), exclusions with codes, and nested deletes folded into outer ones.
+    """
+    tree = _Tree(table)
+    sel = Selection()
+    deletes = [a for a in annotations if a.decision == "delete"]
+    keeps = [a for a in annotations if a.decision == "keep"]
+    sel.counts = {
+        d: sum(a.decision == d for a in annotations) for d in ("delete", "keep", "unsure")
+    }
+    kept_paths = sorted(a.path for a in keeps)
+    deletes = sorted(deletes, key=lambda a: a.path)
+    found = {a.path: tree.row_of(a.path) for a in deletes}
+    present = sorted({i for i in found.values() if i is not None})
+    rows = dict(zip(present, tree.rows(present), strict=True))  # one take for all of them
+    ok: list[dict[str, Any]] = []
+    for ann in deletes:
+        index = found[ann.path]
+        row = rows.get(index) if index is not None else None
+        candidate = _check_one(ann, row, index, tree, root, kept_paths, sel)
+        if candidate is not None:
+            ok.append(candidate)
+    outer: list[str] = []
+    for cand in ok:  # sorted by path: an outer directory comes before what it contains
+        holder = next((o for o in outer if _inside(cand["path"], o)), None)
+        if holder is not None:
+            sel.folded.append((cand["path"], holder))
+            continue
+        if cand["kind"] == "dir":
+            outer.append(cand["path"])
+        sel.candidates.append(cand)
+    sel.counts["unreviewed"] = _unreviewed(table, annotations)
+    sel.keep_bytes = _keep_bytes(tree, keeps)
+    return sel
+
+
+def _check_one(
+    ann: Annotation,
+    row: dict[str, Any] | None,
+    index: int | None,
+    tree: _Tree,
+    root: str,
+    kept_paths: list[str],
+    sel: Selection,
+) -> dict[str, Any] | None:
+    normal = os.path.normpath(ann.path)
+    if normal != ann.path or not _inside(normal, root):
+        _exclude(sel, ann, "outside-root", f"{ann.path} is outside {root}")
+        return None
+    if row is None or index is None:
+        _exclude(sel, ann, "not-in-snapshot")
+        return None
+    row = dict(row)
+    if raw_path(row) != ann.path_raw:
+        _exclude(sel, ann, "not-in-snapshot", "only a differently-encoded name matches")
+        return None
+    if row["protected"]:
+        _exclude(sel, ann, "protected", f"{row['claim']} ({row['rule']})")
+        return None
+    if row["kind"] == "symlink":
+        _exclude(sel, ann, "symlink")
+        return None
+    if row["kind"] == "other":
+        _exclude(sel, ann, "special-file")
+        return None
+    below = tree.rows(tree.below(ann.path)) if row["kind"] == "dir" else []
+    if _is_incomplete(row) or any(_is_incomplete(r) for r in below):
+        _exclude(sel, ann, "incomplete-scan")
+        return None
+    kept = _first_kept_inside(ann.path, kept_paths)
+    if kept is not None:
+        _exclude(sel, ann, "contains-kept-entry", f"{kept} is marked keep")
+        return None
+    row.update(note=ann.note, decided_by=ann.by, decided_at=ann.at, path=ann.path,
+               path_raw=ann.path_raw, row_index=index)  # fmt: skip
+    if row["kind"] == "dir":
+        row["fingerprint"] = _subtree_fingerprint(row, below)
+        row["subtree_rows"] = tree.below(ann.path)
+    return row
+
+
+def _first_kept_inside(path: str, kept_paths: list[str]) -> str | None:
+    prefix = path.rstrip("/") + "/"
+    i = bisect.bisect_left(kept_paths, prefix)
+    if i < len(kept_paths) and kept_paths[i].startswith(prefix):
+        return kept_paths[i]
+    return None
+
+
+def _unreviewed(table: pa.Table, annotations: Sequence[Annotation]) -> int:
+    reviewed = [a.path for a in annotations if a.is_reviewed]
+    paths = entry_paths(table)
+    hit = pc.is_in(paths, pa.array(reviewed, pa.string()))
+    return int(table.num_rows - 1 - pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
+
+
+def _keep_bytes(tree: _Tree, keeps: Sequence[Annotation]) -> int:
+    total = 0
+    outer: list[str] = []
+    for ann in sorted(keeps, key=lambda a: a.path):
+        if any(_inside(ann.path, o) for o in outer):
+            continue
+        index = tree.row_of(ann.path)
+        if index is None:
+            continue
+        row = tree.rows([index])[0]
+        total += row["tree_bytes"] if row["tree_bytes"] is not None else row["size"]
+        outer.append(ann.path)
+    return total
+
+
+# -- the file ---------------------------------------------------------------------------------
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The one byte form a plan is hashed in: sorted keys, no spaces, UTF-8, no NaN."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def plan_digest(plan: Mapping[str, Any]) -> str:
+    """``sha256:`` of the canonical JSON of the plan without its ``plan_digest``."""
+    body = {k: v for k, v in plan.items() if k != "plan_digest"}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+_CANDIDATE_KEYS = ("kind", "size", "alloc", "mtime_ns", "inode", "dev", "nlink", "tree_bytes",
+                   "tree_alloc", "tree_files", "risk", "rule", "claim", "note", "decided_by",
+                   "decided_at")  # fmt: skip
+
+
+def _candidate_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": row["path"]}
+    out.update({k: row.get(k) for k in _CANDIDATE_KEYS})
+    out["confidence"] = round(float(row["confidence"]), 3)
+    fp = row.get("fingerprint")
+    out["fingerprint"] = asdict(fp) if fp is not None else None
+    return _with_raw(out, row["path"], row["path_raw"])
+
+
+def assemble_plan(
+    sel: Selection,
+    table: pa.Table,
+    *,
+    plan_id: str,
+    created_at: str,
+    expires_at: str,
+    ttl: int,
+    root: Mapping[str, Any],
+    snapshot: Mapping[str, Any],
+    store: str,
+) -> dict[str, Any]:
+    """The plan@1 document (digest included) from checked candidates (pure)."""
+    mask = np.zeros(table.num_rows, dtype=bool)
+    for cand in sel.candidates:
+        mask[cand["row_index"]] = True
+        if "subtree_rows" in cand:
+            mask[cand["subtree_rows"]] = True
+    freed, freed_alloc = freed_bytes(table, mask)
+    plan: dict[str, Any] = {
+        "schema": PLAN_SCHEMA,
+        "plan_id": plan_id,
+        "created_at": created_at,
+        "expires_at": expires_at,
+        "ttl_seconds": ttl,
+        "store": store,
+        "root": dict(root),
+        "snapshot": dict(snapshot),
+        "authority": "none: a plan is evidence, not permission; execute re-checks every entry",
+        "candidates": [_candidate_json(c) for c in sel.candidates],
+        "excluded": [e.to_json() for e in sel.excluded],
+        "folded": [{"path": p, "into": into} for p, into in sel.folded],
+        "summary": {
+            "candidates": len(sel.candidates),
+            "delete_count": sel.counts.get("delete", 0),
+            "keep_count": sel.counts.get("keep", 0),
+            "unsure_count": sel.counts.get("unsure", 0),
+            "unreviewed_count": sel.counts.get("unreviewed", 0),
+            "excluded": len(sel.excluded),
+            "folded": len(sel.folded),
+            "reclaim_bytes": freed,
+            "reclaim_alloc": freed_alloc,
+            "keep_bytes": sel.keep_bytes,
+        },
+    }
+    plan["plan_digest"] = plan_digest(plan)
+    return plan
+
+
+def _md_cell(text: Any) -> str:
+    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
+def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_command: str) -> str:
+    """The human list beside the plan: summary, candidates by rule, exclusions, folded."""
+    s = plan["summary"]
+    lines = [
+        f"# hygiene-nb plan {plan['plan_id']}",
+        "",
+        f"- root: `{plan['root']['path']}`",
+        f"- snapshot: `{plan['snapshot']['scan_id']}`",
+        f"- created: {plan['created_at']}; **expires: {plan['expires_at']}**",
+        f"- digest: `{plan['plan_digest']}`",
+        "",
+        "## Summary",
+        "",
+        "| candidates | reclaim (apparent) | reclaim (on disk) | excluded | folded | keep | "
+        "unsure | unreviewed |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {s['candidates']} | {s['reclaim_bytes']} | {s['reclaim_alloc']} | {s['excluded']} "
+        f"| {s['folded']} | {s['keep_count']} | {s['unsure_count']} | {s['unreviewed_count']} |",
+        "",
+        "Nothing has been moved. The executor re-checks every candidate when it acts and moves it "
+        "into a restorable quarantine. Dry run first, then confirm:",
+        "",
+        "```sh",
+        dry_run_command,
+        confirm_command,
+        "```",
+        "",
+        "## Candidates",
+    ]
+    by_rule: dict[str, list[Mapping[str, Any]]] = {}
+    for cand in plan["candidates"]:
+        by_rule.setdefault(cand["rule"], []).append(cand)
+    for rule, cands in sorted(by_rule.items()):
+        lines += ["", f"### {rule}: {cands[0]['claim']}", "",
+                  "| path | kind | bytes | risk | note |", "|---|---|---|---|---|"]  # fmt: skip
+        for c in cands:
+            size = c["tree_bytes"] if c["tree_bytes"] is not None else c["size"]
+            lines.append(f"| `{_md_cell(c['path'])}` | {c['kind']} | {size} | {c['risk']} "
+                         f"| {_md_cell(c['note'])} |")  # fmt: skip
+    lines += ["", "## Excluded", "", "| path | code | why |", "|---|---|---|"]
+    lines += [f"| `{_md_cell(e['path'])}` | `{e['code']}` | {_md_cell(e['message'])} |"
+              for e in plan["excluded"]]  # fmt: skip
+    if plan["folded"]:
+        lines += ["", "## Folded into an outer candidate", ""]
+        lines += [f"- `{_md_cell(f['path'])}` → `{_md_cell(f['into'])}`" for f in plan["folded"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,248 @@
+"""Plans: exclusion reasons, folding, disk re-checks, digest, permissions, Markdown, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb.errors import RootChanged, UsageError
+from hygiene_nb.plan import canonical_json, plan_digest
+from tests.conftest import write
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A project with rebuildable parts, a key, a link, a fifo and kept data."""
+    root = tmp_path / "r"
+    write(root / "web" / "package.json", 2)
+    write(root / "web" / "package-lock.json", 2)
+    write(root / "web" / "node_modules" / "pkg" / "index.js", 3000)
+    write(root / "web" / "node_modules" / "pkg" / "dist" / "bundle.js", 500)
+    write(root / "web" / "app.log", 40)
+    write(root / "web" / "server.pem", 5)
+    (root / "web" / "link").symlink_to("/etc")
+    os.mkfifo(root / "web" / "pipe")
+    write(root / "data" / "keep" / "thesis.csv", 100)
+    write(root / "data" / "scratch.bin", 100)
+    write(root / "cache" / "a" / "deep" / "x.tmp", 10)
+    return root
+
+
+def decide(store: Path, *paths: Path | bytes, decision: str = "delete") -> None:
+    api.annotate([p if isinstance(p, bytes) else str(p) for p in paths], store=store,
+                 decision=decision)  # fmt: skip
+
+
+def plan_of(root: Path, store: Path, **kwargs: Any) -> dict[str, Any]:
+    return api.make_plan(root, store=store, **kwargs).plan
+
+
+def excluded(plan: dict[str, Any]) -> dict[str, str]:
+    return {e["path"]: e["code"] for e in plan["excluded"]}
+
+
+def test_candidates_and_every_static_exclusion_reason(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules", tree / "web" / "server.pem", tree / "web",
+           tree / "web" / "link", tree / "web" / "pipe", tree / "data", tree / "nothere",
+           os.fsencode(tree) + b"/web/../../outside")  # fmt: skip
+    decide(store, tree / "data" / "keep", decision="keep")
+    plan = plan_of(tree, store)
+    assert [c["path"] for c in plan["candidates"]] == [str(tree / "web" / "node_modules")]
+    assert excluded(plan) == {
+        str(tree / "web" / "server.pem"): "protected",
+        str(tree / "web"): "protected",  # contains server.pem
+        str(tree / "web" / "link"): "symlink",
+        str(tree / "web" / "pipe"): "special-file",
+        str(tree / "data"): "contains-kept-entry",
+        str(tree / "nothere"): "not-in-snapshot",
+        str(tree) + "/web/../../outside": "outside-root",
+    }
+    assert all(e["message"].endswith(".") for e in plan["excluded"])
+
+
+def test_incomplete_scan_excludes_what_was_not_fully_read(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store, excludes=["deep"])
+    decide(store, tree / "cache")
+    assert excluded(plan_of(tree, store)) == {str(tree / "cache"): "incomplete-scan"}
+
+
+def test_a_delete_inside_another_delete_is_folded(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    inner = tree / "web" / "node_modules" / "pkg" / "dist"
+    decide(store, tree / "web" / "node_modules", inner)
+    plan = plan_of(tree, store)
+    assert [c["path"] for c in plan["candidates"]] == [str(tree / "web" / "node_modules")]
+    assert plan["folded"] == [{"path": str(inner), "into": str(tree / "web" / "node_modules")}]
+    assert plan["summary"]["reclaim_bytes"] == sum(
+        os.lstat(p).st_size
+        for p in [tree / "web" / "node_modules", *(tree / "web" / "node_modules").rglob("*")]
+    )
+
+
+def change_touch(target: Path) -> None:
+    os.utime(target, ns=(1, 1))
+
+
+def change_add(target: Path) -> None:
+    write(target.parent / "new-file", 1)
+
+
+def change_remove(target: Path) -> None:
+    target.unlink()
+
+
+def change_symlink(target: Path) -> None:
+    target.unlink()
+    target.symlink_to("/etc/hostname")
+
+
+@pytest.mark.parametrize("change", [change_touch, change_add, change_remove, change_symlink])
+def test_a_change_deep_inside_a_directory_is_changed_since_review(
+    tree: Path, store: Path, change: Any
+) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "cache")
+    change(tree / "cache" / "a" / "deep" / "x.tmp")
+    plan = plan_of(tree, store)
+    assert excluded(plan) == {str(tree / "cache"): "changed-since-review"}
+    assert plan["candidates"] == []
+
+
+def test_a_file_that_grew_or_vanished_is_excluded(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "app.log", tree / "data" / "scratch.bin")
+    (tree / "web" / "app.log").write_text("grew since the scan")
+    (tree / "data" / "scratch.bin").unlink()
+    plan = plan_of(tree, store)
+    assert excluded(plan) == {
+        str(tree / "web" / "app.log"): "changed-since-review",
+        str(tree / "data" / "scratch.bin"): "vanished",
+    }
+    messages = {e["path"]: e["message"] for e in plan["excluded"]}
+    assert messages[str(tree / "web" / "app.log")].startswith("Size 40 → 19")
+
+
+def test_a_parent_replaced_by_a_symlink_is_symlink_on_path(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "cache" / "a" / "deep" / "x.tmp")
+    os.rename(tree / "cache" / "a", tree / "moved")
+    (tree / "cache" / "a").symlink_to(tree / "moved")
+    plan = plan_of(tree, store)
+    assert excluded(plan) == {str(tree / "cache" / "a" / "deep" / "x.tmp"): "symlink-on-path"}
+
+
+def test_plan_and_markdown_are_private_and_agree(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules", tree / "web" / "link", tree / "web" / "app.log")
+    result = api.make_plan(tree, store=store)
+    for path in (result.plan_path, result.markdown_path):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    on_disk = json.loads(Path(result.plan_path).read_text())
+    assert on_disk == result.plan and on_disk["plan_digest"] == plan_digest(on_disk)
+    markdown = Path(result.markdown_path).read_text()
+    for cand in on_disk["candidates"]:
+        assert f"`{cand['path']}`" in markdown
+    for exc in on_disk["excluded"]:
+        assert f"`{exc['path']}` | `{exc['code']}`" in markdown
+    assert result.confirm_command in markdown
+    assert (
+        f"| {on_disk['summary']['candidates']} | {on_disk['summary']['reclaim_bytes']} |"
+        in markdown
+    )
+
+
+def test_digest_is_stable_and_changes_with_any_byte(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules")
+    plan = plan_of(tree, store)
+    assert plan_digest(plan) == plan["plan_digest"]
+    assert plan_digest(json.loads(canonical_json(plan))) == plan["plan_digest"]
+    body = canonical_json({k: v for k, v in plan.items() if k != "plan_digest"})
+    seen = set()
+    for i in range(0, len(body), max(1, len(body) // 40)):
+        tampered = bytearray(body)
+        tampered[i] = ord("0") if tampered[i] != ord("0") else ord("1")
+        try:
+            obj = json.loads(bytes(tampered))
+        except (ValueError, UnicodeDecodeError):
+            continue  # not JSON any more: a strict parser refuses it anyway
+        seen.add(plan_digest(obj))
+        assert plan_digest(obj) != plan["plan_digest"], i
+
+
+def test_the_plan_is_registered_in_the_ledger(tree: Path, store: Path) -> None:
+    from hygiene_nb.ledger import Ledger
+    from hygiene_nb.store import Store
+
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules")
+    result = api.make_plan(tree, store=store, ttl=60)
+    issued = Ledger.open(Store(store)).issued_plan(result.plan_id)
+    assert issued is not None and issued.plan_digest == result.plan_digest
+    assert issued.candidates == 1 and issued.state == "issued"
+
+
+def test_plan_out_inside_the_root_is_refused(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    with pytest.raises(UsageError, match="outside the tree"):
+        api.make_plan(tree, store=store, out=tree / "plan.json")
+    assert not (tree / "plan.json").exists()
+
+
+def test_a_replaced_root_is_refused(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "r"
+    write(root / "f", 1)
+    api.scan_root(root, store=store)
+    os.rename(root, tmp_path / "old")
+    write(root / "f", 1)
+    with pytest.raises(RootChanged):
+        api.make_plan(root, store=store)
+
+
+def test_plan_json_prints_the_confirming_command(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules")
+    out = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "plan", str(tree), "--store", str(store), "--json",
+         "--ttl", "120"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    obj = json.loads(out)
+    for key in ("plan_id", "plan_digest", "plan_path", "markdown_path", "expires_at",
+                "candidates", "reclaim_bytes", "excluded", "confirm_command"):  # fmt: skip
+        assert key in obj
+    assert obj["candidates"] == 1
+    assert f"--confirm-plan-id {obj['plan_id']}" in obj["confirm_command"]
+    assert f"--plan-digest {obj['plan_digest']}" in obj["confirm_command"]
+    assert "--acknowledge-risk quarantine" in obj["confirm_command"]
+
+
+def test_annotate_cli_takes_relative_paths_from_here(tree: Path, store: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "annotate", "web/app.log", "--decision", "delete",
+         "--note", "rotated", "--store", str(store), "--json"],
+        capture_output=True, text=True, check=True, cwd=tree,
+    ).stdout  # fmt: skip
+    (row,) = json.loads(out)["annotations"]
+    assert (row["path"], row["decision"], row["note"]) == (
+        str(tree / "web" / "app.log"), "delete", "rotated")  # fmt: skip
+
+
+def test_planning_changes_nothing_in_the_tree(tree: Path, store: Path) -> None:
+    def state() -> list[tuple[str, int, int]]:
+        return sorted((str(p), p.lstat().st_ino, p.lstat().st_mtime_ns) for p in tree.rglob("*"))
+
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules", tree / "web" / "app.log")
+    before = state()
+    api.make_plan(tree, store=store)
+    assert state() == before
