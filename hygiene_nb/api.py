@@ -237,12 +237,24 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
     """
     git_names = table.filter(pc.equal(table.column("name"), ".git"))
     worktrees = [p for p in git_names.column("parent").to_pylist() if p is not None]
+    enclosing = _enclosing_worktree(info.root)
+    if enclosing is not None:
+        worktrees.append(enclosing)
     return ProtectContext(
         root=info.root,
         home=os.path.expanduser("~"),
         store=str(store.root),
         git=find_git_tracked(worktrees),
     )
+
+
+def _enclosing_worktree(root: str) -> str | None:
+    """The git work tree that holds ``root`` from above (a ``.git`` in an ancestor), if any."""
+    path = Path(root)
+    for ancestor in [path, *path.parents]:
+        if os.path.lexists(ancestor / ".git"):
+            return str(ancestor)
+    return None
 
 
 def _user_rules(store: Store, rules: str | os.PathLike[str] | None) -> tuple[UserRule, ...]:

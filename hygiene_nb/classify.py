@@ -414,7 +414,8 @@ def _walk_directories(
         parent, name, row = parents[i], names[i], int(rows[i])
         path = name if parent is None else join_path(parent, name)
         up = states.get(parent, no_state) if parent is not None else no_state
-        state = _DirState(up.absorb, up.protect, up.personal, up.in_worktree or path in trees)
+        in_tree = up.in_worktree or path in trees or (parent is None and _under(path, trees))
+        state = _DirState(up.absorb, up.protect, up.personal, in_tree)
         found = protect_dir(path, name, ctx)
         if up.protect >= 0:
             prot[row] = up.protect
@@ -431,6 +432,11 @@ def _walk_directories(
                 state.personal = True
         states[path] = state
     return states
+
+
+def _under(path: str, trees: frozenset[str]) -> bool:
+    """Whether ``path`` lies inside one of the work trees (the root inside a repository)."""
+    return any(path.startswith(t.rstrip("/") + "/") for t in trees)
 
 
 def _mark_ancestors(table: pa.Table, is_dir: Mask, prot: Ids, t: _Table) -> None:

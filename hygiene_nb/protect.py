@@ -81,7 +81,7 @@ class GitInfo:
 
     worktrees: tuple[str, ...] = ()  # every git work tree found (listed or not)
     tracked: frozenset[str] = frozenset()  # absolute paths of tracked files
-    unreadable: tuple[str, ...] = ()  # work trees whose files could not be listed
+    unreadable: frozenset[str] = frozenset()  # work trees whose files could not be listed
     note: str = ""  # e.g. "git is not installed"
 
 
@@ -105,6 +105,12 @@ def _home_rel(path: str, home: str) -> str | None:
 
 def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
     """Why a directory (and everything inside it, unless it is root/home) is protected."""
+    # First: a work tree git cannot list is protected as a whole, even when it holds the root.
+    unreadable = ctx.git.unreadable
+    if path in unreadable or (
+        path == ctx.root and any(path.startswith(t + "/") for t in unreadable)
+    ):
+        return GIT_UNKNOWN
     if path == ctx.root:
         return ROOT
     if path == "/":
@@ -121,8 +127,6 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
         return STORE
     if path in ctx.keep_dirs:
         return KEEP
-    if path in ctx.git.unreadable:
-        return GIT_UNKNOWN
     rel = _home_rel(path, ctx.home)
     if rel is not None and rel in HOME_CONFIG:
         return CONFIG
@@ -178,5 +182,8 @@ def find_git_tracked(worktrees: Iterable[str], *, timeout: float = 60.0) -> GitI
                 # decoded as snapshot paths are, so non-UTF-8 names compare equal
                 tracked.add(os.path.join(tree, rel.decode("utf-8", "backslashreplace")))
     return GitInfo(
-        worktrees=tuple(trees), tracked=frozenset(tracked), unreadable=tuple(unreadable), note=note
+        worktrees=tuple(trees),
+        tracked=frozenset(tracked),
+        unreadable=frozenset(unreadable),
+        note=note,
     )

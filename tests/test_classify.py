@@ -351,3 +351,23 @@ def classified_at(root: Path, store: Path, scan_id: str) -> dict[str, dict[str, 
 
     table = api.classify(store=store, scan_id=scan_id)
     return dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))
+
+
+def test_scanning_inside_a_repository_protects_its_tracked_files(
+    repo_root: Path, store: Path
+) -> None:
+    sub = repo_root / "home" / "repo" / "src"
+    rows = classified(sub, store)
+    assert rows[str(sub / "main.py")]["rule"] == "git-tracked"
+    assert rows[str(sub)]["risk"] == "high"
+
+
+def test_scanning_inside_a_repository_without_git_protects_everything(
+    repo_root: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sub = repo_root / "home" / "repo"
+    write(sub / "src" / "scratch.tmp", 3)
+    api.scan_root(sub / "src", store=store)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    table = api.classify(str(sub / "src"), store=store)
+    assert set(table.column("risk").to_pylist()) == {"high"}
