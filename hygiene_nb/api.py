@@ -31,7 +31,7 @@ from hygiene_nb.fingerprint import (
     lstat_beneath,
     walk_subtree,
 )
-from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
+from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger, display_path
 from hygiene_nb.models import Summary
 from hygiene_nb.plan import (
     DEFAULT_TTL,
@@ -41,7 +41,7 @@ from hygiene_nb.plan import (
     plan_markdown,
     select_candidates,
 )
-from hygiene_nb.protect import ProtectContext, find_git_tracked
+from hygiene_nb.protect import KEEP_MARKER, ProtectContext, find_git_tracked, protection_above
 from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
 from hygiene_nb.snapshot import (
@@ -240,12 +240,10 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
     enclosing = _enclosing_worktree(info.root)
     if enclosing is not None:
         worktrees.append(enclosing)
-    return ProtectContext(
-        root=info.root,
-        home=os.path.expanduser("~"),
-        store=str(store.root),
-        git=find_git_tracked(worktrees),
-    )
+    home, git = os.path.expanduser("~"), find_git_tracked(worktrees)
+    ctx = ProtectContext(root=info.root, home=home, store=str(store.root), git=git)
+    above = protection_above(info.root, ctx)
+    return ProtectContext(info.root, home, str(store.root), git, above_root=above)
 
 
 def _enclosing_worktree(root: str) -> str | None:
@@ -258,7 +256,7 @@ def _enclosing_worktree(root: str) -> str | None:
 
 
 def _user_rules(store: Store, rules: str | os.PathLike[str] | None) -> tuple[UserRule, ...]:
-    found = load_user_rules(store.rules)
+    found = load_user_rules(store.rules, missing_ok=True)
     if rules is not None:
         found += load_user_rules(Path(rules))
     return found
@@ -281,10 +279,16 @@ def classify(
     """
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
+    return _classified(st, info, rules)[0]
+
+
+def _classified(
+    st: Store, info: ScanInfo, rules: str | os.PathLike[str] | None
+) -> tuple[pa.Table, ProtectContext]:
     user_rules = _user_rules(st, rules)
     table = load_snapshot(st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS)
     ctx = protect_context(table, info, st)
-    return classify_table(table, ctx, user_rules=user_rules, now_ns=time.time_ns())
+    return classify_table(table, ctx, user_rules=user_rules, now_ns=time.time_ns()), ctx
 
 
 def summarize(
@@ -447,17 +451,47 @@ def _commands(plan_path: Path, store: Store, plan: dict[str, Any]) -> tuple[str,
     return base, confirm
 
 
-def _recheck_on_disk(sel: Selection, root: str) -> None:
-    """Stat every candidate again (and fingerprint directories): exclude what changed."""
+def _recheck_on_disk(sel: Selection, root: str, *, known_worktrees: frozenset[str]) -> None:
+    """Stat every candidate again (and fingerprint directories); exclude what changed.
+
+    Also excluded: what something protective above it (a keep marker, a new git work tree)
+    covers now.
+    """
     root_raw = os.fsencode(root)
+    above: dict[bytes, str] = {}
     kept = []
     for cand in sel.candidates:
-        code, detail = _disk_difference(cand, root_raw)
+        code, detail = _protected_from_above(cand["path_raw"], known_worktrees, above)
+        if code is None:
+            code, detail = _disk_difference(cand, root_raw)
         if code is None:
             kept.append(cand)
         else:
             sel.excluded.append(Exclusion.of(cand["path"], cand["path_raw"], code, detail))
     sel.candidates = kept
+
+
+def _protected_from_above(
+    path: bytes, known_worktrees: frozenset[str], cache: dict[bytes, str]
+) -> tuple[str | None, str]:
+    """A keep marker, or a git work tree the snapshot did not know, above ``path`` now."""
+    directory = os.path.dirname(path)
+    while True:
+        if directory not in cache:
+            found = ""
+            if os.path.lexists(os.path.join(directory, KEEP_MARKER.encode())):
+                found = f"{display_path(directory)} holds a {KEEP_MARKER} marker now"
+            elif os.path.lexists(os.path.join(directory, b".git")) and (
+                display_path(directory) not in known_worktrees
+            ):
+                found = f"{display_path(directory)} became a git work tree since the scan"
+            cache[directory] = found
+        if cache[directory]:
+            return "now-protected", cache[directory]
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None, ""
+        directory = parent
 
 
 def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None, str]:
@@ -477,7 +511,9 @@ def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None,
         return "changed-since-review", ", ".join(what)
     if cand["kind"] == "dir":
         try:
-            fresh = fingerprint(walk_subtree(root_raw, cand["path_raw"]))
+            fresh = fingerprint(
+                walk_subtree(root_raw, cand["path_raw"], expect=(st.st_dev, st.st_ino))
+            )
         except SymlinkOnPath:
             return "symlink-on-path", ""
         except OSError as exc:
@@ -489,6 +525,26 @@ def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None,
                 f"{fresh.count} entries, {fresh.bytes} bytes now)"
             )
     return None, ""
+
+
+def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
+    """Where ``--out`` really points; refused inside the root (links resolved) or if taken.
+
+    Raises:
+        UsageError: the target lies in the tree being cleaned, names a ``.md`` file, or it (or
+            the Markdown beside it) exists already.
+    """
+    given = Path(out)
+    if given.suffix == ".md":
+        raise UsageError("--out names the plan's JSON file; its Markdown list goes beside it.")
+    target = Path(os.path.realpath(given.parent)) / given.name
+    real_root = os.path.realpath(root)
+    if str(target) == real_root or str(target).startswith(real_root.rstrip("/") + "/"):
+        raise UsageError(f"write the plan outside the tree being cleaned ({root}), not {out}.")
+    for path in (target, target.with_suffix(".md")):
+        if os.path.lexists(path):
+            raise UsageError(f"{path} exists; choose another --out (a plan never replaces a file).")
+    return target
 
 
 def make_plan(
@@ -524,13 +580,11 @@ def make_plan(
             f"{path} is not the directory scanned as {info.scan_id} (another device or inode); "
             f"run `hygiene-nb scan {shlex.quote(path)}` again, review, then plan."
         )
-    out_path = Path(out).absolute() if out is not None else None
-    if out_path is not None and (str(out_path) + "/").startswith(path.rstrip("/") + "/"):
-        raise UsageError(f"write the plan outside the tree being cleaned, not in {path}.")
-    table = classify(store=st, scan_id=info.scan_id, rules=rules)
+    out_path = _plan_out(out, path) if out is not None else None
+    table, ctx = _classified(st, info, rules)
     with Ledger.open(st) as ledger:
         sel = select_candidates(table, ledger.annotations(under=path), root=path)
-        _recheck_on_disk(sel, path)
+        _recheck_on_disk(sel, path, known_worktrees=frozenset(ctx.git.worktrees))
         created = datetime.now(UTC)
         plan_id = f"plan-{created:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
         plan = assemble_plan(
@@ -547,9 +601,10 @@ def make_plan(
         plan_path = out_path or st.plans / f"{plan_id}.json"
         md_path = plan_path.with_suffix(".md")
         dry_run, confirm = _commands(plan_path, st, plan)
-        write_private_file(plan_path, json.dumps(plan, indent=2, ensure_ascii=False).encode())
+        plan_bytes = json.dumps(plan, indent=2, ensure_ascii=False).encode()
+        write_private_file(plan_path, plan_bytes, exclusive=True)
         markdown = plan_markdown(plan, dry_run_command=dry_run, confirm_command=confirm)
-        write_private_file(md_path, markdown.encode())
+        write_private_file(md_path, markdown.encode(), exclusive=True)
         ledger.record_plan(
             IssuedPlan(
                 plan_id,

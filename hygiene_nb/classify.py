@@ -8,7 +8,7 @@ personal folder < the entry's own built-in rule < a built-in rule covering its d
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,19 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb.protect import (
-    ALL_PROTECTIONS,
     CONFIG,
     CONTAINS,
     CREDENTIAL,
     CREDENTIAL_EXTENSIONS,
     CREDENTIAL_FILES,
     CREDENTIAL_PREFIXES,
-    FILESYSTEM_ROOT,
     GIT_TRACKED,
-    HOME,
     KEEP,
     KEEP_MARKER,
-    ROOT,
+    PASSES_DOWN,
     VCS,
     VCS_DIRS,
     ProtectContext,
@@ -260,8 +257,32 @@ def _file_protection(table: pa.Table, ctx: ProtectContext, t: _Table) -> Ids:
 
 
 def _glob_regex(pattern: str) -> str:
-    """Translate a glob into an RE2 regex (Arrow's RE2 lacks Python's end anchor; `$` works)."""
-    return fnmatch.translate(pattern).replace("\\Z", "$")
+    """Translate an fnmatch glob into an anchored RE2 regex (Arrow's engine).
+
+    ``*`` matches anything, ``?`` one character, ``[…]``/``[!…]`` a class; the whole text must
+    match (``fnmatch.translate`` emits constructs RE2 lacks, so this is done here).
+    """
+    out = ["^"]
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[" and "]" in pattern[i + 1 :] + pattern[i : i + 1]:
+            end = pattern.index("]", i + 1 if pattern[i : i + 1] in ("!", "]") else i)
+            body = pattern[i:end]
+            i = end + 1
+            negate = body.startswith("!")
+            body = body[1:] if negate else body
+            body = body.replace("\\", "\\\\").replace("^", "\\^")
+            out.append(f"[{'^' if negate else ''}{body}]")
+        else:
+            out.append(re.escape(c))
+    out.append("$")
+    return "".join(out)
 
 
 def _user_rule_ids(
@@ -348,7 +369,9 @@ def classify_table(
     is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
     siblings = _siblings(table, _evidence_names(user_rules))
     keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
-    ctx = ProtectContext(ctx.root, ctx.home, ctx.store, ctx.git, ctx.keep_dirs | keep_dirs)
+    ctx = ProtectContext(
+        ctx.root, ctx.home, ctx.store, ctx.git, ctx.keep_dirs | keep_dirs, ctx.above_root
+    )
 
     own = np.full(n, -1, dtype=np.int32)
     prot = np.full(n, -1, dtype=np.int32)
@@ -408,7 +431,7 @@ def _walk_directories(
     names = dirs.column("name").to_pylist()
     states: dict[str, _DirState] = {}
     no_state = _DirState()
-    passes_down = {p.rule for p in ALL_PROTECTIONS} - {ROOT.rule, HOME.rule, FILESYSTEM_ROOT.rule}
+    passes_down = PASSES_DOWN
     trees = frozenset(ctx.git.worktrees)
     for i in order:
         parent, name, row = parents[i], names[i], int(rows[i])
@@ -417,6 +440,8 @@ def _walk_directories(
         in_tree = up.in_worktree or path in trees or (parent is None and _under(path, trees))
         state = _DirState(up.absorb, up.protect, up.personal, in_tree)
         found = protect_dir(path, name, ctx)
+        if parent is None and ctx.above_root is not None:
+            found = ctx.above_root  # the root sits inside something protected
         if up.protect >= 0:
             prot[row] = up.protect
         elif found is not None:

@@ -101,11 +101,21 @@ def lstat_beneath(root: bytes, path: bytes) -> os.stat_result:
         os.close(fd)
 
 
-def walk_subtree(root: bytes, path: bytes) -> list[tuple[bytes, str, int, int, int]]:
+def walk_subtree(
+    root: bytes, path: bytes, *, expect: tuple[int, int] | None = None
+) -> list[tuple[bytes, str, int, int, int]]:
     """Every entry below directory ``path`` as fingerprint tuples (read-only, no symlinks).
 
+    Depth first, holding only the handles of the directories on the current path (a wide
+    directory costs no more handles than a narrow one).
+
+    Args:
+        root: where the walk to ``path`` starts (no symlink is followed on the way).
+        path: the directory to walk.
+        expect: (st_dev, st_ino) the opened directory must have.
+
     Raises:
-        SymlinkOnPath: a directory on the way is a symlink now.
+        SymlinkOnPath: a directory on the way is a symlink now, or ``path`` is not ``expect``.
         OSError: a directory cannot be read.
     """
     fd, name = _open_parent(root, path) if path != root else (os.open(root, _DIR_FLAGS), b"")
@@ -113,20 +123,33 @@ def walk_subtree(root: bytes, path: bytes) -> list[tuple[bytes, str, int, int, i
         top = os.open(name, _DIR_FLAGS, dir_fd=fd) if name else os.dup(fd)
     finally:
         os.close(fd)
-    out: list[tuple[bytes, str, int, int, int]] = []
-    stack: list[tuple[int, bytes]] = [(top, b"")]
-    while stack:
-        dfd, prefix = stack.pop()
+    try:
+        st = os.fstat(top)
+        if expect is not None and (st.st_dev, st.st_ino) != expect:
+            raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", path)
+        out: list[tuple[bytes, str, int, int, int]] = []
+        _walk_into(top, b"", out)
+        return out
+    finally:
+        os.close(top)
+
+
+def _walk_into(dfd: int, prefix: bytes, out: list[tuple[bytes, str, int, int, int]]) -> None:
+    subdirs: list[tuple[bytes, tuple[int, int]]] = []
+    with os.scandir(dfd) as entries:
+        for entry in entries:
+            name = os.fsencode(entry.name)
+            st = entry.stat(follow_symlinks=False)
+            kind = kind_of_mode(st.st_mode)
+            out.append((prefix + name, kind, st.st_size, st.st_mtime_ns, st.st_ino))
+            if kind == "dir":
+                subdirs.append((name, (st.st_dev, st.st_ino)))
+    for name, identity in subdirs:
+        child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
         try:
-            with os.scandir(dfd) as entries:
-                for entry in entries:
-                    rel = prefix + os.fsencode(entry.name)
-                    st = entry.stat(follow_symlinks=False)
-                    kind = kind_of_mode(st.st_mode)
-                    out.append((rel, kind, st.st_size, st.st_mtime_ns, st.st_ino))
-                    if kind == "dir":
-                        child = os.open(entry.name, _DIR_FLAGS, dir_fd=dfd)
-                        stack.append((child, rel + b"/"))
+            here = os.fstat(child)
+            if (here.st_dev, here.st_ino) != identity:
+                raise SymlinkOnPath(errno.ESTALE, "a directory was replaced while walking", name)
+            _walk_into(child, prefix + name + b"/", out)
         finally:
-            os.close(dfd)
-    return out
+            os.close(child)

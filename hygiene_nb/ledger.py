@@ -275,6 +275,12 @@ class Ledger:
             raise UsageError(
                 f"paths must be absolute, not {', '.join(relative[:3])}; nothing was written."
             )
+        unnormal = [display_path(r) for r in raws if os.path.normpath(r) != r]
+        if unnormal:
+            raise UsageError(
+                f"paths must be normalized (no '.', '..' or '//'), not {', '.join(unnormal[:3])};"
+                " nothing was written."
+            )
         at = _now()
         out = []
         with self._write() as db:
@@ -328,10 +334,9 @@ class Ledger:
         query = "SELECT path, path_raw, decision, note, by, rule, at FROM annotations"
         args: tuple[Any, ...] = ()
         if under is not None:
-            prefix = under.rstrip("/") + "/"
-            escaped = prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_")
-            query += " WHERE path = ? OR path LIKE ? ESCAPE '!'"
-            args = (under, escaped + "%")
+            prefix = under.rstrip("/") + "/"  # compared exactly: LIKE would ignore ASCII case
+            query += " WHERE path = ? OR substr(path, 1, ?) = ?"
+            args = (under, len(prefix), prefix)
         rows = self._db.execute(query + " ORDER BY path", args).fetchall()
         return [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
 

@@ -60,6 +60,7 @@ EXCLUSIONS = {
     "symlink-on-path": "a directory on its path is not a real directory any more: scan again "
     "and review",
     "unreadable-now": "it cannot be read now: check its permissions, then plan again",
+    "now-protected": "it is protected now: it can no longer be planned",
 }
 
 

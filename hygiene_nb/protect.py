@@ -18,6 +18,7 @@ __all__ = [
     "CREDENTIAL_FILES",
     "CREDENTIAL_PREFIXES",
     "KEEP_MARKER",
+    "PASSES_DOWN",
     "SYSTEM_DIRS",
     "VCS_DIRS",
     "GitInfo",
@@ -26,6 +27,7 @@ __all__ = [
     "find_git_tracked",
     "protect_dir",
     "protect_file",
+    "protection_above",
 ]
 
 KEEP_MARKER = ".hygiene-nb-keep"
@@ -94,6 +96,33 @@ class ProtectContext:
     store: str
     git: GitInfo = field(default_factory=GitInfo)
     keep_dirs: frozenset[str] = frozenset()  # directories holding a .hygiene-nb-keep marker
+    above_root: Protection | None = None  # the root lies inside something protected
+
+
+PASSES_DOWN = frozenset(
+    p.rule for p in ALL_PROTECTIONS if p not in (ROOT, HOME, FILESYSTEM_ROOT, CONTAINS)
+)
+
+
+def protection_above(root: str, ctx: ProtectContext) -> Protection | None:
+    """What protects ``root`` from above, if anything.
+
+    A protected ancestor (or the root's own name), or a keep marker in the root or an ancestor.
+    Reads the disk (``lexists``), read-only.
+    """
+    probe = ProtectContext("", ctx.home, ctx.store, ctx.git)  # no ROOT short-cut
+    path = root
+    while True:
+        name = os.path.basename(path) or path
+        found = protect_dir(path, name, probe)
+        if found is not None and found.rule in PASSES_DOWN:
+            return found
+        if os.path.lexists(os.path.join(path, KEEP_MARKER)):
+            return KEEP
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
 
 
 def _home_rel(path: str, home: str) -> str | None:
@@ -157,11 +186,22 @@ def find_git_tracked(worktrees: Iterable[str], *, timeout: float = 60.0) -> GitI
     tracked: set[str] = set()
     unreadable: list[str] = []
     note = ""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    # A scanned repository is untrusted input: its own config could make git run commands
+    # (core.fsmonitor, hooks). Command-line config overrides the repository's; no system or
+    # global config is read; nothing is written (no optional locks).
+    env = {
+        **os.environ,
+        "GIT_OPTIONAL_LOCKS": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+    safe = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
+            "-c", "core.untrackedCache=false"]  # fmt: skip
     for tree in trees:
         try:
             result = subprocess.run(
-                ["git", "-C", tree, "ls-files", "-z", "--full-name"],
+                ["git", *safe, "-C", tree, "ls-files", "-z", "--full-name"],
                 capture_output=True,
                 timeout=timeout,
                 env=env,

@@ -387,16 +387,18 @@ def parse_user_rules(text: str, *, source: str = "rules.toml") -> tuple[UserRule
     return rules
 
 
-def load_user_rules(path: Path) -> tuple[UserRule, ...]:
-    """Read a user rules file; a missing file means no user rules.
+def load_user_rules(path: Path, *, missing_ok: bool = False) -> tuple[UserRule, ...]:
+    """Read a user rules file (with ``missing_ok``, a missing file means no user rules).
 
     Raises:
-        RuleInvalid: the file cannot be read or parsed.
+        RuleInvalid: the file is missing (unless ``missing_ok``), unreadable or malformed.
     """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return ()
+        if missing_ok:
+            return ()
+        raise RuleInvalid(f"no rules file {path}; check the path given to --rules.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleInvalid(f"cannot read {path}: {exc}; fix or remove it.") from exc
     return parse_user_rules(text, source=str(path))

@@ -49,6 +49,13 @@ def validate_root(root: str | os.PathLike[str]) -> str:
     """
     path = os.path.abspath(os.fspath(root))
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RootInvalid(
+            f"cannot scan {path.encode('utf-8', 'surrogateescape')!r}: the root's own path is "
+            "not valid UTF-8; scan a parent directory (names below the root may be anything)."
+        ) from None
+    try:
         st = os.lstat(path)
     except OSError as exc:
         raise RootInvalid(
@@ -169,5 +176,7 @@ def walk_options(request: ScanRequest, root: str) -> WalkOptions:
         skip_identities=frozenset(skips),
         max_entries=max(0, request.max_entries),
         max_seconds=max(0.0, request.max_seconds),
-        threads=request.threads,
+        # With an entry budget, one thread keeps the round-robin share exact (threads would
+        # race for the last entries); without one, the walker's default.
+        threads=1 if request.max_entries > 0 else request.threads,
     )

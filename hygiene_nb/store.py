@@ -116,8 +116,11 @@ def resolve_store(store: str | os.PathLike[str] | None = None) -> Store:
     return Store(Path(store).expanduser().absolute())
 
 
-def write_private_file(path: Path, data: bytes) -> None:
+def write_private_file(path: Path, data: bytes, *, exclusive: bool = False) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, rename) with mode 0600.
+
+    With ``exclusive`` the file must not exist yet (it is linked into place, never replacing
+    anything; ``StoreError`` if something is there).
 
     Used for the store's own files and for files a person names (``plan --out``); callers
     refuse targets inside a scanned tree.
@@ -133,7 +136,11 @@ def write_private_file(path: Path, data: bytes) -> None:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.chmod(tmp, FILE_MODE)
-            os.replace(tmp, path)  # noqa: TID251 - atomic replace of the store's own file
+            if exclusive:
+                os.link(tmp, path)  # EEXIST if anything is there: never replaces
+                Path(tmp).unlink()
+            else:
+                os.replace(tmp, path)  # noqa: TID251 - atomic replace of the store's own file
         except BaseException:
             # Leave no half-written temp file behind, whatever interrupted us.
             with contextlib.suppress(OSError):

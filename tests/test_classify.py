@@ -371,3 +371,65 @@ def test_scanning_inside_a_repository_without_git_protects_everything(
     monkeypatch.setenv("PATH", "/nonexistent")
     table = api.classify(str(sub / "src"), store=store)
     assert set(table.column("risk").to_pylist()) == {"high"}
+
+
+def test_a_scanned_repository_cannot_make_git_run_its_commands(
+    repo_root: Path, store: Path, tmp_path: Path
+) -> None:
+    repo = repo_root / "home" / "repo"
+    pwned = tmp_path / "PWNED"
+    git("config", "core.fsmonitor", f"touch {pwned}; false", cwd=repo)
+    rows = classified(repo_root, store)
+    assert not pwned.exists()
+    assert lookup(rows, repo_root, "home/repo/src/main.py")["rule"] == "git-tracked"
+
+
+@pytest.mark.parametrize(
+    ("inner", "setup"),
+    [
+        ("repo/.git/objects", ["repo/.git/objects/09/abc"]),
+        ("k/.ssh/sub", ["k/.ssh/sub/old"]),
+        ("k/keepme/sub", ["k/keepme/.hygiene-nb-keep", "k/keepme/sub/data"]),
+        ("home/.config/app", ["home/.config/app/cache.db"]),
+    ],
+)
+def test_a_root_inside_something_protected_is_protected_throughout(
+    tmp_path: Path, store: Path, inner: str, setup: list[str]
+) -> None:
+    root = home_root(tmp_path)
+    build(root, setup)
+    rows = classified(root / inner, store)
+    assert {r["risk"] for r in rows.values()} == {"high"}, inner
+    decide_all = [p for p, r in rows.items() if r["kind"] == "file"]
+    api.annotate(decide_all, store=store, decision="delete")
+    plan = api.make_plan(root / inner, store=store).plan
+    assert plan["candidates"] == []
+
+
+@pytest.mark.parametrize(
+    ("glob", "hit", "miss"),
+    [
+        ("cache", "cache", "mycache"),
+        ("*cache*", "xcachey", "cach"),
+        ("*.lo[gx]", "a.log", "a.loz"),
+        ("data-?.csv", "data-1.csv", "data-10.csv"),
+        ("[!a]*.bin", "b.bin", "a.bin"),
+    ],
+)
+def test_user_rule_globs_match_whole_names(
+    tmp_path: Path, store: Path, glob: str, hit: str, miss: str
+) -> None:
+    root = home_root(tmp_path)
+    build(root, [f"home/w/{hit}", f"home/w/{miss}"])
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'[[rule]]\nid = "g"\nname = "{glob}"\nrisk = "caution"\nclaim = "c"\n')
+    rows = classified(root, store, rules=rules)
+    assert lookup(rows, root, f"home/w/{hit}")["rule"] == "user:g"
+    assert lookup(rows, root, f"home/w/{miss}")["rule"] != "user:g"
+
+
+def test_a_missing_rules_file_given_explicitly_is_an_error(tmp_path: Path, store: Path) -> None:
+    root = home_root(tmp_path)
+    api.scan_root(root, store=store)
+    with pytest.raises(RuleInvalid, match="no rules file"):
+        api.classify(str(root), store=store, rules=tmp_path / "nope.toml")

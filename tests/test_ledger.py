@@ -184,3 +184,15 @@ def test_forget_takes_back_only_unchanged_rule_made_decisions(tmp_path: Path, st
 def test_remembering_an_unknown_group_says_which_exist(store: Path) -> None:
     with pytest.raises(UsageError, match="node_modules"):
         api.remember_rule("node-modulez", "delete", store=store)
+
+
+@pytest.mark.parametrize("path", ["/x/./a", "/x/../a", "/x//a", "/x/a/"])
+def test_unnormalized_paths_are_refused(ledger: Ledger, path: str) -> None:
+    with pytest.raises(UsageError, match="normalized"):
+        ledger.annotate([path], decision="keep")
+    assert ledger.annotations() == []
+
+
+def test_annotations_under_a_root_are_matched_case_sensitively(ledger: Ledger) -> None:
+    ledger.annotate(["/tmp/R/a", "/tmp/r/b", "/tmp/r_x/c", "/tmp/r"], decision="delete")
+    assert [a.path for a in ledger.annotations(under="/tmp/r")] == ["/tmp/r", "/tmp/r/b"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -51,9 +52,19 @@ def excluded(plan: dict[str, Any]) -> dict[str, str]:
 
 def test_candidates_and_every_static_exclusion_reason(tree: Path, store: Path) -> None:
     api.scan_root(tree, store=store)
-    decide(store, tree / "web" / "node_modules", tree / "web" / "server.pem", tree / "web",
-           tree / "web" / "link", tree / "web" / "pipe", tree / "data", tree / "nothere",
-           os.fsencode(tree) + b"/web/../../outside")  # fmt: skip
+    web = tree / "web"
+    decide(store, web / "node_modules", web / "server.pem", web, web / "link", web / "pipe",
+           tree / "data", tree / "nothere")  # fmt: skip
+    # The ledger refuses '..' paths; a hand-edited ledger could still hold one.
+    sneaky = str(tree) + "/web/../../outside"
+    db = sqlite3.connect(store / "ledger.sqlite")
+    db.execute(
+        "INSERT INTO annotations (path_raw, path, decision, by, at) VALUES (?, ?, 'delete',"
+        " 'human', '2026-01-01T00:00:00+00:00')",
+        (sneaky.encode(), sneaky),
+    )
+    db.commit()
+    db.close()
     decide(store, tree / "data" / "keep", decision="keep")
     plan = plan_of(tree, store)
     assert [c["path"] for c in plan["candidates"]] == [str(tree / "web" / "node_modules")]
@@ -246,3 +257,66 @@ def test_planning_changes_nothing_in_the_tree(tree: Path, store: Path) -> None:
     before = state()
     api.make_plan(tree, store=store)
     assert state() == before
+
+
+def test_plan_out_cannot_reach_the_tree_through_a_link_or_dotdot(
+    tree: Path, store: Path, tmp_path: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    (tmp_path / "lnk").symlink_to(tree)
+    (tmp_path / "other").mkdir()
+    write(tree / "data" / "notes.md", data=b"mine")
+    for out in (
+        tmp_path / "lnk" / "data" / "notes.json",
+        tmp_path / "other" / ".." / "r" / "x.json",
+    ):
+        with pytest.raises(UsageError):
+            api.make_plan(tree, store=store, out=out)
+    assert (tree / "data" / "notes.md").read_bytes() == b"mine"
+    assert not (tree / "x.json").exists()
+
+
+def test_plan_out_never_replaces_a_file(tree: Path, store: Path, tmp_path: Path) -> None:
+    api.scan_root(tree, store=store)
+    write(tmp_path / "plan.md", data=b"precious")
+    with pytest.raises(UsageError, match="exists"):
+        api.make_plan(tree, store=store, out=tmp_path / "plan.json")
+    with pytest.raises(UsageError, match="Markdown"):
+        api.make_plan(tree, store=store, out=tmp_path / "p.md")
+    assert (tmp_path / "plan.md").read_bytes() == b"precious"
+    result = api.make_plan(tree, store=store, out=tmp_path / "fresh.json")
+    assert result.plan_path == str(tmp_path / "fresh.json")
+
+
+@pytest.mark.parametrize("appears", ["keep-marker", "git-init"])
+def test_protection_that_appears_above_a_candidate_after_the_scan_excludes_it(
+    tree: Path, store: Path, appears: str
+) -> None:
+    api.scan_root(tree, store=store)
+    target = tree / "cache" / "a" / "deep" / "x.tmp"
+    decide(store, target)
+    if appears == "keep-marker":
+        write(tree / "cache" / ".hygiene-nb-keep", 0)
+    else:
+        (tree / "cache" / ".git").mkdir()
+    plan = plan_of(tree, store)
+    assert excluded(plan) == {str(target): "now-protected"}
+
+
+def test_a_very_wide_directory_is_rechecked_within_a_small_fd_limit(
+    tree: Path, store: Path
+) -> None:
+    import resource
+
+    wide = tree / "wide"
+    for i in range(1100):
+        (wide / f"d{i:04d}").mkdir(parents=True)
+    api.scan_root(tree, store=store)
+    decide(store, wide)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+    try:
+        plan = plan_of(tree, store)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [c["path"] for c in plan["candidates"]] == [str(wide)]

@@ -361,3 +361,30 @@ def test_progress_reports_growing_entry_counts(tmp_path: Path, store: Path, walk
     seen: list[int] = []
     info = api.scan_root(tmp_path / "r", store=store, walker=walker, progress=seen.append)  # type: ignore[arg-type]
     assert seen and seen == sorted(seen) and seen[-1] == info.entries == 101
+
+
+def test_a_root_whose_path_is_not_utf8_is_refused_clearly(tmp_path: Path, store: Path) -> None:
+    bad = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(bad)
+    with pytest.raises(RootInvalid, match="not valid UTF-8"):
+        api.scan_root(os.fsdecode(bad), store=store)
+
+
+def test_entry_budgets_are_fair_with_the_default_walker_every_time(
+    tmp_path: Path, store: Path
+) -> None:
+    # Each child: 5 files and a deep directory of 30. A budget of 30 covers every child's own
+    # listing (1 + 3 + 3 x 6 = 22) but not the deep ones: no child may be cut before its turn.
+    root = tmp_path / "r"
+    for child in ("a", "b", "c"):
+        for f in range(5):
+            write(root / child / f"f{f}", 1)
+        for f in range(30):
+            write(root / child / "deep" / f"g{f:02d}", 1)
+    for _ in range(15):
+        rows = rows_of(store, root, "auto", max_entries=30)
+        assert len(rows) <= 30
+        for child in ("a", "b", "c"):
+            row = rows[os.fsencode(root / child)]
+            assert row["budget_cut"] is False, child  # its own listing was read
+            assert row["partial"] is True  # its deep directory was not (fully)
