@@ -8,6 +8,31 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from hygiene_nb.api import list_snapshots, load, prune_snapshots, scan_root, summarize
+from hygiene_nb.api import (
+    annotate,
+    classify,
+    forget_rule,
+    list_rules,
+    list_snapshots,
+    load,
+    make_plan,
+    prune_snapshots,
+    remember_rule,
+    scan_root,
+    summarize,
+)
 
-__all__ = ["__version__", "list_snapshots", "load", "prune_snapshots", "scan_root", "summarize"]
+__all__ = [
+    "__version__",
+    "annotate",
+    "classify",
+    "forget_rule",
+    "list_rules",
+    "list_snapshots",
+    "load",
+    "make_plan",
+    "prune_snapshots",
+    "remember_rule",
+    "scan_root",
+    "summarize",
+]

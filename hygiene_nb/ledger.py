@@ -90,6 +90,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+_TABLES = frozenset({"annotations", "annotation_history", "claims", "remembered_rules", "plans"})
 _BUSY_MS = 30_000
 
 
@@ -207,6 +208,12 @@ class Ledger:
         """The schema version recorded in the file."""
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
+    def _damaged(self, exc: sqlite3.Error) -> StoreError:
+        return StoreError(
+            f"the ledger {self.path} is damaged or unreadable ({exc}); move it aside and run "
+            "again (a new ledger starts empty), or restore it from a backup."
+        )
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One immediate transaction: other writers wait, nothing is lost."""
@@ -216,11 +223,20 @@ class Ledger:
             raise StoreError(f"the ledger {self.path} is busy or unwritable: {exc}") from exc
         try:
             yield self._db
+        except sqlite3.Error as exc:
+            self._db.execute("ROLLBACK")
+            raise self._damaged(exc) from exc
         except BaseException:
             # Undo the half-done write whatever interrupted it, then let it propagate.
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    def _read(self, query: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return list(self._db.execute(query, args).fetchall())
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from exc
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -231,6 +247,10 @@ class Ledger:
                         if statement.strip():
                             db.execute(statement)
                     db.execute(f"PRAGMA user_version = {number}")
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            missing = _TABLES - tables
+            if missing:
+                raise self._damaged(sqlite3.DatabaseError(f"missing {', '.join(sorted(missing))}"))
 
     # -- annotations ------------------------------------------------------------------------
 
@@ -337,7 +357,7 @@ class Ledger:
             prefix = under.rstrip("/") + "/"  # compared exactly: LIKE would ignore ASCII case
             query += " WHERE path = ? OR substr(path, 1, ?) = ?"
             args = (under, len(prefix), prefix)
-        rows = self._db.execute(query + " ORDER BY path", args).fetchall()
+        rows = self._read(query + " ORDER BY path", args)
         return [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
 
     def history(self, path: bytes | str | None = None) -> list[dict[str, Any]]:
@@ -349,7 +369,7 @@ class Ledger:
             query += " WHERE path_raw = ?"
             args = (raw,)
         keys = ("path", "decision", "note", "by", "rule", "at", "action")
-        rows = self._db.execute(query + " ORDER BY id", args)
+        rows = self._read(query + " ORDER BY id", args)
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # -- claims ------------------------------------------------------------------------------
@@ -384,9 +404,7 @@ class Ledger:
 
     def claims(self) -> list[Claim]:
         """Every claim, by path."""
-        rows = self._db.execute(
-            "SELECT path, risk, claim, confidence, by, at FROM claims ORDER BY path"
-        ).fetchall()
+        rows = self._read("SELECT path, risk, claim, confidence, by, at FROM claims ORDER BY path")
         return [Claim(*r) for r in rows]
 
     # -- remembered rules --------------------------------------------------------------------
@@ -425,8 +443,7 @@ class Ledger:
 
     def remembered_rules(self) -> dict[str, str]:
         """Pattern group → remembered decision."""
-        rows = self._db.execute("SELECT group_id, decision FROM remembered_rules ORDER BY 1")
-        return dict(rows.fetchall())
+        return dict(self._read("SELECT group_id, decision FROM remembered_rules ORDER BY 1"))
 
     def fill_from_rule(self, group: str, decision: str, paths: Sequence[bytes]) -> int:
         """Give ``decision`` to each of ``paths`` that has no annotation at all (``by: rule``).
@@ -471,9 +488,9 @@ class Ledger:
 
     def issued_plan(self, plan_id: str) -> IssuedPlan | None:
         """The plan with this id, if this store issued it."""
-        row = self._db.execute(
+        rows = self._read(
             "SELECT plan_id, plan_digest, root, scan_id, path, created_at, expires_at,"
             " candidates, reclaim_bytes, state FROM plans WHERE plan_id = ?",
             (plan_id,),
-        ).fetchone()
-        return IssuedPlan(*row) if row else None
+        )
+        return IssuedPlan(*rows[0]) if rows else None

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from hygiene_nb.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
 from hygiene_nb.snapshot import entry_paths, raw_path
-from hygiene_nb.summary import freed_bytes
+from hygiene_nb.summary import freed_bytes, kept_bytes
 
 __all__ = [
     "DEFAULT_TTL",
@@ -263,18 +263,14 @@ def _unreviewed(table: pa.Table, annotations: Sequence[Annotation]) -> int:
 
 
 def _keep_bytes(tree: _Tree, keeps: Sequence[Annotation]) -> int:
-    total = 0
-    outer: list[str] = []
-    for ann in sorted(keeps, key=lambda a: a.path):
-        if any(_inside(ann.path, o) for o in outer):
-            continue
+    """Bytes under the kept entries: their subtrees' union, each inode once."""
+    chosen = np.zeros(tree.table.num_rows, dtype=bool)
+    for ann in keeps:
         index = tree.row_of(ann.path)
-        if index is None:
-            continue
-        row = tree.rows([index])[0]
-        total += row["tree_bytes"] if row["tree_bytes"] is not None else row["size"]
-        outer.append(ann.path)
-    return total
+        if index is not None:
+            chosen[index] = True
+            chosen[tree.below(ann.path)] = True
+    return kept_bytes(tree.table, chosen)
 
 
 # -- the file ---------------------------------------------------------------------------------

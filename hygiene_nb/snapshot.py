@@ -35,6 +35,7 @@ __all__ = [
     "entry_paths",
     "list_scans",
     "load_snapshot",
+    "partition_dir",
     "prune_scans",
     "raw_path",
     "root_slug",
@@ -217,6 +218,16 @@ def _parquet_writer(path: Path) -> pq.ParquetWriter:
     )
 
 
+def partition_dir(store: Store, info: ScanInfo) -> Path:
+    """Where a scan's Parquet file lives in ``store`` (derived, so a copied store works)."""
+    return (
+        store.snapshots
+        / f"host={_partition_value(info.host)}"
+        / f"root={root_slug(info.root)}"
+        / f"scan={info.scan_id}"
+    )
+
+
 class SnapshotWriter:
     """Stream converted batches into a new snapshot; publish it atomically on ``close``.
 
@@ -253,12 +264,7 @@ class SnapshotWriter:
     def close(self) -> ScanInfo:
         """Finish the file, move it into its partition and append the scan to the index."""
         self._flush()
-        final = (
-            self.store.snapshots
-            / f"host={_partition_value(self.info.host)}"
-            / f"root={root_slug(self.info.root)}"
-            / f"scan={self.info.scan_id}"
-        )
+        final = partition_dir(self.store, self.info)
         self.info.path = str(final)
         self._writer.add_key_value_metadata({_META_KEY: self.info.to_json().encode()})
         self._writer.close()
@@ -301,7 +307,9 @@ def _read_index(store: Store) -> list[ScanInfo]:
         if not line.strip():
             continue
         try:
-            scans.append(ScanInfo.from_dict(json.loads(line)))
+            scan = ScanInfo.from_dict(json.loads(line))
+            scan.path = str(partition_dir(store, scan))  # never trust a recorded location
+            scans.append(scan)
         except (ValueError, TypeError) as exc:
             raise IndexCorrupt(
                 f"{store.index} line {number} is not a scan record ({exc}); "

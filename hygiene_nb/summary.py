@@ -31,6 +31,7 @@ __all__ = [
     "STALE_BUCKETS",
     "cleanliness",
     "freed_bytes",
+    "kept_bytes",
     "pattern_index",
     "reclaimable",
     "risk_mix",
@@ -165,7 +166,7 @@ def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
     roots = roots.filter(pc.is_valid(roots.column("group")))
     out = []
     for group in sorted(set(roots.column("group").to_pylist())):
-        rows = roots.filter(pc.equal(roots.column("group"), group))
+        rows = _outermost(roots.filter(pc.equal(roots.column("group"), group)))
         is_file = pc.cast(pc.equal(rows.column("kind").cast(pa.string()), "file"), pa.int64())
         files = pc.coalesce(rows.column("tree_files"), is_file)
         out.append(
@@ -180,6 +181,27 @@ def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
             )
         )
     return sorted(out, key=lambda g: (-g.bytes, g.group))
+
+
+def _outermost(rows: pa.Table) -> pa.Table:
+    """Drop rows that lie inside another row of the table (a photo inside ~/Pictures)."""
+    paths = entry_paths(rows).to_pylist()
+    order = sorted(range(len(paths)), key=lambda i: paths[i])
+    keep: list[int] = []
+    last = None
+    for i in order:
+        if last is not None and paths[i].startswith(last.rstrip("/") + "/"):
+            continue
+        keep.append(i)
+        last = paths[i]
+    return rows.take(pa.array(sorted(keep), pa.int64()))
+
+
+def kept_bytes(table: pa.Table, chosen: Mask) -> int:
+    """Apparent bytes of the ``chosen`` rows, each inode once (what keeping them keeps)."""
+    size, _ = _own_bytes(table)
+    linked, group, _ = _link_groups(table)
+    return int(size[chosen & _first_of_group(linked & chosen, group)].sum())
 
 
 def staleness(table: pa.Table, *, now_ns: int) -> list[StaleBucket]:

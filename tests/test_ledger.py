@@ -196,3 +196,14 @@ def test_unnormalized_paths_are_refused(ledger: Ledger, path: str) -> None:
 def test_annotations_under_a_root_are_matched_case_sensitively(ledger: Ledger) -> None:
     ledger.annotate(["/tmp/R/a", "/tmp/r/b", "/tmp/r_x/c", "/tmp/r"], decision="delete")
     assert [a.path for a in ledger.annotations(under="/tmp/r")] == ["/tmp/r", "/tmp/r/b"]
+
+
+def test_a_damaged_ledger_is_a_clear_store_error(store: Path) -> None:
+    from hygiene_nb.errors import StoreError
+
+    Store(store).ensure()
+    db = sqlite3.connect(Store(store).ledger)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # claims the schema, has no tables
+    db.close()
+    with pytest.raises(StoreError, match="damaged"):
+        Ledger.open(Store(store))

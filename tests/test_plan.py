@@ -320,3 +320,20 @@ def test_a_very_wide_directory_is_rechecked_within_a_small_fd_limit(
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert [c["path"] for c in plan["candidates"]] == [str(wide)]
+
+
+def test_keep_bytes_count_a_hard_link_shared_by_two_kept_directories_once(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "r"
+    write(root / "a" / "big", 10_000)
+    (root / "b").mkdir()
+    os.link(root / "a" / "big", root / "b" / "big")
+    api.scan_root(root, store=store)
+    decide(store, root / "a", root / "b", decision="keep")
+    plan = plan_of(root, store)
+    assert plan["summary"]["keep_bytes"] == own_bytes(root / "a", root / "b") + 10_000
+
+
+def own_bytes(*paths: Path) -> int:
+    return sum(os.lstat(p).st_size for p in paths)

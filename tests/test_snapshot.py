@@ -168,3 +168,13 @@ def test_any_names_and_sizes_round_trip_through_a_snapshot(
     }
     assert got == want
     assert pq.read_metadata(next(store.rglob("*.parquet"))).num_rows == len(want) + 1
+
+
+def test_a_copied_store_reads_its_own_snapshots(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "r" / "f", 3)
+    api.scan_root(tmp_path / "r", store=store)
+    import shutil
+
+    shutil.copytree(store, tmp_path / "copy")
+    shutil.rmtree(store)
+    assert api.load(str(tmp_path / "r"), store=tmp_path / "copy").num_rows == 2

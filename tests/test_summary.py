@@ -91,3 +91,18 @@ def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path)
     assert s["cleanliness"] == round(100 - 70 * 1 / 7 - 20 * 1 / 7 - 10 * 4 / 7)
     assert [e["path"] for e in s["largest"]][:1] == [str(home)]
     assert all({"path", "bytes", "risk", "rule", "claim"} <= set(e) for e in s["largest"])
+
+
+def test_pattern_groups_count_nested_members_once(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "r"
+    home = root / "home"
+    write(home / "Pictures" / "a.jpg", 1000)
+    write(home / "Pictures" / "trip" / "b.jpg", 2000)
+    write(home / "loose.jpg", 500)
+    s = summary(root, store, {**os.environ, "HOME": str(home)})
+    personal = {g["group"]: g for g in s["groups"]}["personal"]
+    assert personal["count"] == 2  # ~/Pictures and loose.jpg; the photos inside are not again
+    assert personal["bytes"] == own(
+        home / "Pictures", home / "Pictures" / "a.jpg", home / "Pictures" / "trip",
+        home / "Pictures" / "trip" / "b.jpg", home / "loose.jpg",
+    )  # fmt: skip
