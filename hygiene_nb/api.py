@@ -29,6 +29,7 @@ from hygiene_nb.fingerprint import (
     fingerprint,
     kind_of_mode,
     lstat_beneath,
+    signed64,
     walk_subtree,
 )
 from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger, display_path
@@ -503,7 +504,10 @@ def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None,
         return "vanished", ""
     except OSError as exc:
         return "unreadable-now", exc.strerror or ""
-    now = (kind_of_mode(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    now = (
+        kind_of_mode(st.st_mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
+        st.st_mtime_ns,
+    )  # fmt: skip
     then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"])
     if now != then:
         names = ("kind", "device", "inode", "size", "mtime")

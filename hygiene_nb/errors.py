@@ -7,11 +7,16 @@
     │   ├── RootInvalid               code root-invalid         exit 2
     │   ├── RootChanged               code root-changed         exit 2
     │   ├── ExcludeInvalid            code exclude-invalid      exit 2
-    │   └── RuleInvalid               code rule-invalid         exit 2
+    │   ├── RuleInvalid               code rule-invalid         exit 2
+    │   ├── PlanMalformed             code plan-malformed       exit 2
+    │   └── PlanUnreadable            code plan-unreadable      exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
     │   └── LedgerTooNew              code ledger-too-new       exit 1
-    └── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
+    ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
+    └── Refused                       code refused              exit 3
+        ├── PlanUntrusted             code plan-untrusted       exit 3
+        └── PlanDigestMismatch        code plan-digest-mismatch exit 3
 
 A message names the object it is about and ends with what to do next.
 """
@@ -23,6 +28,11 @@ __all__ = [
     "HygieneError",
     "IndexCorrupt",
     "LedgerTooNew",
+    "PlanDigestMismatch",
+    "PlanMalformed",
+    "PlanUnreadable",
+    "PlanUntrusted",
+    "Refused",
     "RootChanged",
     "RootInvalid",
     "RuleInvalid",
@@ -97,3 +107,34 @@ class LedgerTooNew(StoreError):
     """Raised when the ledger was written by a newer hygiene-nb (it is left unchanged)."""
 
     code = "ledger-too-new"
+
+
+class PlanMalformed(UsageError):
+    """Raised when a plan file is not exactly a ``hygiene-nb/plan@1`` document (names what)."""
+
+    code = "plan-malformed"
+
+
+class PlanUnreadable(UsageError):
+    """Raised when a plan file cannot be opened or read (missing, no permission)."""
+
+    code = "plan-unreadable"
+
+
+class Refused(HygieneError):
+    """Raised when a guard refuses a whole operation before anything is touched."""
+
+    code = "refused"
+    exit_code = 3
+
+
+class PlanUntrusted(Refused):
+    """Raised when a plan file is a symlink, not a regular file, not ours or writable by others."""
+
+    code = "plan-untrusted"
+
+
+class PlanDigestMismatch(Refused):
+    """Raised when a plan's content does not match its ``plan_digest`` (it was edited)."""
+
+    code = "plan-digest-mismatch"

@@ -21,6 +21,7 @@ __all__ = [
     "fingerprint",
     "kind_of_mode",
     "lstat_beneath",
+    "signed64",
     "walk_subtree",
 ]
 
@@ -46,6 +47,11 @@ def kind_of_mode(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "symlink"
     return "other"
+
+
+def signed64(value: int) -> int:
+    """An inode or device number as snapshots store it (signed 64-bit, wrapped)."""
+    return value - (1 << 64) if value >= (1 << 63) else value
 
 
 def fingerprint(entries: Iterable[tuple[bytes, str, int, int, int]]) -> Fingerprint:
@@ -141,7 +147,7 @@ def _walk_into(dfd: int, prefix: bytes, out: list[tuple[bytes, str, int, int, in
             name = os.fsencode(entry.name)
             st = entry.stat(follow_symlinks=False)
             kind = kind_of_mode(st.st_mode)
-            out.append((prefix + name, kind, st.st_size, st.st_mtime_ns, st.st_ino))
+            out.append((prefix + name, kind, st.st_size, st.st_mtime_ns, signed64(st.st_ino)))
             if kind == "dir":
                 subdirs.append((name, (st.st_dev, st.st_ino)))
     for name, identity in subdirs:

@@ -256,10 +256,11 @@ def _first_kept_inside(path: str, kept_paths: list[str]) -> str | None:
 
 
 def _unreviewed(table: pa.Table, annotations: Sequence[Annotation]) -> int:
-    reviewed = [a.path for a in annotations if a.is_reviewed]
-    paths = entry_paths(table)
-    hit = pc.is_in(paths, pa.array(reviewed, pa.string()))
-    return int(table.num_rows - 1 - pc.sum(pc.cast(hit, pa.int64())).as_py() or 0)
+    """Entries below the root without a keep, delete or unsure decision."""
+    reviewed = pa.array([a.path for a in annotations if a.is_reviewed], pa.string())
+    below = table.filter(pc.greater(table.column("depth"), 0))
+    hit = pc.is_in(entry_paths(below), reviewed)
+    return int(below.num_rows - (pc.sum(pc.cast(hit, pa.int64())).as_py() or 0))
 
 
 def _keep_bytes(tree: _Tree, keeps: Sequence[Annotation]) -> int:

@@ -1,0 +1,153 @@
+"""The only code in hygiene-nb that moves or removes a user's file.
+
+Every operation is relative to directory handles and never follows a symlink. Moves use
+``renameat2(RENAME_NOREPLACE)`` (a regular file may fall back to link + unlink, which can never
+overwrite either); nothing here replaces an existing target. ``remove_tree`` is reachable only
+from ``purge``; it never opens anything but directories and never follows a link.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import sys
+from typing import Protocol
+
+__all__ = [
+    "DIR_FLAGS",
+    "DryRunFileOps",
+    "FileOps",
+    "LocalFileOps",
+    "open_dir_at",
+    "remove_own_empty_dir",
+    "remove_own_file",
+    "remove_tree",
+    "replace_own_file",
+]
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_RENAME_NOREPLACE = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
+if _RENAMEAT2 is not None:
+    _RENAMEAT2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    _RENAMEAT2.restype = ctypes.c_int
+
+
+def open_dir_at(dir_fd: int, name: bytes) -> int:
+    """Open directory ``name`` under ``dir_fd``; never a symlink, never anything but a directory.
+
+    Raises:
+        OSError: ``ELOOP``/``ENOTDIR`` when it is a symlink or not a directory.
+    """
+    return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+
+
+class FileOps(Protocol):
+    """What the executor may do to files: one no-replace move, one tree removal."""
+
+    def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        """Move ``src`` to ``dst`` (relative to the handles) unless ``dst`` exists."""
+        ...
+
+    def make_dir(self, dir_fd: int, name: bytes) -> None:
+        """Create a private directory (never following a link at ``name``)."""
+        ...
+
+
+class LocalFileOps:
+    """The real thing."""
+
+    def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        """Move without ever replacing ``dst`` (``EEXIST`` if it exists, even as a dangling link).
+
+        Raises:
+            OSError: the move failed (``EEXIST``, ``EXDEV``, ``ENOENT``, ``EPERM``…); nothing moved.
+        """
+        sys.audit("hygiene_nb.rename_noreplace", src_dir, src, dst_dir, dst)
+        if _RENAMEAT2 is not None:
+            if _RENAMEAT2(src_dir, src, dst_dir, dst, _RENAME_NOREPLACE) == 0:
+                return
+            err = ctypes.get_errno()
+            if err not in (errno.ENOSYS, errno.EINVAL):
+                raise OSError(err, os.strerror(err), src)
+        # No renameat2 here: link + unlink never overwrites, but only works for regular files.
+        st = os.stat(src, dir_fd=src_dir, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.ENOSYS, "no no-replace rename for directories here", src)
+        os.link(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir, follow_symlinks=False)
+        os.unlink(src, dir_fd=src_dir)
+
+    def make_dir(self, dir_fd: int, name: bytes) -> None:
+        """Create directory ``name`` (0700); ``EEXIST`` if anything, even a link, is there."""
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+
+
+class DryRunFileOps:
+    """Records what would be done and does nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bytes, bytes]] = []
+
+    def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        """Record the move."""
+        self.calls.append(("rename", src, dst))
+
+    def make_dir(self, dir_fd: int, name: bytes) -> None:
+        """Record the directory."""
+        self.calls.append(("mkdir", name, b""))
+
+
+def remove_tree(dir_fd: int, name: bytes) -> tuple[int, int]:
+    """**Destroy** ``name`` under ``dir_fd`` and everything below it (purge only).
+
+    Directories are opened with ``O_NOFOLLOW|O_DIRECTORY``; everything else (files, links,
+    fifos, sockets, devices) is unlinked by name without being opened.
+
+    Returns:
+        (entries removed, bytes of regular files removed).
+    """
+    sys.audit("hygiene_nb.remove_tree", dir_fd, name)
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return 1, st.st_size if stat.S_ISREG(st.st_mode) else 0
+    count = size = 0
+    fd = open_dir_at(dir_fd, name)
+    try:
+        with os.scandir(fd) as entries:
+            children = [os.fsencode(e.name) for e in entries]
+        for child in children:
+            removed, freed = remove_tree(fd, child)
+            count += removed
+            size += freed
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+    return count + 1, size
+
+
+def replace_own_file(dir_fd: int, tmp: bytes, final: bytes) -> None:
+    """Atomically put hygiene-nb's own metadata file ``tmp`` in place of ``final`` (a manifest).
+
+    Only for files hygiene-nb wrote itself inside a batch it owns; never for user data.
+    """
+    os.replace(tmp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def remove_own_file(dir_fd: int, name: bytes) -> None:
+    """Remove one of hygiene-nb's own files (a temp manifest that failed to write)."""
+    os.unlink(name, dir_fd=dir_fd)
+
+
+def remove_own_empty_dir(dir_fd: int, name: bytes) -> None:
+    """Remove an empty directory hygiene-nb made (a restored batch's mirror); never non-empty."""
+    os.rmdir(name, dir_fd=dir_fd)
