@@ -339,6 +339,11 @@ def prune_snapshots(
     )
 
 
+def open_store(store: StoreArg = None) -> Store:
+    """The store (created if missing), for the CLI's executor commands."""
+    return _store(store).ensure()
+
+
 def store_path(store: StoreArg = None) -> Path:
     """The resolved store directory (for display)."""
     return _store(store).root

@@ -330,6 +330,111 @@ def plan(
     _out(as_json, payload, text)
 
 
+@cli.command()
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False))
+@click.option("--execute", "do_execute", is_flag=True, help="Really move (default: dry run).")
+@click.option("--confirm-plan-id", metavar="ID", help="The plan id you reviewed.")
+@click.option("--plan-digest", metavar="DIGEST", help="The plan digest you reviewed.")
+@click.option("--acknowledge-risk", metavar="quarantine", help="Must be `quarantine`.")
+@common_options
+def execute(
+    plan_file: str,
+    do_execute: bool,
+    confirm_plan_id: str | None,
+    plan_digest: str | None,
+    acknowledge_risk: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Dry-run a plan, or with --execute move its candidates into a quarantine batch.
+
+    Every candidate is checked again at the moment of acting; what changed is skipped with a
+    reason. Moved items stay restorable (`hygiene-nb restore BATCH`) until you purge the batch.
+    """
+    from hygiene_nb.executor import Confirmation, execute_plan
+
+    confirm = None
+    if do_execute:
+        confirm = Confirmation(confirm_plan_id, plan_digest, acknowledge_risk)
+    result = execute_plan(plan_file, store=api.open_store(store), confirm=confirm)
+    payload = {
+        "status": result.status,
+        "plan_id": result.plan_id,
+        "batch_id": result.batch_id,
+        "receipt_path": result.receipt_path,
+        "moved": result.moved,
+        "skipped": result.skipped,
+        "confirm_command": result.confirm_command,
+    }
+    verb = "would move" if result.status == "dry-run" else "moved"
+    lines = [f"{verb} {len(result.moved)} of {result.candidates} item(s), {result.bytes} bytes"]
+    lines += [f"  {verb:<10} {m['path']}" for m in result.moved]
+    lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
+    if result.status == "dry-run":
+        lines += ["", result.warning, "To confirm:", f"  {result.confirm_command}"]
+    else:
+        lines += [f"batch: {result.batch_id}", f"receipt: {result.receipt_path}"]
+    _out(as_json, payload, "\n".join(lines))
+    if result.skipped and result.status != "dry-run":
+        raise _Exit(4)
+
+
+@cli.command()
+@click.argument("receipt", type=click.Path(dir_okay=False))
+@common_options
+def verify(receipt: str, store: str | None, as_json: bool) -> None:
+    """Check a receipt against the disk: nothing reappeared, everything is in its batch."""
+    from hygiene_nb.executor import verify_receipt
+
+    result = verify_receipt(receipt)
+    payload = {
+        "status": result.status,
+        "reappeared": result.reappeared,
+        "missing_from_batch": result.missing_from_batch,
+        "freed_bytes": result.freed_bytes,
+    }
+    text = f"{result.status}: {result.moved} moved item(s) checked"
+    text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
+    text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
+    text += f"\nfree space changed by {result.freed_bytes} bytes at execution"
+    _out(as_json, payload, text)
+    if result.status != "verified":
+        raise _Exit(4)
+
+
+@cli.group()
+def quarantine() -> None:
+    """Quarantine batches (`quarantine list`)."""
+
+
+@quarantine.command("list")
+@common_options
+def quarantine_list(store: str | None, as_json: bool) -> None:
+    """Every batch: id, created, items, bytes, manifest state (ok, incomplete, invalid)."""
+    from hygiene_nb.executor import list_store_batches
+
+    found = list_store_batches(api.open_store(store))
+    rows = [
+        {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
+         "bytes": b.bytes, "manifest": b.manifest}
+        for b in found
+    ]  # fmt: skip
+    text = "\n".join(
+        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} items  {render.human_bytes(b.bytes):>10}"
+        f"  {b.manifest}"
+        for b in found
+    )
+    _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")
+
+
+class _Exit(Exception):
+    """A finished command whose exit code is not 0 (4: some items skipped)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _out(as_json: bool, payload: dict[str, Any], text: str) -> None:
     if as_json:
         render.emit_json(payload)
@@ -353,6 +458,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         cli.main(args=args, prog_name="hygiene-nb", standalone_mode=False)
         code = 0
+    except _Exit as exc:
+        code = exc.code
     except HygieneError as exc:
         status = "refused" if exc.exit_code == 3 else "error"
         code = _fail(as_json, status, exc.code, exc.message, exc.exit_code)

@@ -9,14 +9,26 @@
     │   ├── ExcludeInvalid            code exclude-invalid      exit 2
     │   ├── RuleInvalid               code rule-invalid         exit 2
     │   ├── PlanMalformed             code plan-malformed       exit 2
-    │   └── PlanUnreadable            code plan-unreadable      exit 2
+    │   ├── PlanUnreadable            code plan-unreadable      exit 2
+    │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
     │   └── LedgerTooNew              code ledger-too-new       exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
     └── Refused                       code refused              exit 3
         ├── PlanUntrusted             code plan-untrusted       exit 3
-        └── PlanDigestMismatch        code plan-digest-mismatch exit 3
+        ├── PlanDigestMismatch        code plan-digest-mismatch exit 3
+        ├── PlanNotIssued             code plan-not-issued      exit 3
+        ├── PlanExpired               code plan-expired         exit 3
+        ├── PlanAlreadyExecuted       code plan-already-executed exit 3
+        ├── ConfirmationMismatch      code confirmation-mismatch exit 3
+        ├── AcknowledgementMissing    code acknowledgement-missing exit 3
+        ├── RootReplaced              code root-replaced        exit 3
+        ├── CandidateForbidden        code candidate-forbidden  exit 3
+        ├── ReceiptTampered           code receipt-tampered     exit 3
+        ├── BatchInvalid              code batch-invalid        exit 3
+        ├── BatchIncomplete           code batch-incomplete     exit 3
+        └── BatchBusy                 code batch-busy           exit 3
 
 A message names the object it is about and ends with what to do next.
 """
@@ -24,17 +36,29 @@ A message names the object it is about and ends with what to do next.
 from __future__ import annotations
 
 __all__ = [
+    "AcknowledgementMissing",
+    "BatchBusy",
+    "BatchIncomplete",
+    "BatchInvalid",
+    "BatchNotFound",
+    "CandidateForbidden",
+    "ConfirmationMismatch",
     "ExcludeInvalid",
     "HygieneError",
     "IndexCorrupt",
     "LedgerTooNew",
+    "PlanAlreadyExecuted",
     "PlanDigestMismatch",
+    "PlanExpired",
     "PlanMalformed",
+    "PlanNotIssued",
     "PlanUnreadable",
     "PlanUntrusted",
+    "ReceiptTampered",
     "Refused",
     "RootChanged",
     "RootInvalid",
+    "RootReplaced",
     "RuleInvalid",
     "SnapshotNotFound",
     "StoreError",
@@ -138,3 +162,75 @@ class PlanDigestMismatch(Refused):
     """Raised when a plan's content does not match its ``plan_digest`` (it was edited)."""
 
     code = "plan-digest-mismatch"
+
+
+class PlanNotIssued(Refused):
+    """Raised when a plan was not issued by this store (or the store has no record of it)."""
+
+    code = "plan-not-issued"
+
+
+class PlanExpired(Refused):
+    """Raised when a plan's validity window has passed."""
+
+    code = "plan-expired"
+
+
+class PlanAlreadyExecuted(Refused):
+    """Raised when a plan was executed already, or is being executed now (single use)."""
+
+    code = "plan-already-executed"
+
+
+class ConfirmationMismatch(Refused):
+    """Raised when the confirmed plan or batch id is missing or differs from the one acted on."""
+
+    code = "confirmation-mismatch"
+
+
+class AcknowledgementMissing(Refused):
+    """Raised when the required --acknowledge-risk value is missing or wrong."""
+
+    code = "acknowledgement-missing"
+
+
+class RootReplaced(Refused):
+    """Raised when a plan's root is no longer the directory it was made for (device, inode)."""
+
+    code = "root-replaced"
+
+
+class CandidateForbidden(Refused):
+    """Raised when a plan names a path a correct planner never emits (/, home, the store…)."""
+
+    code = "candidate-forbidden"
+
+
+class ReceiptTampered(Refused):
+    """Raised when a receipt's content does not match its own digest."""
+
+    code = "receipt-tampered"
+
+
+class BatchNotFound(UsageError, LookupError):
+    """Raised when no quarantine batch has the id asked for (or the id is not a batch id)."""
+
+    code = "batch-not-found"
+
+
+class BatchInvalid(Refused):
+    """Raised when a batch has no valid manifest, is not ours or holds something unknown."""
+
+    code = "batch-invalid"
+
+
+class BatchIncomplete(Refused):
+    """Raised when purge would destroy a batch holding items its manifest does not record."""
+
+    code = "batch-incomplete"
+
+
+class BatchBusy(Refused):
+    """Raised when another restore or purge is working on the same batch right now."""
+
+    code = "batch-busy"

@@ -89,9 +89,36 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         """,
     ),
 )
+MIGRATIONS += (
+    (
+        2,
+        """
+        CREATE TABLE executions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,   -- append-only: one row per execution
+            plan_id TEXT NOT NULL,
+            plan_digest TEXT NOT NULL,
+            authorization_id TEXT NOT NULL,
+            authorized_at TEXT NOT NULL,
+            finished_at TEXT NOT NULL,
+            batch_id TEXT,
+            receipt_path TEXT NOT NULL,
+            moved INTEGER NOT NULL,
+            skipped INTEGER NOT NULL,
+            moved_bytes INTEGER NOT NULL,
+            status TEXT NOT NULL
+        );
+        """,
+    ),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-_TABLES = frozenset({"annotations", "annotation_history", "claims", "remembered_rules", "plans"})
+_TABLES = frozenset(
+    {"annotations", "annotation_history", "claims", "remembered_rules", "plans", "executions"}
+)
 _BUSY_MS = 30_000
+_EXECUTION_KEYS = (
+    "plan_id", "plan_digest", "authorization_id", "authorized_at", "finished_at", "batch_id",
+    "receipt_path", "moved", "skipped", "moved_bytes", "status",
+)  # fmt: skip
 
 
 def display_path(raw: bytes) -> str:
@@ -494,3 +521,36 @@ class Ledger:
             (plan_id,),
         )
         return IssuedPlan(*rows[0]) if rows else None
+
+    def claim_plan(self, plan_id: str, plan_digest: str) -> bool:
+        """Mark an issued plan ``executing``; False if it is not (any more) ``issued``.
+
+        One transaction: of two executions of one plan, exactly one claims it.
+        """
+        with self._write() as db:
+            cursor = db.execute(
+                "UPDATE plans SET state = 'executing' WHERE plan_id = ? AND plan_digest = ?"
+                " AND state = 'issued'",
+                (plan_id, plan_digest),
+            )
+            return cursor.rowcount == 1
+
+    def finish_plan(self, plan_id: str, state: str) -> None:
+        """Record how a claimed plan ended (``executed``); a plan is never issued again."""
+        with self._write() as db:
+            db.execute("UPDATE plans SET state = ? WHERE plan_id = ?", (state, plan_id))
+
+    def record_execution(self, row: dict[str, Any]) -> None:
+        """Append one execution to the execution log."""
+        keys = _EXECUTION_KEYS
+        with self._write() as db:
+            db.execute(
+                f"INSERT INTO executions ({', '.join(keys)}) VALUES ({', '.join('?' * len(keys))})",
+                tuple(row[k] for k in keys),
+            )
+
+    def executions(self) -> list[dict[str, Any]]:
+        """The execution log, oldest first."""
+        keys = _EXECUTION_KEYS
+        rows = self._read(f"SELECT {', '.join(keys)} FROM executions ORDER BY id")
+        return [dict(zip(keys, r, strict=True)) for r in rows]

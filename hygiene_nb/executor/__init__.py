@@ -1,5 +1,30 @@
-"""The guarded executor: the only code that moves or destroys user files."""
+"""The guarded executor: the only code that moves or destroys user files.
+
+Only the CLI imports it (import-linter checks). ``execute_plan`` moves a plan's candidates into
+a quarantine batch; ``verify_receipt`` checks an execution; batches are listed, restored and
+purged (purge is the only destruction, and only with explicit confirmation).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from pathlib import Path
+
+from hygiene_nb.executor.batches import BatchInfo, list_batches
+from hygiene_nb.executor.execute import Confirmation, ExecuteResult, execute_plan
+from hygiene_nb.executor.verify import VerifyResult, verify_receipt
+from hygiene_nb.store import Store
+
+__all__ = [
+    "BatchInfo",
+    "Confirmation",
+    "ExecuteResult",
+    "VerifyResult",
+    "execute_plan",
+    "list_store_batches",
+    "verify_receipt",
+]
+
+
+def list_store_batches(store: Store) -> list[BatchInfo]:
+    """Every quarantine batch of the store, oldest first."""
+    return list_batches([Path(store.quarantine)])

@@ -1,0 +1,371 @@
+"""Quarantine batches: where moved items wait, and the manifest that says where they came from.
+
+A batch is a directory claimed per operation with a non-recursive ``mkdir`` (never reusing one
+of unknown content). Items land under ``tree/`` at their original absolute path (the layout is
+the backup of the manifest). ``manifest.json`` is versioned JSON, written atomically (temp,
+fsync, rename, fsync dir, read back) and merged, never overwritten: an item is recorded
+``pending`` before its move and ``moved`` after, so a crash at any instant leaves every item at
+its original path or in the batch with its origin recorded.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import stat
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hygiene_nb.errors import StoreError
+from hygiene_nb.executor.fileops import (
+    DIR_FLAGS,
+    FileOps,
+    open_dir_at,
+    remove_own_file,
+    replace_own_file,
+)
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_SCHEMA",
+    "QUARANTINE_NAME",
+    "TREE_NAME",
+    "Batch",
+    "BatchInfo",
+    "ManifestItem",
+    "claim_batch",
+    "list_batches",
+    "read_manifest",
+    "write_manifest",
+]
+
+MANIFEST_SCHEMA = "hygiene-nb/quarantine-manifest@1"
+MANIFEST_NAME = b"manifest.json"
+TREE_NAME = b"tree"
+QUARANTINE_NAME = ".hygiene-nb-quarantine"
+_MAX_MANIFEST = 512 * 1024 * 1024
+
+
+@dataclass
+class ManifestItem:
+    """One item of a batch: where it was, what it was, and where it is now."""
+
+    original: str
+    original_b64: str
+    kind: str
+    size: int
+    tree_bytes: int | None
+    dev: int
+    inode: int
+    mtime_ns: int
+    plan_id: str
+    rule: str | None = None
+    note: str | None = None
+    state: str = "pending"  # pending → moved → restored (or returned: moved back at once)
+    at: str = ""
+
+    @property
+    def original_raw(self) -> bytes:
+        """The exact original path bytes."""
+        return base64.b64decode(self.original_b64)
+
+    @property
+    def relative(self) -> bytes:
+        """Where it lives inside the batch (``tree/`` + the original absolute path)."""
+        return TREE_NAME + self.original_raw
+
+
+@dataclass
+class BatchInfo:
+    """What ``quarantine list`` shows of a batch."""
+
+    batch_id: str
+    path: str
+    created_at: str
+    items: int
+    bytes: int
+    manifest: str  # ok | incomplete | invalid
+    plan_id: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Batch:
+    """An open batch: its directory handle, id and manifest items by original path bytes."""
+
+    path: Path
+    batch_id: str
+    fd: int
+    created_at: str
+    plan_id: str
+    plan_digest: str
+    items: dict[bytes, ManifestItem] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Close the batch's directory handle."""
+        os.close(self.fd)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _ensure_private_dir(parent_fd: int, name: bytes, ops: FileOps) -> int:
+    """Open ``name`` under ``parent_fd``, creating it 0700 if absent; it must be ours."""
+    with contextlib.suppress(FileExistsError):
+        ops.make_dir(parent_fd, name)
+    fd = open_dir_at(parent_fd, name)
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(fd)
+        raise StoreError(
+            f"the quarantine directory {os.fsdecode(name)} is not private to you; "
+            "fix its owner and mode (0700) before anything is moved there."
+        )
+    return fd
+
+
+def claim_batch(quarantine: Path, *, plan_id: str, plan_digest: str, ops: FileOps) -> Batch:
+    """Claim a new batch directory (never one that exists) under ``quarantine``.
+
+    Raises:
+        StoreError: the quarantine is not a private directory of ours.
+    """
+    parent_fd = os.open(quarantine.parent, DIR_FLAGS)
+    try:
+        qfd = _ensure_private_dir(parent_fd, os.fsencode(quarantine.name), ops)
+    finally:
+        os.close(parent_fd)
+    try:
+        while True:
+            stamp = datetime.now(UTC)
+            batch_id = f"batch-{stamp:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+            try:
+                ops.make_dir(qfd, batch_id.encode())
+            except FileExistsError:
+                continue  # never reuse a directory of unknown content
+            fd = open_dir_at(qfd, batch_id.encode())
+            return Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
+                         plan_digest)  # fmt: skip
+    finally:
+        os.close(qfd)
+
+
+def mirror_parent(batch: Batch, original: bytes, ops: FileOps) -> int:
+    """A handle on the batch directory that will hold ``original`` (created as needed)."""
+    parts = original.strip(b"/").split(b"/")
+    fd = _ensure_private_dir(batch.fd, TREE_NAME, ops)
+    try:
+        for part in parts[:-1]:
+            nxt = _ensure_private_dir(fd, part, ops)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _manifest_doc(batch: Batch) -> dict[str, Any]:
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "batch_id": batch.batch_id,
+        "created_at": batch.created_at,
+        "plan_id": batch.plan_id,
+        "plan_digest": batch.plan_digest,
+        "items": [asdict(i) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)],
+    }
+
+
+def write_manifest(batch: Batch) -> None:
+    """Merge ``batch.items`` into the manifest on disk and write it atomically, then read back.
+
+    Items already on disk and absent from ``batch.items`` are kept (a union, never a loss).
+
+    Raises:
+        StoreError: the manifest cannot be written or does not read back identical.
+    """
+    on_disk = _read_items(batch.fd)
+    for key, item in on_disk.items():
+        batch.items.setdefault(key, item)
+    data = json.dumps(_manifest_doc(batch), indent=1, ensure_ascii=True).encode()
+    tmp = b".manifest-" + secrets.token_hex(6).encode() + b".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=batch.fd)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        replace_own_file(batch.fd, tmp, MANIFEST_NAME)
+    except BaseException:
+        # A half-written temp file must not linger; the old manifest stays whole.
+        with contextlib.suppress(OSError):
+            remove_own_file(batch.fd, tmp)
+        raise
+    os.fsync(batch.fd)
+    if _read_bytes(batch.fd) != data:
+        raise StoreError(f"the manifest of {batch.path} did not read back as written; stop here.")
+
+
+def _read_bytes(dir_fd: int) -> bytes:
+    fd = os.open(MANIFEST_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError("the manifest is not a regular file")
+        data = handle.read(_MAX_MANIFEST + 1)
+    if len(data) > _MAX_MANIFEST:
+        raise ValueError("the manifest is absurdly large")
+    return data
+
+
+def read_manifest(dir_fd: int) -> dict[str, Any] | None:
+    """The manifest of the batch open at ``dir_fd`` (None if there is none).
+
+    Raises:
+        ValueError: it exists but is not a valid manifest of a known version.
+    """
+    try:
+        data = _read_bytes(dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"unreadable manifest ({exc.strerror})") from exc
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise ValueError("duplicate keys")
+        return dict(pairs)
+
+    doc = json.loads(data, object_pairs_hook=no_duplicates)
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
+        raise ValueError("unknown manifest version")
+    items = doc.get("items")
+    if not isinstance(items, list):
+        raise ValueError("items is not a list")
+    known = ManifestItem.__dataclass_fields__
+    for item in items:
+        if not isinstance(item, dict) or set(item) - set(known):
+            raise ValueError("an item has an unknown shape")
+        raw = base64.b64decode(item["original_b64"], validate=True)
+        if (
+            not raw.startswith(b"/")
+            or b"\0" in raw
+            or b"/../" in raw + b"/"
+            or raw.endswith(b"/..")
+        ):
+            raise ValueError("an item's original path is not a clean absolute path")
+    return doc
+
+
+def _read_items(dir_fd: int) -> dict[bytes, ManifestItem]:
+    doc = read_manifest(dir_fd)
+    if doc is None:
+        return {}
+    items = [ManifestItem(**i) for i in doc["items"]]
+    return {i.original_raw: i for i in items}
+
+
+def batch_state(dir_fd: int) -> tuple[str, dict[str, Any] | None, list[str]]:
+    """The batch's manifest state: ok, incomplete (unrecorded items, or none) or invalid."""
+    try:
+        doc = read_manifest(dir_fd)
+    except (ValueError, KeyError, TypeError) as exc:
+        return "invalid", None, [str(exc)]
+    problems: list[str] = []
+    recorded = set()
+    if doc is not None:
+        recorded = {base64.b64decode(i["original_b64"]) for i in doc["items"]}
+    for path in _leaf_items(dir_fd, recorded):
+        if path not in recorded:
+            problems.append(f"{os.fsdecode(path)} is in the batch but not in its manifest")
+    if doc is None:
+        return ("incomplete" if problems else "ok"), None, problems or ["no manifest"]
+    return ("incomplete" if problems else "ok"), doc, problems
+
+
+def _leaf_items(dir_fd: int, recorded: set[bytes]) -> list[bytes]:
+    """Paths in ``tree/`` that are items: recorded ones, and non-directories elsewhere."""
+    try:
+        tree = open_dir_at(dir_fd, TREE_NAME)
+    except FileNotFoundError:
+        return []
+    out: list[bytes] = []
+    prefixes = {p[:i] for p in recorded for i in range(1, len(p)) if p[i : i + 1] == b"/"}
+
+    def walk(fd: int, prefix: bytes) -> None:
+        with os.scandir(fd) as entries:
+            names = [(os.fsencode(e.name), e.is_dir(follow_symlinks=False)) for e in entries]
+        for name, is_dir in names:
+            path = prefix + b"/" + name
+            if path in recorded or not is_dir:
+                out.append(path)
+            elif path in prefixes or not recorded:
+                child = open_dir_at(fd, name)
+                try:
+                    walk(child, path)
+                finally:
+                    os.close(child)
+            else:
+                out.append(path)  # a directory nobody recorded: an unrecorded item
+
+    try:
+        walk(tree, b"")
+    finally:
+        os.close(tree)
+    return out
+
+
+def _item_bytes(doc: dict[str, Any] | None) -> int:
+    if doc is None:
+        return 0
+    return sum(
+        (i.get("tree_bytes") if i.get("tree_bytes") is not None else i.get("size", 0)) or 0
+        for i in doc["items"]
+        if i.get("state") == "moved"
+    )
+
+
+def list_batches(quarantines: list[Path]) -> list[BatchInfo]:
+    """Every batch in the given quarantine directories, oldest first."""
+    out: list[BatchInfo] = []
+    for quarantine in quarantines:
+        try:
+            qfd = os.open(quarantine, DIR_FLAGS)
+        except OSError:
+            continue
+        try:
+            with os.scandir(qfd) as entries:
+                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            for name in names:
+                out.append(_describe(qfd, quarantine, name))
+        finally:
+            os.close(qfd)
+    return sorted(out, key=lambda b: (b.created_at, b.batch_id))
+
+
+def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
+    try:
+        fd = open_dir_at(qfd, os.fsencode(name))
+    except OSError as exc:
+        return BatchInfo(name, str(quarantine / name), "", 0, 0, "invalid",
+                         problems=[exc.strerror or "unreadable"])  # fmt: skip
+    try:
+        state, doc, problems = batch_state(fd)
+        created = (
+            doc["created_at"]
+            if doc
+            else datetime.fromtimestamp(os.fstat(fd).st_mtime, UTC).isoformat()
+        )
+        moved = [i for i in doc["items"] if i.get("state") == "moved"] if doc else []
+        extra = len([p for p in problems if p.endswith("not in its manifest")])
+        return BatchInfo(name, str(quarantine / name), created, len(moved) + extra,
+                         _item_bytes(doc), state, doc.get("plan_id") if doc else None,
+                         problems)  # fmt: skip
+    finally:
+        os.close(fd)

@@ -1,0 +1,407 @@
+"""Execute a plan: authorize the whole plan, re-check each candidate, move it into quarantine.
+
+Without a ``Confirmation`` it is a pure dry run (nothing is created, not even a batch). With one,
+every whole-plan check passes first, the plan is claimed for single use before the first move,
+each move is a no-replace rename bracketed by manifest writes, and a receipt records it all.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import shlex
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hygiene_nb.errors import (
+    AcknowledgementMissing,
+    CandidateForbidden,
+    ConfirmationMismatch,
+    PlanAlreadyExecuted,
+    PlanDigestMismatch,
+    PlanExpired,
+    PlanNotIssued,
+    RootReplaced,
+)
+from hygiene_nb.executor.batches import Batch, ManifestItem, claim_batch, mirror_parent
+from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
+from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, LocalFileOps
+from hygiene_nb.executor.guards import GitCache, Skip, check_candidate
+from hygiene_nb.executor.hooks import checkpoint
+from hygiene_nb.executor.planfile import LoadedPlan, load_plan
+from hygiene_nb.fingerprint import signed64
+from hygiene_nb.ledger import Ledger
+from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
+from hygiene_nb.store import Store
+
+__all__ = ["ACKNOWLEDGEMENT", "Confirmation", "ExecuteResult", "execute_plan"]
+
+ACKNOWLEDGEMENT = "quarantine"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What a person typed to authorize exactly one plan."""
+
+    plan_id: str | None
+    plan_digest: str | None
+    acknowledge_risk: str | None
+
+
+@dataclass
+class ExecuteResult:
+    """What happened (or, in a dry run, would happen)."""
+
+    status: str  # dry-run | done | partial
+    plan_id: str
+    batch_id: str | None = None
+    receipt_path: str | None = None
+    moved: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    candidates: int = 0
+    bytes: int = 0
+    confirm_command: str = ""
+    warning: str = ""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _raw(cand: dict[str, Any]) -> bytes:
+    if "path_b64" in cand:
+        return base64.b64decode(cand["path_b64"])
+    return str(cand["path"]).encode("utf-8", "surrogateescape")
+
+
+def _confirm_command(plan: LoadedPlan, store: Store) -> str:
+    p = plan.plan
+    return (
+        f"hygiene-nb execute {shlex.quote(str(plan.path))} --store {shlex.quote(str(store.root))}"
+        f" --execute --confirm-plan-id {p['plan_id']} --plan-digest {p['plan_digest']}"
+        f" --acknowledge-risk {ACKNOWLEDGEMENT}"
+    )
+
+
+def _authorize(
+    plan: LoadedPlan, store: Store, ledger: Ledger, confirm: Confirmation | None
+) -> None:
+    """Every whole-plan check; raises a ``Refused`` subclass, touching nothing."""
+    p = plan.plan
+    issued = ledger.issued_plan(p["plan_id"])
+    if issued is None:
+        raise PlanNotIssued(
+            f"plan {p['plan_id']} was not issued by the store {store.root}; export a plan "
+            "with `hygiene-nb plan ROOT` using this store."
+        )
+    if issued.plan_digest != p["plan_digest"]:
+        raise PlanDigestMismatch(
+            f"plan {p['plan_id']} differs from the plan this store issued (digest "
+            f"{issued.plan_digest}); it was altered. Export a new plan."
+        )
+    if _now() > datetime.fromisoformat(p["expires_at"]):
+        raise PlanExpired(
+            f"plan {p['plan_id']} expired at {p['expires_at']}; export a new one with "
+            f"`hygiene-nb plan {shlex.quote(p['root']['path'])}` and review it."
+        )
+    if issued.state != "issued":
+        raise PlanAlreadyExecuted(
+            f"plan {p['plan_id']} was already executed ({issued.state}); a plan acts once. "
+            "Export a new plan for what is left."
+        )
+    _check_forbidden(p, store)
+    if confirm is not None:
+        _check_confirmation(p, confirm)
+    _check_root(p)
+
+
+def _check_confirmation(p: dict[str, Any], confirm: Confirmation) -> None:
+    if confirm.plan_id != p["plan_id"]:
+        raise ConfirmationMismatch(
+            f"--confirm-plan-id must be exactly {p['plan_id']}; read the plan, then confirm it."
+        )
+    if confirm.plan_digest != p["plan_digest"]:
+        raise PlanDigestMismatch(
+            f"--plan-digest must be exactly {p['plan_digest']} (the plan you reviewed)."
+        )
+    if confirm.acknowledge_risk != ACKNOWLEDGEMENT:
+        raise AcknowledgementMissing(
+            f"add --acknowledge-risk {ACKNOWLEDGEMENT}: the candidates will be moved into a "
+            "quarantine batch (restorable until you purge it)."
+        )
+
+
+def _check_forbidden(p: dict[str, Any], store: Store) -> None:
+    home = os.path.realpath(os.path.expanduser("~"))
+    forbidden = {"/", home, str(store.root), os.path.realpath(store.root), p["root"]["path"]}
+    for cand in p["candidates"]:
+        path = cand["path"]
+        inside_store = path.startswith(str(store.root).rstrip("/") + "/")
+        if path in forbidden or inside_store or home.startswith(path.rstrip("/") + "/"):
+            raise CandidateForbidden(
+                f"plan {p['plan_id']} names {path}, which no plan may hold; it was not made by "
+                "hygiene-nb plan. Nothing was moved."
+            )
+
+
+def _check_root(p: dict[str, Any]) -> None:
+    root = p["root"]
+    try:
+        st = os.lstat(root["path"])
+    except OSError as exc:
+        raise RootReplaced(
+            f"the plan's root {root['path']} cannot be read ({exc.strerror})."
+        ) from exc
+    if (signed64(st.st_dev), signed64(st.st_ino)) != (root["dev"], root["inode"]):
+        raise RootReplaced(
+            f"{root['path']} is not the directory the plan was made for (device/inode "
+            "changed); scan and plan again."
+        )
+
+
+def _risk_warning(p: dict[str, Any]) -> str:
+    s = p["summary"]
+    return (
+        f"This moves {s['candidates']} item(s), {s['reclaim_bytes']} bytes freed by deleting, "
+        f"out of {p['root']['path']} into a quarantine batch. They stay restorable with "
+        "`hygiene-nb restore BATCH` until you purge the batch; nothing is destroyed now."
+    )
+
+
+def execute_plan(
+    plan_path: str | os.PathLike[str],
+    *,
+    store: Store,
+    confirm: Confirmation | None = None,
+    ops: FileOps | None = None,
+) -> ExecuteResult:
+    """Dry-run (no ``confirm``) or carry out a plan into a quarantine batch (**moves files**).
+
+    Raises:
+        PlanMalformed, PlanUntrusted: the plan file cannot be trusted (nothing touched).
+        Refused: a whole-plan check failed (nothing touched).
+    """
+    plan = load_plan(plan_path)
+    with Ledger.open(store) as ledger:
+        _authorize(plan, store, ledger, confirm)
+        result = ExecuteResult(
+            status="dry-run",
+            plan_id=plan.plan["plan_id"],
+            candidates=len(plan.plan["candidates"]),
+            confirm_command=_confirm_command(plan, store),
+            warning=_risk_warning(plan.plan),
+        )
+        if confirm is None:
+            _dry_run(plan, result)
+            return result
+        if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
+            raise PlanAlreadyExecuted(
+                f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts once."
+            )
+        checkpoint("after-claim")
+        _carry_out(plan, store, ledger, result, ops or LocalFileOps())
+    return result
+
+
+def _dry_run(plan: LoadedPlan, result: ExecuteResult) -> None:
+    root = plan.plan["root"]["path"].encode()
+    root_fd = os.open(root, DIR_FLAGS)
+    git = GitCache({})
+    try:
+        for cand in plan.plan["candidates"]:
+            parent, skip = check_candidate(root_fd, root, cand, _raw(cand), git)
+            if parent >= 0:
+                os.close(parent)
+            _record(result, cand, skip)
+    finally:
+        os.close(root_fd)
+
+
+def _record(result: ExecuteResult, cand: dict[str, Any], skip: Skip | None) -> None:
+    size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
+    if skip is None:
+        result.moved.append({"path": cand["path"], "bytes": size})
+        result.bytes += size
+    else:
+        result.skipped.append({"path": skip.path, "code": skip.code, "message": skip.message})
+
+
+def _free(path: str) -> int:
+    fs = os.statvfs(path)
+    return fs.f_bavail * fs.f_frsize
+
+
+def _carry_out(
+    plan: LoadedPlan, store: Store, ledger: Ledger, result: ExecuteResult, ops: FileOps
+) -> None:
+    p = plan.plan
+    authorized_at = _now().isoformat()
+    authorization_id = "auth-" + secrets.token_hex(8)
+    free_before = _free(p["root"]["path"])
+    quarantine_dev = os.stat(store.quarantine).st_dev
+    root = p["root"]["path"].encode()
+    root_fd = os.open(root, DIR_FLAGS)
+    batch: Batch | None = None
+    outcomes: list[dict[str, Any]] = []
+    git = GitCache({})
+    try:
+        for cand in p["candidates"]:
+            raw = _raw(cand)
+            parent, skip = check_candidate(root_fd, root, cand, raw, git)
+            if skip is None:
+                try:
+                    if os.fstat(parent).st_dev != quarantine_dev:
+                        skip = Skip.of(cand["path"], "cross-device")
+                    else:
+                        batch = batch or _new_batch(store, p, ops)
+                        skip = _move(batch, parent, raw, cand, ops)
+                finally:
+                    os.close(parent)
+            _record(result, cand, skip)
+            outcomes.append(_outcome(cand, skip))
+    finally:
+        os.close(root_fd)
+        if batch is not None:
+            batch.close()
+    checkpoint("before-receipt")
+    _finish(plan, store, ledger, result, batch, outcomes,
+            (authorization_id, authorized_at, free_before))  # fmt: skip
+
+
+def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
+    batch = claim_batch(store.quarantine, plan_id=p["plan_id"], plan_digest=p["plan_digest"],
+                        ops=ops)  # fmt: skip
+    checkpoint("after-batch")
+    return batch
+
+
+def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: FileOps) -> Skip | None:
+    """Record the intent, move with no replace, check what arrived, record the outcome."""
+    name = os.path.basename(raw)
+    item = ManifestItem(
+        original=cand["path"],
+        original_b64=base64.b64encode(raw).decode("ascii"),
+        kind=cand["kind"],
+        size=cand["size"],
+        tree_bytes=cand["tree_bytes"],
+        dev=cand["dev"],
+        inode=cand["inode"],
+        mtime_ns=cand["mtime_ns"],
+        plan_id=batch.plan_id,
+        rule=cand.get("rule"),
+        note=cand.get("note"),
+        state="pending",
+        at=_now().isoformat(),
+    )
+    batch.items[raw] = item
+    write_batch_manifest(batch)
+    checkpoint("after-intent")
+    target = mirror_parent(batch, raw, ops)
+    try:
+        try:
+            ops.rename_noreplace(parent, name, target, name)
+        except OSError as exc:
+            item.state = "returned"
+            write_batch_manifest(batch)
+            return Skip.of(cand["path"], "move-failed", exc.strerror or "")
+        checkpoint("after-move")
+        arrived = os.stat(name, dir_fd=target, follow_symlinks=False)
+        if (signed64(arrived.st_dev), signed64(arrived.st_ino)) != (cand["dev"], cand["inode"]):
+            # Something else was swapped in at the last instant: put it back, never keep it.
+            ops.rename_noreplace(target, name, parent, name)
+            item.state = "returned"
+            write_batch_manifest(batch)
+            return Skip.of(cand["path"], "changed-since-plan", "it was replaced while moving")
+        item.state = "moved"
+        item.at = _now().isoformat()
+        write_batch_manifest(batch)
+        checkpoint("after-manifest")
+        return None
+    finally:
+        os.close(target)
+
+
+def _outcome(cand: dict[str, Any], skip: Skip | None) -> dict[str, Any]:
+    size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
+    out = {"path": cand["path"], "kind": cand["kind"], "bytes": size, "dev": cand["dev"],
+           "inode": cand["inode"]}  # fmt: skip
+    if "path_b64" in cand:
+        out["path_b64"] = cand["path_b64"]
+    if skip is None:
+        out["outcome"] = "moved"
+    else:
+        out.update(outcome="skipped", code=skip.code, message=skip.message)
+    return out
+
+
+def _finish(
+    plan: LoadedPlan,
+    store: Store,
+    ledger: Ledger,
+    result: ExecuteResult,
+    batch: Batch | None,
+    outcomes: list[dict[str, Any]],
+    auth: tuple[str, str, int],
+) -> None:
+    p = plan.plan
+    authorization_id, authorized_at, free_before = auth
+    finished = _now()
+    receipt_id = f"receipt-{finished:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+    receipt = write_receipt(
+        store.receipts / f"{receipt_id}.json",
+        {
+            "schema": RECEIPT_SCHEMA,
+            "receipt_id": receipt_id,
+            "plan_id": p["plan_id"],
+            "plan_digest": p["plan_digest"],
+            "plan_file_sha256": plan.file_sha256,
+            "authorization_id": authorization_id,
+            "authorized_at": authorized_at,
+            "started_at": authorized_at,
+            "finished_at": finished.isoformat(),
+            "root": p["root"],
+            "batch_id": batch.batch_id if batch else None,
+            "batch_path": str(batch.path) if batch else None,
+            "items": outcomes,
+            "moved": len(result.moved),
+            "skipped": len(result.skipped),
+            "moved_bytes": result.bytes,
+            "free_before": free_before,
+            "free_after": _free(p["root"]["path"]),
+        },
+    )
+    result.status = "partial" if result.skipped else "done"
+    result.batch_id = batch.batch_id if batch else None
+    result.receipt_path = str(store.receipts / f"{receipt_id}.json")
+    ledger.finish_plan(p["plan_id"], "executed")
+    ledger.record_execution(
+        {
+            "plan_id": p["plan_id"],
+            "plan_digest": p["plan_digest"],
+            "authorization_id": authorization_id,
+            "authorized_at": authorized_at,
+            "finished_at": receipt["finished_at"],
+            "batch_id": result.batch_id,
+            "receipt_path": result.receipt_path,
+            "moved": len(result.moved),
+            "skipped": len(result.skipped),
+            "moved_bytes": result.bytes,
+            "status": result.status,
+        }
+    )
+    _log_line(store, result, finished)
+
+
+def _log_line(store: Store, result: ExecuteResult, at: datetime) -> None:
+    """One human line per execution in ``cleanup.log`` (what moved, what stayed, where)."""
+    line = (
+        f"{at:%Y-%m-%dT%H:%M:%SZ} plan {result.plan_id}: moved {len(result.moved)} item(s),"
+        f" {result.bytes} bytes, into {result.batch_id or 'no batch'}; skipped"
+        f" {len(result.skipped)}; receipt {Path(result.receipt_path or '').name}\n"
+    )
+    fd = os.open(store.root / "cleanup.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write(line)

@@ -1,0 +1,193 @@
+"""Per-candidate re-checks at the moment of acting: is it still exactly what the plan described?
+
+Every check reaches the candidate from the root's handle one component at a time with no
+symlink followed, and ends with an open handle on its parent for the move. A failed check is a
+``Skip`` value with a stable code (the other candidates go on), never an exception.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+from hygiene_nb.executor.fileops import open_dir_at
+from hygiene_nb.fingerprint import (
+    Fingerprint,
+    SymlinkOnPath,
+    fingerprint,
+    kind_of_mode,
+    signed64,
+    walk_subtree,
+)
+from hygiene_nb.protect import (
+    CREDENTIAL_DIRS,
+    CREDENTIAL_EXTENSIONS,
+    CREDENTIAL_FILES,
+    CREDENTIAL_PREFIXES,
+    KEEP_MARKER,
+    VCS_DIRS,
+    find_git_tracked,
+)
+
+__all__ = ["SKIP_HINTS", "Skip", "check_candidate"]
+
+SKIP_HINTS = {
+    "gone": "it is no longer there; nothing to do",
+    "symlink-on-path": "a directory on its path is a symlink now; scan and plan again",
+    "changed-since-plan": "it changed since the plan was made; scan, review and plan again",
+    "special-file": "it is a fifo, socket or device now; never moved",
+    "now-protected": "it is protected now; it will not be moved",
+    "permission-denied": "it cannot be read or moved with your permissions",
+    "cross-device": "it is on another filesystem than the quarantine; nothing was copied",
+    "move-failed": "the move did not happen; it is where it was",
+}
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A candidate that was not moved: why, and what to do next."""
+
+    path: str
+    code: str
+    message: str
+
+    @classmethod
+    def of(cls, path: str, code: str, detail: str = "") -> Skip:
+        """A skip whose message is ``detail`` (if any) and the code's next step."""
+        hint = SKIP_HINTS[code]
+        text = f"{detail}; {hint}" if detail else hint
+        return cls(path, code, text[:1].upper() + text[1:] + ".")
+
+
+def _protected_name(name: bytes, is_dir: bool) -> bool:
+    text = os.fsdecode(name)
+    if text in VCS_DIRS or text == KEEP_MARKER:
+        return True
+    if is_dir:
+        return text in CREDENTIAL_DIRS
+    return (
+        text in CREDENTIAL_FILES
+        or text.startswith(CREDENTIAL_PREFIXES)
+        or text.lower().endswith(CREDENTIAL_EXTENSIONS)
+    )
+
+
+def _open_parent(root_fd: int, rel_parts: list[bytes]) -> int:
+    fd = os.dup(root_fd)
+    try:
+        for part in rel_parts:
+            nxt = open_dir_at(fd, part)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@dataclass
+class GitCache:
+    """Tracked files of the git work trees met while checking (asked once per tree)."""
+
+    tracked: dict[str, frozenset[str] | None]
+
+    def is_tracked_or_unknown(self, tree: str, paths: list[str]) -> bool:
+        """Whether git tracks any of ``paths`` in ``tree`` (True when git cannot tell)."""
+        if tree not in self.tracked:
+            info = find_git_tracked([tree])
+            self.tracked[tree] = None if info.unreadable else info.tracked
+        known = self.tracked[tree]
+        return known is None or any(p in known for p in paths)
+
+
+def _above(path: bytes) -> tuple[str | None, str | None]:
+    """(keep-marker directory, enclosing git work tree) found above ``path`` on disk."""
+    directory = os.path.dirname(path)
+    tree = None
+    while True:
+        if os.path.lexists(os.path.join(directory, KEEP_MARKER.encode())):
+            return os.fsdecode(directory), tree
+        if tree is None and os.path.lexists(os.path.join(directory, b".git")):
+            tree = directory.decode("utf-8", "backslashreplace")
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None, tree
+        directory = parent
+
+
+def check_candidate(
+    root_fd: int, root: bytes, cand: dict[str, Any], raw: bytes, git: GitCache
+) -> tuple[int, Skip | None]:
+    """Re-check one candidate; return (a handle on its parent, or -1) and a skip, if any.
+
+    The caller closes the handle. Checks: no symlink on the way; same kind, device, inode,
+    size and mtime; a directory's subtree fingerprint; not protected now (names inside, a keep
+    marker or git tracking above); not a symlink or special file.
+    """
+    path = cand["path"]
+    rel = raw[len(root) :].strip(b"/").split(b"/")
+    try:
+        parent = _open_parent(root_fd, rel[:-1])
+    except OSError as exc:
+        return -1, _skip_for_oserror(path, exc)
+    try:
+        skip = _check_at(parent, rel[-1], root, raw, cand, git)
+    except OSError as exc:
+        skip = _skip_for_oserror(path, exc)
+    if skip is not None:
+        os.close(parent)
+        return -1, skip
+    return parent, None
+
+
+def _skip_for_oserror(path: str, exc: OSError) -> Skip:
+    if isinstance(exc, SymlinkOnPath) or exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return Skip.of(path, "symlink-on-path")
+    if exc.errno == errno.ENOENT:
+        return Skip.of(path, "gone")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return Skip.of(path, "permission-denied")
+    return Skip.of(path, "changed-since-plan", exc.strerror or "it could not be read")
+
+
+def _check_at(
+    parent: int, name: bytes, root: bytes, raw: bytes, cand: dict[str, Any], git: GitCache
+) -> Skip | None:
+    path = cand["path"]
+    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    mode = st.st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+        return Skip.of(path, "special-file")
+    now = (kind_of_mode(mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
+           st.st_mtime_ns)  # fmt: skip
+    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"])
+    if now != then:
+        return Skip.of(path, "changed-since-plan", _difference(then, now))
+    entries: list[tuple[bytes, str, int, int, int]] = []
+    if stat.S_ISDIR(mode):
+        entries = walk_subtree(root, raw, expect=(st.st_dev, st.st_ino))
+        fresh = fingerprint(entries)
+        planned = Fingerprint(**cand["fingerprint"])
+        if fresh != planned:
+            return Skip.of(path, "changed-since-plan", "its contents changed")
+    if _protected_name(name, stat.S_ISDIR(mode)) or any(
+        _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir") for e in entries
+    ):
+        return Skip.of(path, "now-protected", "it holds keys, VCS data or a keep marker")
+    keep, tree = _above(raw)
+    if keep is not None:
+        return Skip.of(path, "now-protected", f"{keep} holds a {KEEP_MARKER} marker")
+    if tree is not None:
+        below = [e[0].decode("utf-8", "backslashreplace") for e in entries if e[1] == "file"]
+        inside = [path] + [f"{path}/{rel}" for rel in below]
+        if git.is_tracked_or_unknown(tree, inside):
+            return Skip.of(path, "now-protected", f"git in {tree} tracks it (or cannot tell)")
+    return None
+
+
+def _difference(then: tuple[Any, ...], now: tuple[Any, ...]) -> str:
+    names = ("kind", "device", "inode", "size", "mtime")
+    return ", ".join(f"{n} {a} → {b}" for n, a, b in zip(names, then, now, strict=True) if a != b)

@@ -1,0 +1,40 @@
+"""Test-only checkpoints: named places where a test may kill or fail the executor.
+
+Inert unless the environment names the checkpoint in ``HYGIENE_NB_TEST_CHECKPOINT`` (format
+``name:kill`` or ``name:fail``); a test proves they do nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["CHECKPOINTS", "CheckpointFault", "checkpoint"]
+
+CHECKPOINTS = (
+    "after-claim",
+    "after-batch",
+    "after-intent",
+    "after-move",
+    "after-manifest",
+    "before-receipt",
+)
+_ENV = "HYGIENE_NB_TEST_CHECKPOINT"
+
+
+class CheckpointFault(RuntimeError):
+    """Raised at a checkpoint a test asked to fail (never outside tests)."""
+
+
+def checkpoint(name: str) -> None:
+    """Do nothing, unless a test asked for ``name`` (then die by SIGKILL, or raise)."""
+    wanted = os.environ.get(_ENV)
+    if not wanted:
+        return
+    target, _, action = wanted.partition(":")
+    if target != name or name not in CHECKPOINTS:
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action == "fail":
+        raise CheckpointFault(name)

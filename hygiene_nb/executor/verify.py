@@ -1,0 +1,67 @@
+"""Verify a receipt against the disk, read-only.
+
+What moved must be gone from its place and in its batch with the recorded identity, and the
+receipt must match its own digest.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hygiene_nb.errors import ReceiptTampered
+from hygiene_nb.executor.batches import TREE_NAME
+from hygiene_nb.fingerprint import signed64
+from hygiene_nb.receipts import read_receipt, receipt_digest
+
+__all__ = ["VerifyResult", "verify_receipt"]
+
+
+@dataclass
+class VerifyResult:
+    """``verified`` when every moved item is in its batch and none came back."""
+
+    status: str
+    receipt_id: str
+    reappeared: list[str] = field(default_factory=list)
+    missing_from_batch: list[str] = field(default_factory=list)
+    moved: int = 0
+    freed_bytes: int = 0
+
+
+def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
+    """Check a receipt against the disk (changes nothing).
+
+    Raises:
+        UsageError: not a readable receipt.
+        ReceiptTampered: its digest does not match its content.
+    """
+    receipt = read_receipt(Path(path))
+    if receipt.get("receipt_digest") != receipt_digest(receipt):
+        raise ReceiptTampered(
+            f"{path} does not match its own digest: it was altered; trust the ledger's execution "
+            "log and `hygiene-nb quarantine list` instead."
+        )
+    result = VerifyResult(status="verified", receipt_id=str(receipt.get("receipt_id")))
+    batch = receipt.get("batch_path")
+    for item in receipt.get("items", []):
+        if item.get("outcome") != "moved":
+            continue
+        result.moved += 1
+        raw = base64.b64decode(item["path_b64"]) if "path_b64" in item else item["path"].encode()
+        if os.path.lexists(raw):
+            result.reappeared.append(item["path"])
+        inside = os.fsencode(batch) + b"/" + TREE_NAME + raw if batch else b""
+        try:
+            st = os.lstat(inside)
+            same = (signed64(st.st_dev), signed64(st.st_ino)) == (item["dev"], item["inode"])
+        except OSError:
+            same = False
+        if not same:
+            result.missing_from_batch.append(item["path"])
+    result.freed_bytes = int(receipt.get("free_after", 0)) - int(receipt.get("free_before", 0))
+    if result.reappeared or result.missing_from_batch:
+        result.status = "mismatch"
+    return result

@@ -1,0 +1,390 @@
+"""Execute: dry run, whole-plan refusals, per-item skips, single use, crash safety, verify."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb.errors import HygieneError, Refused
+from hygiene_nb.executor import Confirmation, execute_plan, verify_receipt
+from hygiene_nb.executor.batches import TREE_NAME, read_manifest
+from hygiene_nb.executor.fileops import DIR_FLAGS
+from hygiene_nb.executor.hooks import CHECKPOINTS, checkpoint
+from hygiene_nb.store import Store
+from tests.conftest import write
+
+
+def snapshot_of(*roots: Path) -> dict[bytes, tuple[int, int, int, str]]:
+    """Every entry under ``roots``: inode, size, mode and a content hash for files."""
+    out: dict[bytes, tuple[int, int, int, str]] = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
+            for name in dirnames + filenames:
+                p = os.path.join(dirpath, name)
+                st = os.lstat(p)
+                digest = ""
+                if os.path.isfile(p) and not os.path.islink(p):
+                    digest = hashlib.sha256(Path(os.fsdecode(p)).read_bytes()).hexdigest()
+                out[p] = (st.st_ino, st.st_size, st.st_mode, digest)
+    return out
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A root with candidates, a canary outside it, and a store."""
+    root = tmp_path / "r"
+    write(root / "web" / "package.json", 2)
+    write(root / "web" / "package-lock.json", 2)
+    write(root / "web" / "node_modules" / "pkg" / "index.js", 3000)
+    write(root / "web" / "app.log", 40)
+    write(root / "data" / "scratch.bin", 100)
+    write(root / "data" / "keep.txt", 7)
+    write(tmp_path / "canary" / "precious", data=b"do not touch")
+    return {"root": root, "store": tmp_path / "store", "canary": tmp_path / "canary"}
+
+
+def make_plan(world: dict[str, Path], *rels: str, ttl: int = 1800) -> api.PlanResult:
+    root, store = world["root"], world["store"]
+    api.scan_root(root, store=store)
+    api.annotate([str(root / r) for r in rels], store=store, decision="delete")
+    return api.make_plan(root, store=store, ttl=ttl)
+
+
+def confirm_for(result: api.PlanResult, ack: str | None = "quarantine") -> Confirmation:
+    return Confirmation(result.plan_id, result.plan_digest, ack)
+
+
+def test_dry_run_creates_nothing(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    store = Store(world["store"])
+    before = snapshot_of(world["root"], world["canary"], store.quarantine, store.receipts)
+    result = execute_plan(plan.plan_path, store=store)
+    assert result.status == "dry-run"
+    assert sorted(m["path"] for m in result.moved) == sorted(
+        [str(world["root"] / "web" / "node_modules"), str(world["root"] / "web" / "app.log")]
+    )
+    assert "--acknowledge-risk quarantine" in result.confirm_command
+    assert snapshot_of(world["root"], world["canary"], store.quarantine, store.receipts) == before
+
+
+def test_execute_moves_into_a_batch_and_verifies(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    store = Store(world["store"])
+    canary = snapshot_of(world["canary"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert result.status == "done" and result.skipped == []
+    assert not (world["root"] / "web" / "node_modules").exists()
+    batch = store.quarantine / str(result.batch_id)
+    moved = batch / "tree" / str(world["root"] / "web" / "node_modules").lstrip("/")
+    assert (moved / "pkg" / "index.js").stat().st_size == 3000
+    fd = os.open(batch, DIR_FLAGS)
+    try:
+        doc = read_manifest(fd)
+    finally:
+        os.close(fd)
+    assert doc is not None and {i["state"] for i in doc["items"]} == {"moved"}
+    assert verify_receipt(str(result.receipt_path)).status == "verified"
+    assert snapshot_of(world["canary"]) == canary
+    receipt = json.loads(Path(str(result.receipt_path)).read_text())
+    assert oct(os.stat(str(result.receipt_path)).st_mode & 0o777) == "0o600"
+    assert receipt["plan_id"] == plan.plan_id and receipt["authorization_id"].startswith("auth-")
+
+
+def refuse(world: dict[str, Path], plan_path: str, confirm: Confirmation | None) -> str:
+    store = Store(world["store"])
+    before = snapshot_of(world["root"], world["canary"], store.quarantine)
+    with pytest.raises(Refused) as info:
+        execute_plan(plan_path, store=store, confirm=confirm)
+    assert snapshot_of(world["root"], world["canary"], store.quarantine) == before
+    return info.value.code
+
+
+def test_whole_plan_refusals_touch_nothing(world: dict[str, Path], tmp_path: Path) -> None:
+    plan = make_plan(world, "web/node_modules")
+    ok = confirm_for(plan)
+    assert refuse(world, plan.plan_path, Confirmation(ok.plan_id, ok.plan_digest, None)) == (
+        "acknowledgement-missing"
+    )
+    wrong_id = Confirmation("plan-20260101T000000Z-00000000", ok.plan_digest, "quarantine")
+    assert refuse(world, plan.plan_path, wrong_id) == "confirmation-mismatch"
+    wrong_digest = Confirmation(ok.plan_id, "sha256:" + "0" * 64, "quarantine")
+    assert refuse(world, plan.plan_path, wrong_digest) == "plan-digest-mismatch"
+    # the same plan, edited and re-sealed with a fresh digest: not what the store issued
+    from hygiene_nb.plan import plan_digest
+
+    doc = json.loads(Path(plan.plan_path).read_text())
+    doc["candidates"][0]["note"] = "edited"
+    doc["plan_digest"] = plan_digest(doc)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    edited.chmod(0o600)
+    assert refuse(world, str(edited), ok) == "plan-digest-mismatch"
+    # a plan from another store
+    other = tmp_path / "other-store"
+    api.scan_root(world["root"], store=other)
+    api.annotate([str(world["root"] / "web" / "app.log")], store=other, decision="delete")
+    foreign = api.make_plan(world["root"], store=other)
+    assert refuse(world, foreign.plan_path, confirm_for(foreign)) == "plan-not-issued"
+
+
+def test_an_expired_plan_is_refused(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(world, "web/node_modules", ttl=60)
+    later = datetime.now(UTC) + timedelta(seconds=61)
+    monkeypatch.setattr("hygiene_nb.executor.execute._now", lambda: later)
+    assert refuse(world, plan.plan_path, confirm_for(plan)) == "plan-expired"
+
+
+def test_a_plan_acts_at_most_once(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log")
+    store = Store(world["store"])
+    execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    write(world["root"] / "web" / "app.log", 40)  # the same name again
+    assert refuse(world, plan.plan_path, confirm_for(plan)) == "plan-already-executed"
+    assert (world["root"] / "web" / "app.log").exists()
+
+
+def test_two_concurrent_executions_of_one_plan_move_once(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log", "data/scratch.bin")
+    store = Store(world["store"])
+    outcomes: list[str] = []
+
+    def run() -> None:
+        try:
+            result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+            outcomes.append(result.status)
+        except HygieneError as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["done", "plan-already-executed"]
+    assert len(list(store.quarantine.iterdir())) == 1
+
+
+def test_a_replaced_root_is_refused(world: dict[str, Path], tmp_path: Path) -> None:
+    plan = make_plan(world, "web/app.log")
+    os.rename(world["root"], tmp_path / "moved-away")
+    write(world["root"] / "web" / "app.log", 40)
+    assert refuse(world, plan.plan_path, confirm_for(plan)) == "root-replaced"
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o602])
+def test_a_plan_file_others_can_write_is_refused(world: dict[str, Path], mode: int) -> None:
+    plan = make_plan(world, "web/app.log")
+    os.chmod(plan.plan_path, mode)
+    assert refuse(world, plan.plan_path, confirm_for(plan)) == "plan-untrusted"
+
+
+def test_a_symlinked_plan_file_is_refused(world: dict[str, Path], tmp_path: Path) -> None:
+    plan = make_plan(world, "web/app.log")
+    link = tmp_path / "link.json"
+    link.symlink_to(plan.plan_path)
+    assert refuse(world, str(link), confirm_for(plan)) == "plan-untrusted"
+
+
+def test_changed_items_are_skipped_and_the_others_move(world: dict[str, Path]) -> None:
+    root = world["root"]
+    write(root / "x" / "grows", 10)
+    write(root / "x" / "goes", 10)
+    write(root / "x" / "fifo-later", 10)
+    write(root / "x" / "sub" / "deep", 10)
+    write(root / "y" / "marked", 10)
+    write(root / "z" / "swapped" / "f", 10)
+    plan = make_plan(world, "x/grows", "x/goes", "x/fifo-later", "x/sub", "y/marked",
+                     "z/swapped/f", "data/scratch.bin")  # fmt: skip
+    (root / "x" / "grows").write_bytes(b"more than before")
+    (root / "x" / "goes").unlink()
+    (root / "x" / "fifo-later").unlink()
+    os.mkfifo(root / "x" / "fifo-later")
+    os.utime(root / "x" / "sub" / "deep", ns=(1, 1))
+    write(root / "y" / ".hygiene-nb-keep", 0)
+    os.rename(root / "z" / "swapped", world["root"].parent / "elsewhere")
+    (root / "z" / "swapped").symlink_to(world["root"].parent / "elsewhere")
+    store = Store(world["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    codes = {Path(s["path"]).name: s["code"] for s in result.skipped}
+    assert codes == {
+        "grows": "changed-since-plan",
+        "goes": "gone",
+        "fifo-later": "special-file",
+        "sub": "changed-since-plan",
+        "marked": "now-protected",
+        "f": "symlink-on-path",
+    }
+    assert [m["path"] for m in result.moved] == [str(root / "data" / "scratch.bin")]
+    assert result.status == "partial"
+    assert (world["root"].parent / "elsewhere" / "f").exists()  # never reached through the link
+
+
+def test_cli_exit_codes_for_refused_and_partial(world: dict[str, Path]) -> None:
+    root = world["root"]
+    write(root / "x" / "grows", 10)
+    plan = make_plan(world, "x/grows", "web/app.log")
+    (root / "x" / "grows").write_bytes(b"changed")
+    base = [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
+            str(world["store"]), "--json"]  # fmt: skip
+    refused = subprocess.run([*base, "--execute"], capture_output=True, text=True)
+    assert refused.returncode == 3
+    assert json.loads(refused.stdout)["error"]["code"] == "confirmation-mismatch"
+    done = subprocess.run(
+        [*base, "--execute", "--confirm-plan-id", plan.plan_id, "--plan-digest",
+         plan.plan_digest, "--acknowledge-risk", "quarantine"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 4
+    out = json.loads(done.stdout)
+    assert out["status"] == "partial" and out["skipped"][0]["code"] == "changed-since-plan"
+
+
+HOSTILE = [b"with space", b"new\nline", b"-leading-dash", b"tab\there", b"quote'\"s",
+           b"n" * 255, b"caf\xe9", b"\xff\xfe"]  # fmt: skip
+
+
+def test_hostile_names_move_and_verify(world: dict[str, Path]) -> None:
+    root = world["root"]
+    hostile = os.fsencode(root) + b"/hostile"
+    os.mkdir(hostile)
+    for name in HOSTILE:
+        with open(hostile + b"/" + name, "wb") as handle:
+            handle.write(name)
+    api.scan_root(root, store=world["store"])
+    api.annotate([hostile + b"/" + n for n in HOSTILE], store=world["store"], decision="delete")
+    plan = api.make_plan(root, store=world["store"])
+    assert plan.candidates == len(HOSTILE)
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert result.skipped == [] and os.listdir(hostile) == []
+    assert verify_receipt(str(result.receipt_path)).status == "verified"
+    batch_tree = os.fsencode(world["store"]) + b"/quarantine/" + str(result.batch_id).encode()
+    for name in HOSTILE:
+        inside = batch_tree + b"/" + TREE_NAME + hostile + b"/" + name
+        with open(inside, "rb") as handle:
+            assert handle.read() == name
+
+
+def test_a_hard_link_moves_one_name_and_leaves_the_other(world: dict[str, Path]) -> None:
+    root = world["root"]
+    write(root / "links" / "a", data=b"shared bytes")
+    os.link(root / "links" / "a", root / "links" / "b")
+    plan = make_plan(world, "links/a")
+    assert plan.reclaim_bytes == 0  # the other name keeps the bytes: deleting frees nothing
+    execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert (root / "links" / "b").read_bytes() == b"shared bytes"
+    assert not (root / "links" / "a").exists()
+
+
+def test_verify_reports_reappeared_and_tampered_receipts(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log")
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    write(world["root"] / "web" / "app.log", 1)
+    checked = verify_receipt(str(result.receipt_path))
+    assert checked.status == "mismatch"
+    assert checked.reappeared == [str(world["root"] / "web" / "app.log")]
+    receipt = Path(str(result.receipt_path))
+    doc = json.loads(receipt.read_text())
+    doc["moved"] = 99
+    receipt.write_text(json.dumps(doc))
+    with pytest.raises(HygieneError) as info:
+        verify_receipt(str(receipt))
+    assert info.value.code == "receipt-tampered"
+
+
+def test_checkpoints_are_inert_unless_a_test_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HYGIENE_NB_TEST_CHECKPOINT", raising=False)
+    for name in CHECKPOINTS:
+        checkpoint(name)  # would kill this process if it were not inert
+    monkeypatch.setenv("HYGIENE_NB_TEST_CHECKPOINT", "no-such-checkpoint:kill")
+    for name in CHECKPOINTS:
+        checkpoint(name)
+
+
+KILLER = """
+import sys
+from hygiene_nb.executor import Confirmation, execute_plan
+from hygiene_nb.store import resolve_store
+execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
+             confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"))
+"""
+
+
+def read_bytes(path: bytes) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def located(world: dict[str, Path], store: Path, files: dict[bytes, bytes]) -> dict[bytes, int]:
+    """For each original file: how many places hold its bytes (origin or a batch recording it)."""
+    counts = dict.fromkeys(files, 0)
+    batches = list((store / "quarantine").iterdir()) if (store / "quarantine").exists() else []
+    recorded: set[bytes] = set()
+    for batch in batches:
+        fd = os.open(batch, DIR_FLAGS)
+        try:
+            doc = read_manifest(fd)
+        finally:
+            os.close(fd)
+        if doc:
+            recorded |= {base64.b64decode(i["original_b64"]) for i in doc["items"]}
+    for path, data in files.items():
+        if os.path.exists(path) and read_bytes(path) == data:
+            counts[path] += 1
+        for batch in batches:
+            inside = os.fsencode(batch) + b"/" + TREE_NAME + path
+            if os.path.exists(inside) and read_bytes(inside) == data:
+                # the batch must record the item (or an ancestor of it) as its origin
+                assert any(path == r or path.startswith(r + b"/") for r in recorded), path
+                counts[path] += 1
+    return counts
+
+
+@pytest.mark.parametrize("point", [c for c in CHECKPOINTS if c != "after-claim"] + ["after-claim"])
+def test_a_kill_at_any_checkpoint_loses_nothing(world: dict[str, Path], point: str) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log", "data/scratch.bin")
+    files = {}
+    for dirpath, _, names in os.walk(os.fsencode(world["root"])):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            files[p] = read_bytes(p)
+    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": f"{point}:kill"}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
+         plan.plan_digest], env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    assert set(located(world, world["store"], files).values()) == {1}
+    # and the killed plan can never act again
+    assert refuse(world, plan.plan_path, confirm_for(plan)) == "plan-already-executed"
+
+
+def test_quarantine_list_reports_manifest_states(world: dict[str, Path]) -> None:
+    from hygiene_nb.executor import list_store_batches
+
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    store = Store(world["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    (info,) = list_store_batches(store)
+    assert (info.batch_id, info.items, info.manifest) == (result.batch_id, 2, "ok")
+    assert info.bytes == result.bytes
+    manifest = store.quarantine / str(result.batch_id) / "manifest.json"
+    saved = manifest.read_bytes()
+    manifest.unlink()  # lost: the layout still says what is there
+    (info,) = list_store_batches(store)
+    assert (info.manifest, info.items) == ("incomplete", 2)
+    manifest.write_bytes(b'{"schema": "something-else"}')
+    assert list_store_batches(store)[0].manifest == "invalid"
+    manifest.write_bytes(saved)
+    assert list_store_batches(store)[0].manifest == "ok"
