@@ -427,6 +427,101 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")
 
 
+@cli.command()
+@click.argument("batch_id", metavar="BATCH")
+@click.option(
+    "--item",
+    "items",
+    multiple=True,
+    metavar="ORIGINAL_PATH",
+    help="Restore only this item (its original path; repeatable).",
+)
+@click.option("--execute", "do_execute", is_flag=True, help="Really restore (default: dry run).")
+@common_options
+def restore(
+    batch_id: str, items: tuple[str, ...], do_execute: bool, store: str | None, as_json: bool
+) -> None:
+    """Put a batch's items back where they were; never overwrites anything.
+
+    An occupied target (a file, an empty directory, even a dangling link) is reported
+    `target-occupied` and the item stays in the batch.
+    """
+    from hygiene_nb.executor import restore_batch
+
+    result = restore_batch(
+        api.open_store(store),
+        batch_id,
+        items=[os.fsencode(i) for i in items] or None,
+        execute=do_execute,
+    )
+    payload = {
+        "status": result.status,
+        "batch_id": result.batch_id,
+        "restored": [{"path": p} for p in result.restored],
+        "blocked": [{"path": b.path, "code": b.code, "message": b.message} for b in result.blocked],
+    }
+    verb = "would restore" if result.status == "dry-run" else "restored"
+    lines = [f"{verb} {len(result.restored)} item(s) from {result.batch_id}"]
+    lines += [f"  {p}" for p in result.restored]
+    lines += [f"  {b.code:<20} {b.path}: {b.message}" for b in result.blocked]
+    if result.status == "dry-run" and result.restored:
+        lines.append(f"to restore: hygiene-nb restore {batch_id} --execute")
+    _out(as_json, payload, "\n".join(lines))
+    if any(b.code != "already" for b in result.blocked) and result.status != "dry-run":
+        raise _Exit(4)
+
+
+@cli.command()
+@click.argument("batch_id", metavar="BATCH")
+@click.option("--execute", "do_execute", is_flag=True, help="Really destroy (default: show).")
+@click.option("--confirm-batch-id", metavar="ID", help="The batch id, typed again.")
+@click.option("--acknowledge-risk", metavar="permanent-delete", help="Must be `permanent-delete`.")
+@click.option(
+    "--include-incomplete", is_flag=True, help="Also purge a batch whose manifest is incomplete."
+)
+@common_options
+def purge(
+    batch_id: str,
+    do_execute: bool,
+    confirm_batch_id: str | None,
+    acknowledge_risk: str | None,
+    include_incomplete: bool,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Show what destroying a quarantine batch would destroy; with every confirmation, do it.
+
+    This is the only command that destroys data. Nothing purges automatically, ever.
+    """
+    from hygiene_nb.executor import purge_batch
+
+    result = purge_batch(
+        api.open_store(store),
+        batch_id,
+        execute=do_execute,
+        confirm_batch_id=confirm_batch_id,
+        acknowledge_risk=acknowledge_risk,
+        include_incomplete=include_incomplete,
+    )
+    w = result.would_destroy
+    payload = {
+        "status": result.status,
+        "batch_id": result.batch_id,
+        "would_destroy": w,
+        "manifest": result.manifest,
+    }
+    if result.status == "dry-run":
+        text = (
+            f"purging {batch_id} would destroy {w['items']} item(s), {w['files']} file(s), "
+            f"{render.human_bytes(w['bytes'])} (manifest {result.manifest}). This cannot be "
+            f"undone. To do it:\n  hygiene-nb purge {batch_id} --execute --confirm-batch-id "
+            f"{batch_id} --acknowledge-risk permanent-delete"
+        )
+    else:
+        text = f"destroyed {batch_id}: {w['items']} item(s), {render.human_bytes(w['bytes'])}"
+    _out(as_json, payload, text)
+
+
 class _Exit(Exception):
     """A finished command whose exit code is not 0 (4: some items skipped)."""
 

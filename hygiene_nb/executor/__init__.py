@@ -11,6 +11,8 @@ from pathlib import Path
 
 from hygiene_nb.executor.batches import BatchInfo, list_batches
 from hygiene_nb.executor.execute import Confirmation, ExecuteResult, execute_plan
+from hygiene_nb.executor.purge import PurgeResult, purge_batch
+from hygiene_nb.executor.restore import RestoreResult, restore_batch
 from hygiene_nb.executor.verify import VerifyResult, verify_receipt
 from hygiene_nb.store import Store
 
@@ -18,9 +20,13 @@ __all__ = [
     "BatchInfo",
     "Confirmation",
     "ExecuteResult",
+    "PurgeResult",
+    "RestoreResult",
     "VerifyResult",
     "execute_plan",
     "list_store_batches",
+    "purge_batch",
+    "restore_batch",
     "verify_receipt",
 ]
 

@@ -234,6 +234,9 @@ def _free(path: str) -> int:
     return fs.f_bavail * fs.f_frsize
 
 
+_GROUP = 256  # items re-checked, recorded (pending), moved and recorded (moved) together
+
+
 def _carry_out(
     plan: LoadedPlan, store: Store, ledger: Ledger, result: ExecuteResult, ops: FileOps
 ) -> None:
@@ -244,31 +247,63 @@ def _carry_out(
     quarantine_dev = os.stat(store.quarantine).st_dev
     root = p["root"]["path"].encode()
     root_fd = os.open(root, DIR_FLAGS)
-    batch: Batch | None = None
-    outcomes: list[dict[str, Any]] = []
-    git = GitCache({})
+    run = _Run(store, p, ops, quarantine_dev)
     try:
-        for cand in p["candidates"]:
-            raw = _raw(cand)
-            parent, skip = check_candidate(root_fd, root, cand, raw, git)
-            if skip is None:
-                try:
-                    if os.fstat(parent).st_dev != quarantine_dev:
-                        skip = Skip.of(cand["path"], "cross-device")
-                    else:
-                        batch = batch or _new_batch(store, p, ops)
-                        skip = _move(batch, parent, raw, cand, ops)
-                finally:
-                    os.close(parent)
-            _record(result, cand, skip)
-            outcomes.append(_outcome(cand, skip))
+        cands = p["candidates"]
+        for start in range(0, len(cands), _GROUP):
+            for cand, skip in run.group(root_fd, root, cands[start : start + _GROUP]):
+                _record(result, cand, skip)
+                run.outcomes.append(_outcome(cand, skip))
     finally:
         os.close(root_fd)
-        if batch is not None:
-            batch.close()
+        if run.batch is not None:
+            run.batch.close()
     checkpoint("before-receipt")
-    _finish(plan, store, ledger, result, batch, outcomes,
+    _finish(plan, store, ledger, result, run.batch, run.outcomes,
             (authorization_id, authorized_at, free_before))  # fmt: skip
+
+
+class _Run:
+    """One execution's moving parts: the batch (claimed on the first move) and outcomes."""
+
+    def __init__(self, store: Store, p: dict[str, Any], ops: FileOps, dev: int) -> None:
+        self.store, self.p, self.ops, self.dev = store, p, ops, dev
+        self.batch: Batch | None = None
+        self.outcomes: list[dict[str, Any]] = []
+        self.git = GitCache({})
+
+    def group(
+        self, root_fd: int, root: bytes, cands: list[dict[str, Any]]
+    ) -> list[tuple[dict[str, Any], Skip | None]]:
+        """Re-check a group, record the movable ones as pending, move them, record outcomes."""
+        done: list[tuple[dict[str, Any], Skip | None]] = []
+        ready: list[tuple[dict[str, Any], bytes, int]] = []
+        try:
+            for cand in cands:
+                raw = _raw(cand)
+                parent, skip = check_candidate(root_fd, root, cand, raw, self.git)
+                if skip is None and os.fstat(parent).st_dev != self.dev:
+                    skip = Skip.of(cand["path"], "cross-device")
+                if skip is not None:
+                    if parent >= 0:
+                        os.close(parent)
+                    done.append((cand, skip))
+                    continue
+                ready.append((cand, raw, parent))
+            if ready:
+                batch = self.batch = self.batch or _new_batch(self.store, self.p, self.ops)
+                for cand, raw, _ in ready:
+                    batch.items[raw] = _pending(batch, raw, cand)
+                write_batch_manifest(batch)  # every item's origin is recorded before it moves
+                checkpoint("after-intent")
+                for cand, raw, parent in ready:
+                    done.append((cand, _move(batch, parent, raw, cand, self.ops)))
+                write_batch_manifest(batch)
+                checkpoint("after-manifest")
+        finally:
+            for _, _, parent in ready:
+                os.close(parent)
+        return done
 
 
 def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
@@ -278,10 +313,8 @@ def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
     return batch
 
 
-def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: FileOps) -> Skip | None:
-    """Record the intent, move with no replace, check what arrived, record the outcome."""
-    name = os.path.basename(raw)
-    item = ManifestItem(
+def _pending(batch: Batch, raw: bytes, cand: dict[str, Any]) -> ManifestItem:
+    return ManifestItem(
         original=cand["path"],
         original_b64=base64.b64encode(raw).decode("ascii"),
         kind=cand["kind"],
@@ -296,16 +329,22 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
         state="pending",
         at=_now().isoformat(),
     )
-    batch.items[raw] = item
-    write_batch_manifest(batch)
-    checkpoint("after-intent")
-    target = mirror_parent(batch, raw, ops)
+
+
+def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: FileOps) -> Skip | None:
+    """Move with no replace and check what arrived (the caller records the outcome)."""
+    name = os.path.basename(raw)
+    item = batch.items[raw]
+    try:
+        target = mirror_parent(batch, raw, ops)
+    except OSError as exc:
+        item.state = "returned"
+        return Skip.of(cand["path"], "move-failed", exc.strerror or "")
     try:
         try:
             ops.rename_noreplace(parent, name, target, name)
         except OSError as exc:
             item.state = "returned"
-            write_batch_manifest(batch)
             return Skip.of(cand["path"], "move-failed", exc.strerror or "")
         checkpoint("after-move")
         arrived = os.stat(name, dir_fd=target, follow_symlinks=False)
@@ -313,12 +352,9 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
             # Something else was swapped in at the last instant: put it back, never keep it.
             ops.rename_noreplace(target, name, parent, name)
             item.state = "returned"
-            write_batch_manifest(batch)
             return Skip.of(cand["path"], "changed-since-plan", "it was replaced while moving")
         item.state = "moved"
         item.at = _now().isoformat()
-        write_batch_manifest(batch)
-        checkpoint("after-manifest")
         return None
     finally:
         os.close(target)

@@ -11,6 +11,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -388,3 +389,31 @@ def test_quarantine_list_reports_manifest_states(world: dict[str, Path]) -> None
     assert list_store_batches(store)[0].manifest == "invalid"
     manifest.write_bytes(saved)
     assert list_store_batches(store)[0].manifest == "ok"
+
+
+def test_restore_and_purge_commands_keep_the_contract(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log", "data/scratch.bin")
+    store = Store(world["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    batch = str(result.batch_id)
+
+    def cli(*args: str) -> tuple[int, dict[str, Any]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "hygiene_nb", *args, "--store", str(world["store"]), "--json"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        return done.returncode, json.loads(done.stdout)
+
+    write(world["root"] / "web" / "app.log", data=b"new one")
+    code, out = cli("restore", batch, "--execute")
+    assert code == 4 and out["status"] == "partial"
+    assert [b["code"] for b in out["blocked"]] == ["target-occupied"]
+    assert out["restored"] == [{"path": str(world["root"] / "data" / "scratch.bin")}]
+    assert (world["root"] / "web" / "app.log").read_bytes() == b"new one"
+    code, out = cli("purge", batch)
+    assert code == 0 and out["would_destroy"] == {"items": 1, "files": 1, "bytes": 40}
+    code, out = cli("purge", batch, "--execute", "--confirm-batch-id", batch)
+    assert code == 3 and out["error"]["code"] == "acknowledgement-missing"
+    code, out = cli("purge", batch, "--execute", "--confirm-batch-id", batch,
+                    "--acknowledge-risk", "permanent-delete")  # fmt: skip
+    assert code == 0 and not (store.quarantine / batch).exists()

@@ -1,0 +1,519 @@
+"""Put quarantined items back at their original paths, never overwriting anything (CONTRACT §6).
+
+A dry run (the default) only looks: it changes nothing, not even the manifest. With ``execute``
+each selected item is checked and moved back with ``rename_noreplace``:
+
+* the item in the batch must still be what was moved there (kind, device, inode, size, and for
+  files the mtime), else ``batch-item-changed``; absent → ``missing-from-batch``;
+* the target is reached from ``/`` one component at a time, never through a symlink (a link or
+  a file on the way → ``target-unusable``; a missing directory is recreated, 0700);
+* anything at the target name (a file, an empty directory, a dangling link) → ``target-occupied``,
+  and the kernel's no-replace rename closes the window between that check and the move.
+
+Each restore is recorded (``restored``) in the manifest at once. An item already back (recorded
+``restored``/``returned``, or gone from the batch while its original path holds the same device
+and inode) is reported in ``blocked`` with the code ``already``; that alone leaves the status
+``done``. Once every item is back, the empty batch is removed: its empty mirror directories
+bottom-up, the manifest, the batch directory; never anything non-empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NoReturn
+
+from hygiene_nb.errors import BatchBusy, BatchInvalid, BatchNotFound
+from hygiene_nb.executor.batches import (
+    MANIFEST_NAME,
+    TREE_NAME,
+    Batch,
+    ManifestItem,
+    read_manifest,
+    write_manifest,
+)
+from hygiene_nb.executor.fileops import (
+    DIR_FLAGS,
+    FileOps,
+    LocalFileOps,
+    open_dir_at,
+    remove_own_empty_dir,
+    remove_own_file,
+)
+from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.store import Store
+
+__all__ = ["Blocked", "RestoreResult", "lock_batch", "open_batch", "restore_batch"]
+
+_BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+_STATES = frozenset({"pending", "moved", "restored", "returned"})
+_BACK = frozenset({"restored", "returned"})
+_OCCUPIED = frozenset({errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR})
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """An item that was not restored: its original path, a stable code and the next step."""
+
+    path: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What ``restore`` did, or would do.
+
+    Attributes:
+        status: ``dry-run``; ``done`` (nothing blocked but ``already``); or ``partial``.
+        batch_id: the batch.
+        restored: original paths put back (or that would be, in a dry run).
+        blocked: items left where they are, each with a code (``already`` is not a failure).
+    """
+
+    status: str
+    batch_id: str
+    restored: list[str]
+    blocked: list[Blocked]
+
+
+class _Block(Exception):
+    """One item cannot be restored (internal; becomes a ``Blocked``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@contextlib.contextmanager
+def open_batch(store: Store, batch_id: str) -> Iterator[tuple[int, int]]:
+    """Handles on the store's quarantine directory and on batch ``batch_id`` (closed after).
+
+    Raises:
+        BatchNotFound: no such batch, or ``batch_id`` is not a batch id.
+        BatchInvalid: the batch is a symlink, unreadable, not ours or writable by others.
+    """
+    name = _batch_name(batch_id)
+    try:
+        qfd = os.open(store.quarantine, DIR_FLAGS)
+    except FileNotFoundError:
+        raise _not_found(batch_id) from None
+    except OSError as exc:
+        raise _invalid(batch_id, f"its quarantine cannot be opened ({exc.strerror})") from exc
+    try:
+        fd = _open_batch_dir(qfd, name, batch_id)
+        try:
+            yield qfd, fd
+        finally:
+            os.close(fd)
+    finally:
+        os.close(qfd)
+
+
+def lock_batch(fd: int, batch_id: str) -> None:
+    """Take the batch's exclusive lock (held until ``fd`` is closed).
+
+    Raises:
+        BatchBusy: another restore or purge holds it.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise BatchBusy(
+            f"batch {batch_id} is being restored or purged by another process; "
+            "wait for it to finish and run the command again."
+        ) from None
+
+
+def restore_batch(
+    store: Store,
+    batch_id: str,
+    *,
+    items: Sequence[bytes] | None = None,
+    execute: bool = False,
+) -> RestoreResult:
+    """Restore the items of a quarantine batch (a dry run unless ``execute``).
+
+    Args:
+        store: the store whose ``quarantine/`` holds the batch.
+        batch_id: the batch's directory name.
+        items: exact original paths to restore; default every item not yet back.
+        execute: really move; otherwise only report what would happen.
+
+    Returns:
+        The result; ``blocked`` names every item left in place and why.
+
+    Raises:
+        BatchNotFound: there is no such batch.
+        BatchInvalid: its manifest is missing or invalid (nothing is touched).
+        BatchBusy: another restore or purge is working on it.
+        StoreError: the manifest could not be written back.
+    """
+    with open_batch(store, batch_id) as (qfd, fd):
+        if execute:
+            lock_batch(fd, batch_id)
+        batch = _load_batch(store.quarantine / batch_id, batch_id, fd)
+        selected, blocked = _select(batch, items)
+        ops = LocalFileOps() if execute else None
+        restored: list[str] = []
+        for item in selected:
+            try:
+                _restore_one(batch, item, ops)
+            except _Block as block:
+                blocked.append(Blocked(item.original, block.code, block.message))
+            else:
+                restored.append(item.original)
+        if execute:
+            _remove_if_empty(batch, qfd)
+    failed = any(b.code != "already" for b in blocked)
+    status = "dry-run" if not execute else "partial" if failed else "done"
+    return RestoreResult(status, batch_id, restored, blocked)
+
+
+# -- the batch -------------------------------------------------------------------------------
+
+
+def _batch_name(batch_id: str) -> bytes:
+    if not _BATCH_ID.fullmatch(batch_id) or batch_id in (".", ".."):
+        raise _not_found(batch_id)
+    return batch_id.encode("ascii")
+
+
+def _not_found(batch_id: str) -> BatchNotFound:
+    return BatchNotFound(
+        f"there is no quarantine batch {batch_id!r}; list them with `hygiene-nb quarantine list`."
+    )
+
+
+def _invalid(batch_id: str, why: str) -> BatchInvalid:
+    return BatchInvalid(f"batch {batch_id}: {why}; nothing was touched, inspect it by hand.")
+
+
+def _open_batch_dir(qfd: int, name: bytes, batch_id: str) -> int:
+    try:
+        fd = open_dir_at(qfd, name)
+    except FileNotFoundError:
+        raise _not_found(batch_id) from None
+    except OSError as exc:
+        raise _invalid(batch_id, f"it is not a directory we can open ({exc.strerror})") from exc
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise _invalid(batch_id, "it is not owned by you or is writable by others")
+    return fd
+
+
+def _load_batch(path: Path, batch_id: str, fd: int) -> Batch:
+    """The batch with its manifest items.
+
+    Raises:
+        BatchInvalid: no manifest, or one that does not parse into valid items.
+    """
+    try:
+        doc = read_manifest(fd)
+        if doc is None:
+            raise _invalid(batch_id, "it has no manifest, so nothing says where its items belong")
+        items = [ManifestItem(**d) for d in doc["items"]]
+        by_path = {i.original_raw: i for i in items}
+        if len(by_path) != len(items) or any(i.state not in _STATES for i in items):
+            raise ValueError("duplicate items or an unknown item state")
+        return Batch(
+            path,
+            batch_id,
+            fd,
+            str(doc["created_at"]),
+            str(doc["plan_id"]),
+            str(doc["plan_digest"]),
+            by_path,
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _invalid(batch_id, f"its manifest is invalid ({exc})") from exc
+
+
+def _select(
+    batch: Batch, wanted: Sequence[bytes] | None
+) -> tuple[list[ManifestItem], list[Blocked]]:
+    """The items to restore, and a ``not-in-batch`` block for each named path it lacks."""
+    if wanted is None:
+        return [i for i in batch.items.values() if i.state not in _BACK], []
+    chosen: list[ManifestItem] = []
+    blocked: list[Blocked] = []
+    for raw in dict.fromkeys(wanted):
+        item = batch.items.get(raw)
+        if item is None:
+            path = raw.decode("utf-8", "backslashreplace")
+            blocked.append(
+                Blocked(
+                    path,
+                    "not-in-batch",
+                    f"{path} is not an item of batch "
+                    f"{batch.batch_id}; check the path against its manifest.",
+                )
+            )
+        else:
+            chosen.append(item)
+    return chosen, blocked
+
+
+# -- one item --------------------------------------------------------------------------------
+
+
+def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
+    """Restore ``item`` (or only check it when ``ops`` is None).
+
+    Raises:
+        _Block: it cannot or need not be restored.
+    """
+    if item.state in _BACK:
+        raise _Block("already", f"{item.original} is already back at its original path.")
+    parts = _components(item)
+    src = _locate_in_batch(batch, parts)
+    if src is None:
+        _absent_from_batch(batch, item, parts, ops)
+    try:
+        _check_unchanged(batch, item, src, parts[-1])
+        dst = _open_target_parent(item, parts[:-1], ops)
+        if dst is None:
+            return  # dry run: a parent is missing, so the target is free
+        try:
+            _check_free(item, dst, parts[-1])
+            if ops is not None:
+                _move(batch, item, (src, dst, parts[-1]), ops)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _components(item: ManifestItem) -> list[bytes]:
+    raw = item.original_raw
+    parts = raw[1:].split(b"/") if raw.startswith(b"/") else []
+    if not parts or any(p in (b"", b".", b"..") for p in parts):
+        raise _Block(
+            "target-unusable",
+            f"{item.original} is not a clean absolute path; restore it by hand from the batch.",
+        )
+    return parts
+
+
+def _walk(fd: int, parts: Sequence[bytes]) -> int:
+    """A new handle on ``parts`` below ``fd``, never through a symlink (``OSError`` if not)."""
+    current = os.dup(fd)
+    try:
+        for part in parts:
+            nxt = open_dir_at(current, part)
+            os.close(current)
+            current = nxt
+    except BaseException:
+        os.close(current)
+        raise
+    return current
+
+
+def _locate_in_batch(batch: Batch, parts: list[bytes]) -> int | None:
+    """A handle on the item's parent inside the batch, or None if the item is not there."""
+    try:
+        parent = _walk(batch.fd, [TREE_NAME, *parts[:-1]])
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _Block(
+            "batch-item-changed",
+            f"the way to it inside the batch is no longer a plain "
+            f"directory ({exc.strerror}); inspect {batch.path} by hand.",
+        ) from exc
+    try:
+        os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        os.close(parent)
+        return None
+    return parent
+
+
+def _absent_from_batch(
+    batch: Batch, item: ManifestItem, parts: list[bytes], ops: FileOps | None
+) -> NoReturn:
+    """The item is not in the batch: already back (recorded so), or missing."""
+    if _original_identity(parts) == (item.dev, item.inode):
+        if ops is not None:
+            _record(batch, item, "restored")
+        raise _Block("already", f"{item.original} is already back at its original path.")
+    raise _Block(
+        "missing-from-batch",
+        f"{item.original} is no longer in batch {batch.batch_id} "
+        "nor at its original path; look for it by hand (`hygiene-nb verify` on the "
+        "receipt).",
+    )
+
+
+def _original_identity(parts: list[bytes]) -> tuple[int, int] | None:
+    try:
+        root = os.open(b"/", DIR_FLAGS)
+        try:
+            parent = _walk(root, parts[:-1])
+        finally:
+            os.close(root)
+        try:
+            st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        finally:
+            os.close(parent)
+    except OSError:
+        return None
+    return signed64(st.st_dev), signed64(st.st_ino)
+
+
+def _check_unchanged(batch: Batch, item: ManifestItem, parent: int, name: bytes) -> None:
+    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    now = [kind_of_mode(st.st_mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size]
+    then = [item.kind, item.dev, item.inode, item.size]
+    if stat.S_ISREG(st.st_mode):
+        now.append(st.st_mtime_ns)
+        then.append(item.mtime_ns)
+    labels = ("kind", "device", "inode", "size", "mtime")
+    diff = [f"{n} {a} → {b}" for n, a, b in zip(labels, then, now, strict=False) if a != b]
+    if diff:
+        raise _Block(
+            "batch-item-changed",
+            f"{item.original} in the batch is not what was moved "
+            f"there ({', '.join(diff)}); inspect it by hand in {batch.path}.",
+        )
+
+
+def _open_target_parent(item: ManifestItem, parts: list[bytes], ops: FileOps | None) -> int | None:
+    """A handle on the target's parent, walked from ``/`` with no symlink followed.
+
+    A missing directory is recreated (0700) when ``ops`` is given; in a dry run the walk stops
+    there and returns None (the target is free).
+    """
+    current = os.open(b"/", DIR_FLAGS)
+    try:
+        for part in parts:
+            nxt = _step(item, current, part, ops)
+            if nxt is None:
+                os.close(current)
+                return None
+            os.close(current)
+            current = nxt
+    except BaseException:
+        os.close(current)
+        raise
+    return current
+
+
+def _step(item: ManifestItem, fd: int, part: bytes, ops: FileOps | None) -> int | None:
+    try:
+        try:
+            return open_dir_at(fd, part)
+        except FileNotFoundError:
+            if ops is None:
+                return None
+            with contextlib.suppress(FileExistsError):
+                ops.make_dir(fd, part)
+            return open_dir_at(fd, part)  # refuses whatever raced in that is not a directory
+    except OSError as exc:
+        where = part.decode("utf-8", "backslashreplace")
+        raise _Block(
+            "target-unusable",
+            f"{where!r} on the way to {item.original} is a symlink, "
+            f"not a directory or unusable ({exc.strerror}); move it aside and run "
+            "restore again.",
+        ) from exc
+
+
+def _check_free(item: ManifestItem, parent: int, name: bytes) -> None:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _Block(
+            "target-unusable",
+            f"{item.original} cannot be checked ({exc.strerror}); fix that and run restore again.",
+        ) from exc
+    raise _occupied(item)
+
+
+def _occupied(item: ManifestItem) -> _Block:
+    return _Block(
+        "target-occupied",
+        f"something already exists at {item.original} (left "
+        "untouched); move it aside and run restore again.",
+    )
+
+
+def _move(batch: Batch, item: ManifestItem, where: tuple[int, int, bytes], ops: FileOps) -> None:
+    src, dst, name = where
+    try:
+        ops.rename_noreplace(src, name, dst, name)
+    except OSError as exc:
+        if exc.errno in _OCCUPIED:
+            raise _occupied(item) from exc
+        if exc.errno == errno.EXDEV:
+            raise _Block(
+                "cross-device",
+                f"{item.original} is now on another filesystem than "
+                f"the batch; copy it back by hand from {batch.path}.",
+            ) from exc
+        raise _Block(
+            "restore-failed",
+            f"{item.original} could not be moved back "
+            f"({exc.strerror}); fix that and run restore again.",
+        ) from exc
+    _record(batch, item, "restored")
+
+
+def _record(batch: Batch, item: ManifestItem, state: str) -> None:
+    item.state = state
+    item.at = datetime.now(UTC).isoformat(timespec="microseconds")
+    write_manifest(batch)
+
+
+# -- the empty batch -------------------------------------------------------------------------
+
+
+def _remove_if_empty(batch: Batch, qfd: int) -> None:
+    """Remove the batch once every item is back; stop at the first thing that is not empty."""
+    if any(i.state not in _BACK for i in batch.items.values()):
+        return
+    mirrors = {
+        p[:i] for p in batch.items for i in range(1, len(p)) if p[i : i + 1] == b"/"
+    }  # the directories mirroring each original's parents, e.g. b"/home", b"/home/me"
+    for mirror in sorted(mirrors, key=lambda m: m.count(b"/"), reverse=True):
+        parts = [TREE_NAME, *mirror[1:].split(b"/")]
+        if not _remove_empty_dir(batch.fd, parts):
+            return
+    if not _remove_empty_dir(batch.fd, [TREE_NAME]):
+        return
+    with os.scandir(batch.fd) as entries:
+        if [e.name for e in entries] != [os.fsdecode(MANIFEST_NAME)]:
+            return
+    remove_own_file(batch.fd, MANIFEST_NAME)
+    remove_own_empty_dir(qfd, batch.batch_id.encode("ascii"))
+
+
+def _remove_empty_dir(fd: int, parts: list[bytes]) -> bool:
+    """Remove the empty directory ``parts`` below ``fd``; True if it is gone."""
+    try:
+        parent = _walk(fd, parts[:-1])
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        remove_own_empty_dir(parent, parts[-1])
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(parent)
+    return True

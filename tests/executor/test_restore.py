@@ -1,0 +1,407 @@
+"""Restore puts items back exactly where they were and never overwrites, follows or escapes."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb.errors import BatchInvalid, BatchNotFound
+from hygiene_nb.executor import batches, restore
+from hygiene_nb.executor.batches import ManifestItem, claim_batch, write_manifest
+from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor.restore import restore_batch
+from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.store import Store
+
+PLAN_ID = "plan-20250101T000000Z-0badc0de"
+PLAN_DIGEST = "sha256:" + "0" * 64
+
+
+# -- helpers shared with test_purge.py -------------------------------------------------------
+
+
+def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
+    """Move ``paths`` into a new batch the way the executor does; return the batch id."""
+    ops = LocalFileOps()
+    batch = claim_batch(store.quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=ops)
+    try:
+        for path in paths:
+            raw = os.fsencode(path)
+            item = _item_for(raw)
+            batch.items[raw] = item
+            write_manifest(batch)
+            target = batches.mirror_parent(batch, raw, ops)
+            parent = os.open(os.path.dirname(raw), DIR_FLAGS)
+            try:
+                name = os.path.basename(raw)
+                ops.rename_noreplace(parent, name, target, name)
+            finally:
+                os.close(parent)
+                os.close(target)
+            item.state = "moved"
+            write_manifest(batch)
+    finally:
+        batch.close()
+    return batch.batch_id
+
+
+def _item_for(raw: bytes) -> ManifestItem:
+    st = os.lstat(raw)
+    return ManifestItem(
+        original=raw.decode("utf-8", "backslashreplace"),
+        original_b64=base64.b64encode(raw).decode("ascii"),
+        kind=kind_of_mode(st.st_mode),
+        size=st.st_size,
+        tree_bytes=None,
+        dev=signed64(st.st_dev),
+        inode=signed64(st.st_ino),
+        mtime_ns=st.st_mtime_ns,
+        plan_id=PLAN_ID,
+        state="pending",
+        at="2025-01-01T00:00:00+00:00",
+    )
+
+
+def in_batch(store: Store, batch_id: str, original: Path | bytes) -> bytes:
+    """Where ``original`` lives inside the batch."""
+    return os.fsencode(store.quarantine / batch_id / "tree") + os.fsencode(original)
+
+
+def snapshot(*roots: Path) -> dict[bytes, tuple[Any, ...]]:
+    """Every entry below ``roots`` (links not followed, special files not opened)."""
+    out: dict[bytes, tuple[Any, ...]] = {}
+    for root in roots:
+        top = os.fsencode(root)
+        paths = [top]
+        for dirpath, dirnames, filenames in os.walk(top):
+            paths += [os.path.join(dirpath, n) for n in dirnames + filenames]
+        for path in paths:
+            st = os.lstat(path)
+            data: bytes | None = None
+            if stat.S_ISREG(st.st_mode):
+                data = Path(os.fsdecode(path)).read_bytes()
+            elif stat.S_ISLNK(st.st_mode):
+                data = os.readlink(path)
+            out[path] = (st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, data)
+    return out
+
+
+def contents(snap: dict[bytes, tuple[Any, ...]]) -> dict[bytes, tuple[Any, ...]]:
+    """A snapshot without directory mtimes (a move in or out changes its parent's)."""
+    return {p: v[:3] + v[4:] if stat.S_ISDIR(v[0]) else v for p, v in snap.items()}
+
+
+def manifest_states(store: Store, batch_id: str) -> dict[bytes, str]:
+    doc = json.loads((store.quarantine / batch_id / "manifest.json").read_bytes())
+    return {base64.b64decode(i["original_b64"]): i["state"] for i in doc["items"]}
+
+
+@pytest.fixture
+def qstore(tmp_path: Path) -> Store:
+    return Store(tmp_path / "store").ensure()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "root"
+    path.mkdir()
+    return path
+
+
+def codes(result: restore.RestoreResult) -> list[str]:
+    return [b.code for b in result.blocked]
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+def test_file_and_directory_round_trip(qstore: Store, root: Path) -> None:
+    (root / "a").mkdir()
+    (root / "a" / "f").write_bytes(b"file bytes\x00\xff")
+    (root / "d" / "sub").mkdir(parents=True)
+    (root / "d" / "sub" / "g").write_bytes(b"nested")
+    (root / "d" / "link").symlink_to("/nowhere")
+    before = snapshot(root)
+    bid = quarantine_items(qstore, [root / "a" / "f", root / "d"])
+    assert not (root / "a" / "f").exists() and not (root / "d").exists()
+
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert result.status == "done" and result.blocked == []
+    assert sorted(result.restored) == sorted([str(root / "a" / "f"), str(root / "d")])
+    assert contents(snapshot(root)) == contents(before)  # same bytes and inodes: a rename
+    assert not (qstore.quarantine / bid).exists()  # the empty batch is removed
+    assert qstore.quarantine.is_dir()
+
+
+def test_dry_run_changes_nothing(qstore: Store, root: Path, tmp_path: Path) -> None:
+    for name in ("free", "occupied", "deep/er/f"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(name.encode())
+    bid = quarantine_items(qstore, [root / "free", root / "occupied", root / "deep/er/f"])
+    (root / "occupied").write_bytes(b"new occupant")
+    (root / "deep" / "er").rmdir()
+    (root / "deep").rmdir()
+    before = snapshot(tmp_path)
+
+    result = restore_batch(qstore, bid)
+
+    assert snapshot(tmp_path) == before
+    assert result.status == "dry-run"
+    assert sorted(result.restored) == sorted([str(root / "free"), str(root / "deep/er/f")])
+    assert codes(result) == ["target-occupied"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [b"with space", b"new\nline", b"-leading-dash", b"x" * 255, b"bad-\xff\xfe-utf8"],
+    ids=["space", "newline", "dash", "255-bytes", "invalid-utf8"],
+)
+def test_hostile_names_round_trip(qstore: Store, root: Path, name: bytes) -> None:
+    path = os.fsencode(root) + b"/" + name
+    with open(path, "wb") as handle:
+        handle.write(name)
+    ino = os.lstat(path).st_ino
+    bid = quarantine_items(qstore, [path])
+    assert not os.path.lexists(path)
+
+    result = restore_batch(qstore, bid, items=[path], execute=True)
+
+    assert result.status == "done", result
+    assert result.restored == [path.decode("utf-8", "backslashreplace")]
+    assert Path(os.fsdecode(path)).read_bytes() == name
+    assert os.lstat(path).st_ino == ino
+    assert os.listdir(root) == [os.fsdecode(name)]
+
+
+# -- never overwrite -------------------------------------------------------------------------
+
+
+def _occupy(target: Path, occupant: str, tmp_path: Path) -> None:
+    if occupant == "file":
+        target.write_bytes(b"occupant")
+    elif occupant == "empty-dir":
+        target.mkdir()
+    else:
+        target.symlink_to(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("moving", ["file", "dir"])
+@pytest.mark.parametrize("occupant", ["file", "empty-dir", "dangling-link"])
+def test_target_occupied_leaves_both_alone(
+    qstore: Store, root: Path, tmp_path: Path, occupant: str, moving: str
+) -> None:
+    item = root / "item"
+    if moving == "file":
+        item.write_bytes(b"quarantined")
+    else:
+        item.mkdir()
+        (item / "inner").write_bytes(b"quarantined")
+    bid = quarantine_items(qstore, [item])
+    _occupy(item, occupant, tmp_path)
+    before = snapshot(tmp_path)
+
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert result.status == "partial" and result.restored == []
+    assert codes(result) == ["target-occupied"]
+    assert "move it aside" in result.blocked[0].message
+    assert snapshot(tmp_path) == before  # occupant and batch exactly as they were
+    assert manifest_states(qstore, bid) == {os.fsencode(item): "moved"}
+
+
+def test_an_occupant_that_appears_after_the_check_is_not_replaced(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = root / "f"
+    item.write_bytes(b"quarantined")
+    bid = quarantine_items(qstore, [item])
+    item.write_bytes(b"raced in")
+    monkeypatch.setattr(restore, "_check_free", lambda *_: None)  # the race window
+
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["target-occupied"]
+    assert item.read_bytes() == b"raced in"
+    assert Path(os.fsdecode(in_batch(qstore, bid, item))).read_bytes() == b"quarantined"
+
+
+@pytest.mark.parametrize("became", ["symlink", "file"])
+def test_target_unusable_when_a_parent_changed(
+    qstore: Store, root: Path, tmp_path: Path, became: str
+) -> None:
+    (root / "p").mkdir()
+    (root / "p" / "f").write_bytes(b"quarantined")
+    bid = quarantine_items(qstore, [root / "p" / "f"])
+    (root / "p").rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if became == "symlink":
+        (root / "p").symlink_to(elsewhere)
+    else:
+        (root / "p").write_bytes(b"a file now")
+    before = snapshot(tmp_path)
+
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["target-unusable"]
+    assert snapshot(tmp_path) == before
+    assert list(elsewhere.iterdir()) == []  # nothing restored through the link
+
+
+def test_missing_parents_are_recreated(qstore: Store, root: Path) -> None:
+    (root / "x" / "y").mkdir(parents=True)
+    (root / "x" / "y" / "f").write_bytes(b"deep")
+    bid = quarantine_items(qstore, [root / "x" / "y" / "f"])
+    (root / "x" / "y").rmdir()
+    (root / "x").rmdir()
+
+    assert restore_batch(qstore, bid).restored == [str(root / "x" / "y" / "f")]
+    assert not (root / "x").exists()  # the dry run created nothing
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert result.status == "done"
+    assert (root / "x" / "y" / "f").read_bytes() == b"deep"
+    assert stat.S_IMODE(os.lstat(root / "x").st_mode) == 0o700
+
+
+def test_cross_device_is_reported(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+
+    def exdev(*_: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(LocalFileOps, "rename_noreplace", exdev)
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["cross-device"] and result.status == "partial"
+    assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}
+
+
+# -- the batch side --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("change", ["appended", "replaced"])
+def test_batch_item_changed(qstore: Store, root: Path, change: str) -> None:
+    (root / "f").write_bytes(b"original")
+    bid = quarantine_items(qstore, [root / "f"])
+    inside = Path(os.fsdecode(in_batch(qstore, bid, root / "f")))
+    if change == "appended":
+        with inside.open("ab") as handle:
+            handle.write(b" and more")
+    else:
+        inside.unlink()
+        inside.write_bytes(b"original")  # same bytes, another inode
+
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["batch-item-changed"]
+    assert not (root / "f").exists() and inside.exists()
+
+
+def test_missing_from_batch(qstore: Store, root: Path) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+    os.unlink(in_batch(qstore, bid, root / "f"))
+
+    assert codes(restore_batch(qstore, bid, execute=True)) == ["missing-from-batch"]
+
+
+def test_item_selects_one_and_the_manifest_keeps_the_rest(qstore: Store, root: Path) -> None:
+    for name in ("a", "b"):
+        (root / name).write_bytes(name.encode())
+    bid = quarantine_items(qstore, [root / "a", root / "b"])
+
+    result = restore_batch(qstore, bid, items=[os.fsencode(root / "a")], execute=True)
+
+    assert result.restored == [str(root / "a")] and result.status == "done"
+    assert (root / "a").read_bytes() == b"a" and not (root / "b").exists()
+    assert manifest_states(qstore, bid) == {
+        os.fsencode(root / "a"): "restored",
+        os.fsencode(root / "b"): "moved",
+    }
+    again = restore_batch(qstore, bid, items=[os.fsencode(root / "a")], execute=True)
+    assert again.status == "done" and again.restored == [] and codes(again) == ["already"]
+    unknown = restore_batch(qstore, bid, items=[os.fsencode(root / "zzz")])
+    assert codes(unknown) == ["not-in-batch"]
+    assert restore_batch(qstore, bid, execute=True).restored == [str(root / "b")]
+    assert not (qstore.quarantine / bid).exists()
+
+
+def test_an_item_already_back_but_not_recorded_is_already(qstore: Store, root: Path) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+    os.rename(in_batch(qstore, bid, root / "f"), root / "f")  # a crash before the record
+
+    assert codes(restore_batch(qstore, bid)) == ["already"]
+    assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}  # dry run
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert result.status == "done" and codes(result) == ["already"]
+    assert not (qstore.quarantine / bid).exists()
+
+
+def test_a_batch_with_unrecorded_content_is_not_removed(qstore: Store, root: Path) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+    stray = Path(os.fsdecode(in_batch(qstore, bid, root / "stray")))
+    stray.write_bytes(b"nobody recorded me")
+
+    assert restore_batch(qstore, bid, execute=True).status == "done"
+    assert stray.read_bytes() == b"nobody recorded me"
+    assert (qstore.quarantine / bid / "manifest.json").is_file()
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "unknown-version"])
+def test_a_batch_without_a_valid_manifest_is_refused(
+    qstore: Store, root: Path, tmp_path: Path, damage: str
+) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+    manifest = qstore.quarantine / bid / "manifest.json"
+    if damage == "missing":
+        manifest.unlink()
+    elif damage == "garbage":
+        manifest.write_bytes(b'{"schema": ')
+    else:
+        manifest.write_text(json.dumps({"schema": "hygiene-nb/quarantine-manifest@9"}))
+    before = snapshot(tmp_path)
+
+    with pytest.raises(BatchInvalid) as info:
+        restore_batch(qstore, bid, execute=True)
+
+    assert info.value.exit_code == 3 and info.value.code == "batch-invalid"
+    assert info.value.message.endswith("inspect it by hand.")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("batch_id", ["batch-nope", "..", "../store", "a/b", ""])
+def test_an_unknown_batch_is_not_found(qstore: Store, batch_id: str) -> None:
+    with pytest.raises(BatchNotFound) as info:
+        restore_batch(qstore, batch_id, execute=True)
+    assert info.value.exit_code == 2
+
+
+def test_a_symlinked_batch_is_refused(qstore: Store, root: Path, tmp_path: Path) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+    os.rename(qstore.quarantine / bid, tmp_path / "moved-batch")
+    (qstore.quarantine / bid).symlink_to(tmp_path / "moved-batch")
+
+    with pytest.raises(BatchInvalid):
+        restore_batch(qstore, bid, execute=True)
+    assert not (root / "f").exists()
