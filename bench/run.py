@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.classify import classify_section
+from bench.executor import executor_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
 from bench.plan import plan_section
@@ -404,7 +405,13 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
 
 
 # Later issues append classification, plan building and executor timing here.
-SECTIONS: list[Section] = [scan_section, load_section, classify_section, plan_section]
+SECTIONS: list[Section] = [
+    scan_section,
+    load_section,
+    classify_section,
+    plan_section,
+    executor_section,
+]
 
 
 # --------------------------------------------------------------------------- summary

@@ -336,6 +336,12 @@ def plan(
 @click.option("--confirm-plan-id", metavar="ID", help="The plan id you reviewed.")
 @click.option("--plan-digest", metavar="DIGEST", help="The plan digest you reviewed.")
 @click.option("--acknowledge-risk", metavar="quarantine", help="Must be `quarantine`.")
+@click.option(
+    "--allow-copy",
+    is_flag=True,
+    help="For items on another filesystem whose own quarantine cannot be used: copy them into "
+    "the store's quarantine, verify, then remove the original (default: skip them).",
+)
 @common_options
 def execute(
     plan_file: str,
@@ -343,6 +349,7 @@ def execute(
     confirm_plan_id: str | None,
     plan_digest: str | None,
     acknowledge_risk: str | None,
+    allow_copy: bool,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -356,11 +363,14 @@ def execute(
     confirm = None
     if do_execute:
         confirm = Confirmation(confirm_plan_id, plan_digest, acknowledge_risk)
-    result = execute_plan(plan_file, store=api.open_store(store), confirm=confirm)
+    result = execute_plan(
+        plan_file, store=api.open_store(store), confirm=confirm, allow_copy=allow_copy
+    )
     payload = {
         "status": result.status,
         "plan_id": result.plan_id,
         "batch_id": result.batch_id,
+        "batches": result.batches,
         "receipt_path": result.receipt_path,
         "moved": result.moved,
         "skipped": result.skipped,

@@ -7,9 +7,7 @@ purged (purge is the only destruction, and only with explicit confirmation).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from hygiene_nb.executor.batches import BatchInfo, list_batches
+from hygiene_nb.executor.batches import BatchInfo, known_quarantines, list_batches
 from hygiene_nb.executor.execute import Confirmation, ExecuteResult, execute_plan
 from hygiene_nb.executor.purge import PurgeResult, purge_batch
 from hygiene_nb.executor.restore import RestoreResult, restore_batch
@@ -32,5 +30,9 @@ __all__ = [
 
 
 def list_store_batches(store: Store) -> list[BatchInfo]:
-    """Every quarantine batch of the store, oldest first."""
-    return list_batches([Path(store.quarantine)])
+    """Every quarantine batch of the store (and of the quarantines it registered), oldest first.
+
+    Raises:
+        StoreError: the store's quarantine registry cannot be read.
+    """
+    return list_batches(known_quarantines(store))

@@ -6,17 +6,22 @@ the backup of the manifest). ``manifest.json`` is versioned JSON, written atomic
 fsync, rename, fsync dir, read back) and merged, never overwritten: an item is recorded
 ``pending`` before its move and ``moved`` after, so a crash at any instant leaves every item at
 its original path or in the batch with its origin recorded.
+
+Quarantine directories live in the store (``quarantine/``) and, for items on other filesystems,
+at the top of those filesystems (``.hygiene-nb-quarantine``); the store's ``quarantines.json``
+registers the latter so that listing, restore and purge find their batches.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import secrets
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,18 +34,24 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
     replace_own_file,
 )
+from hygiene_nb.store import FILE_MODE, Store, write_private_file
 
 __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "QUARANTINES_NAME",
+    "QUARANTINES_SCHEMA",
     "QUARANTINE_NAME",
     "TREE_NAME",
     "Batch",
     "BatchInfo",
     "ManifestItem",
     "claim_batch",
+    "claim_batch_at",
+    "known_quarantines",
     "list_batches",
     "read_manifest",
+    "register_quarantine",
     "write_manifest",
 ]
 
@@ -48,6 +59,9 @@ MANIFEST_SCHEMA = "hygiene-nb/quarantine-manifest@1"
 MANIFEST_NAME = b"manifest.json"
 TREE_NAME = b"tree"
 QUARANTINE_NAME = ".hygiene-nb-quarantine"
+QUARANTINES_NAME = "quarantines.json"
+QUARANTINES_SCHEMA = "hygiene-nb/quarantines@1"
+_MAX_REGISTRY = 4 * 1024 * 1024
 _MAX_MANIFEST = 512 * 1024 * 1024
 
 
@@ -105,6 +119,7 @@ class Batch:
     plan_id: str
     plan_digest: str
     items: dict[bytes, ManifestItem] = field(default_factory=dict)
+    merged: bool = False  # the manifest on disk was merged into ``items``
 
     def close(self) -> None:
         """Close the batch's directory handle."""
@@ -156,6 +171,127 @@ def claim_batch(quarantine: Path, *, plan_id: str, plan_digest: str, ops: FileOp
         os.close(qfd)
 
 
+def claim_batch_at(
+    qfd: int, quarantine: Path, *, plan_id: str, plan_digest: str, ops: FileOps
+) -> Batch:
+    """Claim a new batch directory under the quarantine open at ``qfd`` (left open).
+
+    The caller has checked that the quarantine is a private directory of ours.
+    """
+    while True:
+        stamp = datetime.now(UTC)
+        batch_id = f"batch-{stamp:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+        try:
+            ops.make_dir(qfd, batch_id.encode())
+        except FileExistsError:
+            continue  # never reuse a directory of unknown content
+        fd = open_dir_at(qfd, batch_id.encode())
+        return Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
+                     plan_digest)  # fmt: skip
+
+
+def _registry_path(store: Store) -> Path:
+    return store.root / QUARANTINES_NAME
+
+
+def _read_registry(store: Store) -> list[bytes]:
+    """The quarantine directories registered in the store (without ``store.quarantine``).
+
+    Raises:
+        StoreError: the registry exists but cannot be read or is not valid.
+    """
+    path = _registry_path(store)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise _bad_registry(path, exc.strerror or "unreadable") from exc
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise _bad_registry(path, "not a regular file")
+            data = handle.read(_MAX_REGISTRY + 1)
+        if len(data) > _MAX_REGISTRY:
+            raise _bad_registry(path, "absurdly large")
+        doc = json.loads(data)
+        if not isinstance(doc, dict) or doc.get("schema") != QUARANTINES_SCHEMA:
+            raise _bad_registry(path, "unknown version")
+        out: list[bytes] = []
+        for entry in doc["quarantines"]:
+            raw = base64.b64decode(entry["path_b64"], validate=True)
+            if not _clean_quarantine_path(raw):
+                raise _bad_registry(path, "a registered path is not a quarantine directory")
+            out.append(raw)
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _bad_registry(path, str(exc)) from exc
+
+
+def _clean_quarantine_path(raw: bytes) -> bool:
+    return (
+        raw.startswith(b"/")
+        and b"\0" not in raw
+        and os.path.basename(raw) == QUARANTINE_NAME.encode()
+        and all(p not in (b"", b".", b"..") for p in raw[1:].split(b"/"))
+    )
+
+
+def _bad_registry(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"the quarantine registry {path} cannot be used ({why}); batches on other filesystems "
+        "cannot be found until it is repaired (it lists their .hygiene-nb-quarantine paths)."
+    )
+
+
+def known_quarantines(store: Store) -> list[Path]:
+    """Every quarantine directory of the store: ``store.quarantine`` first, then registered ones.
+
+    Raises:
+        StoreError: the registry exists but cannot be read (unknown is not empty).
+    """
+    found = [Path(store.quarantine)]
+    for raw in _read_registry(store):
+        path = Path(os.fsdecode(raw))
+        if path not in found:
+            found.append(path)
+    return found
+
+
+def register_quarantine(store: Store, quarantine: Path) -> None:
+    """Record ``quarantine`` (a ``.hygiene-nb-quarantine`` directory) in the store's registry.
+
+    Serialized by a lock file beside it; written atomically (0600). A no-op when recorded.
+
+    Raises:
+        StoreError: the registry cannot be read or written.
+    """
+    raw = os.fsencode(quarantine)
+    if not _clean_quarantine_path(raw):
+        raise StoreError(f"{quarantine} is not a quarantine directory path; nothing registered.")
+    lock = store.root / (QUARANTINES_NAME + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except OSError as exc:
+        raise StoreError(f"cannot lock {lock} ({exc.strerror}); check the store.") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        known = _read_registry(store)
+        if raw in known:
+            return
+        doc = {
+            "schema": QUARANTINES_SCHEMA,
+            "quarantines": [
+                {"path": os.fsdecode(p), "path_b64": base64.b64encode(p).decode("ascii")}
+                for p in [*known, raw]
+            ],
+        }
+        data = json.dumps(doc, indent=1, ensure_ascii=True).encode()
+        write_private_file(_registry_path(store), data)
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def mirror_parent(batch: Batch, original: bytes, ops: FileOps) -> int:
     """A handle on the batch directory that will hold ``original`` (created as needed)."""
     parts = original.strip(b"/").split(b"/")
@@ -171,6 +307,10 @@ def mirror_parent(batch: Batch, original: bytes, ops: FileOps) -> int:
     return fd
 
 
+def _by_origin(item: ManifestItem) -> str:
+    return item.original_b64
+
+
 def _manifest_doc(batch: Batch) -> dict[str, Any]:
     return {
         "schema": MANIFEST_SCHEMA,
@@ -178,7 +318,9 @@ def _manifest_doc(batch: Batch) -> dict[str, Any]:
         "created_at": batch.created_at,
         "plan_id": batch.plan_id,
         "plan_digest": batch.plan_digest,
-        "items": [asdict(i) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)],
+        "items": [
+            dict(vars(i)) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)
+        ],
     }
 
 
@@ -190,10 +332,11 @@ def write_manifest(batch: Batch) -> None:
     Raises:
         StoreError: the manifest cannot be written or does not read back identical.
     """
-    on_disk = _read_items(batch.fd)
-    for key, item in on_disk.items():
-        batch.items.setdefault(key, item)
-    data = json.dumps(_manifest_doc(batch), indent=1, ensure_ascii=True).encode()
+    if not batch.merged:  # union with what is on disk once; this process owns the batch after
+        for key, item in _read_items(batch.fd).items():
+            batch.items.setdefault(key, item)
+        batch.merged = True
+    data = json.dumps(_manifest_doc(batch), separators=(",", ":"), ensure_ascii=True).encode()
     tmp = b".manifest-" + secrets.token_hex(6).encode() + b".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=batch.fd)
     try:

@@ -25,10 +25,34 @@ from hygiene_nb.errors import (
     PlanExpired,
     PlanNotIssued,
     RootReplaced,
+    StoreError,
 )
-from hygiene_nb.executor.batches import Batch, ManifestItem, claim_batch, mirror_parent
+from hygiene_nb.executor.batches import (
+    Batch,
+    ManifestItem,
+    claim_batch,
+    claim_batch_at,
+    mirror_parent,
+    register_quarantine,
+)
 from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
-from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, LocalFileOps
+from hygiene_nb.executor.crossdev import (
+    CopyMismatch,
+    Entry,
+    QuarantineUntrusted,
+    Unverifiable,
+    copy_verified,
+    crossdev_skip,
+    inventory,
+    open_volume_quarantine,
+    verified_identities,
+)
+from hygiene_nb.executor.fileops import (
+    DIR_FLAGS,
+    FileOps,
+    LocalFileOps,
+    remove_original_after_verified_copy,
+)
 from hygiene_nb.executor.guards import GitCache, Skip, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
@@ -57,7 +81,8 @@ class ExecuteResult:
 
     status: str  # dry-run | done | partial
     plan_id: str
-    batch_id: str | None = None
+    batch_id: str | None = None  # the first batch (see ``batches``)
+    batches: list[dict[str, str]] = field(default_factory=list)
     receipt_path: str | None = None
     moved: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
@@ -177,8 +202,15 @@ def execute_plan(
     store: Store,
     confirm: Confirmation | None = None,
     ops: FileOps | None = None,
+    allow_copy: bool = False,
 ) -> ExecuteResult:
-    """Dry-run (no ``confirm``) or carry out a plan into a quarantine batch (**moves files**).
+    """Dry-run (no ``confirm``) or carry out a plan into quarantine batches (**moves files**).
+
+    Items on the store's filesystem go to a batch in the store's quarantine; items on another
+    filesystem go to a batch in ``.hygiene-nb-quarantine`` at the top of that filesystem. Only
+    when that quarantine cannot be used and ``allow_copy`` is set is an item copied into the
+    store's batch, verified, and then removed from its place (else it is skipped
+    ``cross-device``).
 
     Raises:
         PlanMalformed, PlanUntrusted: the plan file cannot be trusted (nothing touched).
@@ -202,7 +234,7 @@ def execute_plan(
                 f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts once."
             )
         checkpoint("after-claim")
-        _carry_out(plan, store, ledger, result, ops or LocalFileOps())
+        _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy)
     return result
 
 
@@ -234,11 +266,17 @@ def _free(path: str) -> int:
     return fs.f_bavail * fs.f_frsize
 
 
-_GROUP = 256  # items re-checked, recorded (pending), moved and recorded (moved) together
+_GROUP = 256  # at least this many items are re-checked, recorded pending, moved and recorded
+_MAX_GROUPS = 64  # larger plans use larger groups: the manifest is rewritten whole each time
 
 
 def _carry_out(
-    plan: LoadedPlan, store: Store, ledger: Ledger, result: ExecuteResult, ops: FileOps
+    plan: LoadedPlan,
+    store: Store,
+    ledger: Ledger,
+    result: ExecuteResult,
+    ops: FileOps,
+    allow_copy: bool,
 ) -> None:
     p = plan.plan
     authorized_at = _now().isoformat()
@@ -247,63 +285,164 @@ def _carry_out(
     quarantine_dev = os.stat(store.quarantine).st_dev
     root = p["root"]["path"].encode()
     root_fd = os.open(root, DIR_FLAGS)
-    run = _Run(store, p, ops, quarantine_dev)
+    run = _Run(store, p, ops, quarantine_dev, allow_copy)
     try:
         cands = p["candidates"]
-        for start in range(0, len(cands), _GROUP):
-            for cand, skip in run.group(root_fd, root, cands[start : start + _GROUP]):
+        size = max(_GROUP, -(-len(cands) // _MAX_GROUPS))
+        for start in range(0, len(cands), size):
+            for cand, skip, where in run.group(root_fd, root, cands[start : start + size]):
                 _record(result, cand, skip)
-                run.outcomes.append(_outcome(cand, skip))
+                run.outcomes.append({**_outcome(cand, skip), **where})
     finally:
         os.close(root_fd)
-        if run.batch is not None:
-            run.batch.close()
+        for batch in run.batches:
+            batch.close()
     checkpoint("before-receipt")
-    _finish(plan, store, ledger, result, run.batch, run.outcomes,
+    _finish(plan, store, ledger, result, run.batches, run.outcomes,
             (authorization_id, authorized_at, free_before))  # fmt: skip
 
 
-class _Run:
-    """One execution's moving parts: the batch (claimed on the first move) and outcomes."""
+@dataclass
+class _Dest:
+    """Where the items of one other filesystem go: its own batch, a copy, or nowhere (skip)."""
 
-    def __init__(self, store: Store, p: dict[str, Any], ops: FileOps, dev: int) -> None:
+    batch: Batch | None = None
+    copy: bool = False
+    skip: tuple[str, str] | None = None  # (code, detail)
+
+
+_Done = tuple[dict[str, Any], Skip | None, dict[str, Any]]
+
+
+class _Run:
+    """One execution's moving parts: its batches (each claimed on first use) and outcomes.
+
+    Items on the store's filesystem go to the store's batch; items on another filesystem go to
+    a batch in the quarantine at the top of that filesystem, or (only when that quarantine
+    cannot be used and ``allow_copy``) are copied into the store's batch, verified, and only
+    then removed from their place.
+    """
+
+    def __init__(
+        self, store: Store, p: dict[str, Any], ops: FileOps, dev: int, allow_copy: bool
+    ) -> None:
         self.store, self.p, self.ops, self.dev = store, p, ops, dev
-        self.batch: Batch | None = None
+        self.allow_copy = allow_copy
+        self.batch: Batch | None = None  # the store's batch
+        self.batches: list[Batch] = []  # every batch claimed, in order
+        self.dests: dict[int, _Dest] = {}  # by device of the item's parent
         self.outcomes: list[dict[str, Any]] = []
         self.git = GitCache({})
 
-    def group(
-        self, root_fd: int, root: bytes, cands: list[dict[str, Any]]
-    ) -> list[tuple[dict[str, Any], Skip | None]]:
+    def store_batch(self) -> Batch:
+        """The store's batch, claimed on first use."""
+        if self.batch is None:
+            self.batch = _new_batch(self.store, self.p, self.ops)
+            self.batches.append(self.batch)
+        return self.batch
+
+    def group(self, root_fd: int, root: bytes, cands: list[dict[str, Any]]) -> list[_Done]:
         """Re-check a group, record the movable ones as pending, move them, record outcomes."""
-        done: list[tuple[dict[str, Any], Skip | None]] = []
-        ready: list[tuple[dict[str, Any], bytes, int]] = []
+        done: list[_Done] = []
+        ready: list[tuple[dict[str, Any], bytes, int, Batch | None]] = []
+        copies: list[tuple[dict[str, Any], bytes, int, dict[bytes, Entry]]] = []
         try:
             for cand in cands:
                 raw = _raw(cand)
                 parent, skip = check_candidate(root_fd, root, cand, raw, self.git)
-                if skip is None and os.fstat(parent).st_dev != self.dev:
-                    skip = Skip.of(cand["path"], "cross-device")
+                dest = _Dest()
+                if skip is None:
+                    try:
+                        dest = self.dest_for(parent, raw)
+                    except BaseException:
+                        os.close(parent)
+                        raise
+                    if dest.skip is not None:
+                        skip = crossdev_skip(cand["path"], *dest.skip)
+                    elif dest.copy:
+                        planned, skip = _copyable(parent, raw, cand)
+                        if skip is None:
+                            copies.append((cand, raw, parent, planned))
+                            continue
                 if skip is not None:
                     if parent >= 0:
                         os.close(parent)
-                    done.append((cand, skip))
+                    done.append((cand, skip, {}))
                     continue
-                ready.append((cand, raw, parent))
+                ready.append((cand, raw, parent, dest.batch))
             if ready:
-                batch = self.batch = self.batch or _new_batch(self.store, self.p, self.ops)
-                for cand, raw, _ in ready:
-                    batch.items[raw] = _pending(batch, raw, cand)
-                write_batch_manifest(batch)  # every item's origin is recorded before it moves
-                checkpoint("after-intent")
-                for cand, raw, parent in ready:
-                    done.append((cand, _move(batch, parent, raw, cand, self.ops)))
-                write_batch_manifest(batch)
-                checkpoint("after-manifest")
+                self._rename(ready, done)
+            for cand, raw, parent, planned in copies:
+                batch = self.store_batch()
+                skip = _copy(batch, parent, raw, cand, planned, self.ops)
+                where = {} if skip else _where(batch, "copy")
+                if not skip:  # where the copy is (the original's identity is in dev/inode)
+                    item = batch.items[raw]
+                    where.update(batch_dev=item.dev, batch_inode=item.inode)
+                done.append((cand, skip, where))
         finally:
-            for _, _, parent in ready:
+            for _, _, parent, _ in ready:
+                os.close(parent)
+            for _, _, parent, _ in copies:
                 os.close(parent)
         return done
+
+    def _rename(
+        self, ready: list[tuple[dict[str, Any], bytes, int, Batch | None]], done: list[_Done]
+    ) -> None:
+        """Record every ready item as pending in its batch, move them, record the outcomes."""
+        placed = [(cand, raw, parent, batch or self.store_batch())
+                  for cand, raw, parent, batch in ready]  # fmt: skip
+        used = list({id(b): b for *_, b in placed}.values())
+        for cand, raw, _, batch in placed:
+            batch.items[raw] = _pending(batch, raw, cand)
+        for batch in used:
+            write_batch_manifest(batch)  # every item's origin is recorded before it moves
+        checkpoint("after-intent")
+        for cand, raw, parent, batch in placed:
+            skip = _move(batch, parent, raw, cand, self.ops)
+            done.append((cand, skip, {} if skip else _where(batch, "rename")))
+        for batch in used:
+            write_batch_manifest(batch)
+        checkpoint("after-manifest")
+
+    def dest_for(self, parent: int, raw: bytes) -> _Dest:
+        """Where an item whose parent is open at ``parent`` goes (decided once per device)."""
+        dev = os.fstat(parent).st_dev
+        if dev == self.dev:
+            return _Dest()
+        if dev not in self.dests:
+            self.dests[dev] = self._volume(parent, raw)
+        return self.dests[dev]
+
+    def _volume(self, parent: int, raw: bytes) -> _Dest:
+        """Claim a batch in the quarantine at the top of ``parent``'s filesystem, or say why not."""
+        try:
+            volume = open_volume_quarantine(parent, os.path.dirname(raw), self.ops)
+        except QuarantineUntrusted as exc:
+            return _Dest(skip=("quarantine-untrusted", str(exc)))
+        except OSError as exc:
+            return self._unusable(f"no quarantine at the top of its filesystem ({exc.strerror})")
+        try:
+            register_quarantine(self.store, volume.path)
+            batch = claim_batch_at(volume.fd, volume.path, plan_id=self.p["plan_id"],
+                                   plan_digest=self.p["plan_digest"], ops=self.ops)  # fmt: skip
+        except StoreError as exc:
+            return self._unusable(f"{volume.path} cannot be registered ({exc.message})")
+        except OSError as exc:
+            return self._unusable(f"no batch can be made in {volume.path} ({exc.strerror})")
+        finally:
+            volume.close()
+        checkpoint("after-batch")
+        self.batches.append(batch)
+        return _Dest(batch=batch)
+
+    def _unusable(self, detail: str) -> _Dest:
+        return _Dest(copy=True) if self.allow_copy else _Dest(skip=("cross-device", detail))
+
+
+def _where(batch: Batch, method: str) -> dict[str, Any]:
+    return {"batch_id": batch.batch_id, "batch_path": str(batch.path), "method": method}
 
 
 def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
@@ -360,6 +499,79 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
         os.close(target)
 
 
+def _copyable(
+    parent: int, raw: bytes, cand: dict[str, Any]
+) -> tuple[dict[bytes, Entry], Skip | None]:
+    """The item's inventory, if a copy of it can be verified (else a skip; nothing created)."""
+    name = os.path.basename(raw)
+    try:
+        planned = inventory(parent, name, os.fstat(parent).st_dev)
+    except Unverifiable as exc:
+        return {}, crossdev_skip(cand["path"], "copy-unverifiable", str(exc))
+    except OSError as exc:
+        return {}, crossdev_skip(cand["path"], "copy-failed", exc.strerror or "unreadable")
+    top = planned[b""]
+    if (signed64(top.dev), signed64(top.ino)) != (cand["dev"], cand["inode"]):
+        return {}, Skip.of(cand["path"], "changed-since-plan", "it was replaced")
+    return planned, None
+
+
+def _copy(
+    batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], planned: dict[bytes, Entry],
+    ops: FileOps,
+) -> Skip | None:  # fmt: skip
+    """Copy into the store's batch, verify, record, and only then remove the original.
+
+    The item is recorded ``pending`` before the first byte is copied (a crash mid-copy leaves
+    the original in place and a partial copy recorded), ``moved`` (with the copy's identity)
+    once the copy is verified, and only after that is the original removed.
+    """
+    name = os.path.basename(raw)
+    item = batch.items[raw] = _pending(batch, raw, cand)
+    write_batch_manifest(batch)
+    try:
+        target = mirror_parent(batch, raw, ops)
+    except OSError as exc:
+        return _copy_kept(batch, item, cand, "copy-failed", exc.strerror or "")
+    try:
+        try:
+            verified = copy_verified(parent, name, target, planned, ops)
+        except Unverifiable as exc:
+            return _copy_kept(batch, item, cand, "copy-unverifiable", str(exc))
+        except CopyMismatch as exc:
+            return _copy_kept(batch, item, cand, "copy-failed", str(exc))
+        except OSError as exc:
+            return _copy_kept(batch, item, cand, "copy-failed", exc.strerror or "")
+        arrived = os.stat(name, dir_fd=target, follow_symlinks=False)
+    finally:
+        os.close(target)
+    item.dev, item.inode = signed64(arrived.st_dev), signed64(arrived.st_ino)
+    item.size, item.state, item.at = arrived.st_size, "moved", _now().isoformat()
+    write_batch_manifest(batch)  # the verified copy is recorded before the original goes
+    try:
+        remove_original_after_verified_copy(parent, name, verified_identities(verified))
+    except OSError as exc:
+        return Skip(
+            cand["path"],
+            "copy-failed",
+            f"A verified copy is in batch {batch.batch_id}, but the original could not be "
+            f"removed ({exc.strerror}); what is left of it stays in place and the batch holds "
+            "all of it. Compare them before removing either.",
+        )
+    return None
+
+
+def _copy_kept(
+    batch: Batch, item: ManifestItem, cand: dict[str, Any], code: str, detail: str
+) -> Skip:
+    """The copy failed: the original is in place; the (partial) copy stays recorded."""
+    item.state = "returned"
+    item.at = _now().isoformat()
+    write_batch_manifest(batch)
+    where = f"a partial copy may stay in batch {batch.batch_id} until purged"
+    return crossdev_skip(cand["path"], code, f"{detail}; {where}" if detail else where)
+
+
 def _outcome(cand: dict[str, Any], skip: Skip | None) -> dict[str, Any]:
     size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
     out = {"path": cand["path"], "kind": cand["kind"], "bytes": size, "dev": cand["dev"],
@@ -378,11 +590,12 @@ def _finish(
     store: Store,
     ledger: Ledger,
     result: ExecuteResult,
-    batch: Batch | None,
+    batches: list[Batch],
     outcomes: list[dict[str, Any]],
     auth: tuple[str, str, int],
 ) -> None:
     p = plan.plan
+    batch = batches[0] if batches else None
     authorization_id, authorized_at, free_before = auth
     finished = _now()
     receipt_id = f"receipt-{finished:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
@@ -401,6 +614,7 @@ def _finish(
             "root": p["root"],
             "batch_id": batch.batch_id if batch else None,
             "batch_path": str(batch.path) if batch else None,
+            "batches": [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches],
             "items": outcomes,
             "moved": len(result.moved),
             "skipped": len(result.skipped),
@@ -411,6 +625,7 @@ def _finish(
     )
     result.status = "partial" if result.skipped else "done"
     result.batch_id = batch.batch_id if batch else None
+    result.batches = [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches]
     result.receipt_path = str(store.receipts / f"{receipt_id}.json")
     ledger.finish_plan(p["plan_id"], "executed")
     ledger.record_execution(
@@ -433,9 +648,10 @@ def _finish(
 
 def _log_line(store: Store, result: ExecuteResult, at: datetime) -> None:
     """One human line per execution in ``cleanup.log`` (what moved, what stayed, where)."""
+    into = ", ".join(b["batch_id"] for b in result.batches)
     line = (
         f"{at:%Y-%m-%dT%H:%M:%SZ} plan {result.plan_id}: moved {len(result.moved)} item(s),"
-        f" {result.bytes} bytes, into {result.batch_id or 'no batch'}; skipped"
+        f" {result.bytes} bytes, into {into or 'no batch'}; skipped"
         f" {len(result.skipped)}; receipt {Path(result.receipt_path or '').name}\n"
     )
     fd = os.open(store.root / "cleanup.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -4,6 +4,8 @@ Every operation is relative to directory handles and never follows a symlink. Mo
 ``renameat2(RENAME_NOREPLACE)`` (a regular file may fall back to link + unlink, which can never
 overwrite either); nothing here replaces an existing target. ``remove_tree`` is reachable only
 from ``purge``; it never opens anything but directories and never follows a link.
+``remove_original_after_verified_copy`` is reachable only from the cross-device copy
+(``crossdev``), after the copy was verified, and removes only entries it was told were copied.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Mapping
 from typing import Protocol
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "FileOps",
     "LocalFileOps",
     "open_dir_at",
+    "remove_original_after_verified_copy",
     "remove_own_empty_dir",
     "remove_own_file",
     "remove_tree",
@@ -151,3 +155,83 @@ def remove_own_file(dir_fd: int, name: bytes) -> None:
 def remove_own_empty_dir(dir_fd: int, name: bytes) -> None:
     """Remove an empty directory hygiene-nb made (a restored batch's mirror); never non-empty."""
     os.rmdir(name, dir_fd=dir_fd)
+
+
+def remove_original_after_verified_copy(
+    dir_fd: int, name: bytes, verified: Mapping[bytes, tuple[int, int, int, int]]
+) -> int:
+    """**Unlink** the original ``name`` under ``dir_fd`` once its copy was verified (crossdev only).
+
+    ``verified`` maps each entry's path relative to the item (``b""`` for the item itself,
+    ``b"sub/file"`` below it) to the (dev, inode, size, mtime_ns) it had when its copy was
+    verified (size and mtime_ns are -1 for directories). First every entry is checked: the tree
+    must hold exactly those entries, regular files and directories only, each unchanged; only
+    then are files unlinked and directories removed bottom-up. Nothing is opened but directories
+    and no link is followed.
+
+    Returns:
+        The number of entries removed.
+
+    Raises:
+        OSError: the original differs from what was verified (``ESTALE``; nothing removed) or a
+            removal failed partway (what is left stays; the verified copy holds all of it).
+    """
+    sys.audit("hygiene_nb.remove_original_after_verified_copy", dir_fd, name)
+    _check_verified(dir_fd, name, b"", verified)
+    return _remove_verified(dir_fd, name, b"", verified)
+
+
+def _verified_stat(
+    dir_fd: int, name: bytes, rel: bytes, verified: Mapping[bytes, tuple[int, int, int, int]]
+) -> os.stat_result:
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    want = verified.get(rel)
+    if stat.S_ISREG(st.st_mode):
+        now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    elif stat.S_ISDIR(st.st_mode):
+        now = (st.st_dev, st.st_ino, -1, -1)
+    else:
+        now = None
+    if want is None or now != want:
+        shown = rel.decode("utf-8", "backslashreplace") or name.decode("utf-8", "backslashreplace")
+        raise OSError(errno.ESTALE, "it changed after its copy was verified", shown)
+    return st
+
+
+def _check_verified(
+    dir_fd: int, name: bytes, rel: bytes, verified: Mapping[bytes, tuple[int, int, int, int]]
+) -> None:
+    st = _verified_stat(dir_fd, name, rel, verified)
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    fd = open_dir_at(dir_fd, name)
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            raise OSError(errno.ESTALE, "it was replaced after its copy was verified", name)
+        with os.scandir(fd) as entries:
+            children = [os.fsencode(e.name) for e in entries]
+        for child in children:
+            _check_verified(fd, child, rel + b"/" + child if rel else child, verified)
+    finally:
+        os.close(fd)
+
+
+def _remove_verified(
+    dir_fd: int, name: bytes, rel: bytes, verified: Mapping[bytes, tuple[int, int, int, int]]
+) -> int:
+    st = _verified_stat(dir_fd, name, rel, verified)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return 1
+    count = 0
+    fd = open_dir_at(dir_fd, name)
+    try:
+        with os.scandir(fd) as entries:
+            children = [os.fsencode(e.name) for e in entries]
+        for child in children:
+            count += _remove_verified(fd, child, rel + b"/" + child if rel else child, verified)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)  # ENOTEMPTY if anything new arrived: it stays
+    return count + 1

@@ -37,6 +37,7 @@ from hygiene_nb.executor.batches import (
     TREE_NAME,
     Batch,
     ManifestItem,
+    known_quarantines,
     read_manifest,
     write_manifest,
 )
@@ -96,19 +97,19 @@ class _Block(Exception):
 
 @contextlib.contextmanager
 def open_batch(store: Store, batch_id: str) -> Iterator[tuple[int, int]]:
-    """Handles on the store's quarantine directory and on batch ``batch_id`` (closed after).
+    """Handles on the quarantine directory holding ``batch_id`` and on the batch (closed after).
+
+    The store's ``quarantine/`` is searched first, then the quarantines at the top of other
+    filesystems that the store registered (``known_quarantines``).
 
     Raises:
         BatchNotFound: no such batch, or ``batch_id`` is not a batch id.
-        BatchInvalid: the batch is a symlink, unreadable, not ours or writable by others.
+        BatchInvalid: the batch is a symlink, unreadable, not ours or writable by others, or
+            its quarantine directory is not private to us.
+        StoreError: the store's quarantine registry cannot be read.
     """
     name = _batch_name(batch_id)
-    try:
-        qfd = os.open(store.quarantine, DIR_FLAGS)
-    except FileNotFoundError:
-        raise _not_found(batch_id) from None
-    except OSError as exc:
-        raise _invalid(batch_id, f"its quarantine cannot be opened ({exc.strerror})") from exc
+    qfd = _find_quarantine(store, name, batch_id)
     try:
         fd = _open_batch_dir(qfd, name, batch_id)
         try:
@@ -117,6 +118,34 @@ def open_batch(store: Store, batch_id: str) -> Iterator[tuple[int, int]]:
             os.close(fd)
     finally:
         os.close(qfd)
+
+
+def _find_quarantine(store: Store, name: bytes, batch_id: str) -> int:
+    """A handle on the first known quarantine directory that holds an entry ``name``."""
+    for index, quarantine in enumerate(known_quarantines(store)):
+        try:
+            qfd = os.open(quarantine, DIR_FLAGS)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if index == 0:
+                raise _invalid(
+                    batch_id, f"its quarantine cannot be opened ({exc.strerror})"
+                ) from exc
+            continue  # another filesystem's quarantine, unreachable now
+        try:
+            os.stat(name, dir_fd=qfd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.close(qfd)
+            continue
+        except OSError:
+            pass  # _open_batch_dir says what is wrong with it
+        st = os.fstat(qfd)
+        if index > 0 and (st.st_uid != os.geteuid() or st.st_mode & 0o077):
+            os.close(qfd)
+            raise _invalid(batch_id, f"its quarantine {quarantine} is not private to you")
+        return qfd
+    raise _not_found(batch_id)
 
 
 def lock_batch(fd: int, batch_id: str) -> None:
@@ -132,6 +161,10 @@ def lock_batch(fd: int, batch_id: str) -> None:
             f"batch {batch_id} is being restored or purged by another process; "
             "wait for it to finish and run the command again."
         ) from None
+
+
+_GROUP = 256  # at least this many items are restored between manifest writes
+_MAX_GROUPS = 64
 
 
 def restore_batch(
@@ -165,13 +198,21 @@ def restore_batch(
         selected, blocked = _select(batch, items)
         ops = LocalFileOps() if execute else None
         restored: list[str] = []
-        for item in selected:
-            try:
-                _restore_one(batch, item, ops)
-            except _Block as block:
-                blocked.append(Blocked(item.original, block.code, block.message))
-            else:
-                restored.append(item.original)
+        before = {key: item.state for key, item in batch.items.items()}
+        try:
+            for number, item in enumerate(selected, 1):
+                try:
+                    _restore_one(batch, item, ops)
+                except _Block as block:
+                    blocked.append(Blocked(item.original, block.code, block.message))
+                else:
+                    restored.append(item.original)
+                if execute and number % max(_GROUP, -(-len(selected) // _MAX_GROUPS)) == 0:
+                    write_manifest(batch)
+        finally:
+            changed = any(item.state != before.get(key) for key, item in batch.items.items())
+            if execute and changed:
+                write_manifest(batch)  # whatever ended the loop, record what is back
         if execute:
             _remove_if_empty(batch, qfd)
     failed = any(b.code != "already" for b in blocked)
@@ -472,9 +513,13 @@ def _move(batch: Batch, item: ManifestItem, where: tuple[int, int, bytes], ops: 
 
 
 def _record(batch: Batch, item: ManifestItem, state: str) -> None:
+    """Mark an item back; the manifest is written once per group (``restore_batch``).
+
+    A crash before that write is safe: the item is at its original path with its recorded
+    identity, which the next restore reports as ``already`` and records.
+    """
     item.state = state
     item.at = datetime.now(UTC).isoformat(timespec="microseconds")
-    write_manifest(batch)
 
 
 # -- the empty batch -------------------------------------------------------------------------

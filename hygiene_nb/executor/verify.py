@@ -53,10 +53,14 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
         raw = base64.b64decode(item["path_b64"]) if "path_b64" in item else item["path"].encode()
         if os.path.lexists(raw):
             result.reappeared.append(item["path"])
-        inside = os.fsencode(batch) + b"/" + TREE_NAME + raw if batch else b""
+        # each item names its own batch (one run may use a batch per filesystem); a copied
+        # item has the copy's identity (batch_dev/batch_inode), a renamed one keeps its own
+        home = item.get("batch_path") or batch
+        inside = os.fsencode(home) + b"/" + TREE_NAME + raw if home else b""
+        expected = (item.get("batch_dev", item["dev"]), item.get("batch_inode", item["inode"]))
         try:
             st = os.lstat(inside)
-            same = (signed64(st.st_dev), signed64(st.st_ino)) == (item["dev"], item["inode"])
+            same = (signed64(st.st_dev), signed64(st.st_ino)) == expected
         except OSError:
             same = False
         if not same:

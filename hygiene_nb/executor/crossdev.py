@@ -1,0 +1,345 @@
+"""Items on another filesystem than the store (SAFETY "Prefer a per-volume quarantine", 15).
+
+First choice: a quarantine directory ``.hygiene-nb-quarantine`` at the top of the item's own
+filesystem, so that the move stays a no-replace rename. The top is found by walking up from the
+item's parent handle through ``..`` until the device changes; the directory is created 0700, or
+if it exists it must be a real directory (never a symlink) on that filesystem, owned by us and
+closed to group and others (else ``quarantine-untrusted``).
+
+Only when that quarantine cannot be used (not writable, read-only, not registrable) and the
+person passed ``--allow-copy``, an item is copied into the store's quarantine instead: copy →
+verify (count, bytes and a SHA-256 of every file, read back from both sides) → only then unlink
+the original through ``fileops.remove_original_after_verified_copy``. A tree holding a symlink,
+a hard link, a special file or a mount is not verifiable and stays where it is
+(``copy-unverifiable``). There is never a moment with zero copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from hygiene_nb.executor.batches import QUARANTINE_NAME
+from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at
+from hygiene_nb.executor.guards import Skip
+
+__all__ = [
+    "CROSSDEV_HINTS",
+    "CopyMismatch",
+    "Entry",
+    "QuarantineUntrusted",
+    "Unverifiable",
+    "VolumeQuarantine",
+    "copy_verified",
+    "crossdev_skip",
+    "inventory",
+    "open_volume_quarantine",
+    "verified_identities",
+]
+
+CROSSDEV_HINTS = {
+    "cross-device": (
+        "it is on another filesystem than the store and no quarantine on its own filesystem "
+        "can be used; pass --allow-copy to copy it into the store's quarantine (verified "
+        "before the original is removed), nothing was copied"
+    ),
+    "quarantine-untrusted": (
+        "the quarantine at the top of its filesystem is a symlink, not ours or open to others; "
+        "inspect it, fix or move it aside, then plan again. Nothing was moved"
+    ),
+    "copy-unverifiable": (
+        "it holds a symlink, a hard link, a special file or a mount, so a copy could not be "
+        "verified; the original was kept"
+    ),
+    "copy-failed": "the copy could not be made or verified; the original was kept",
+}
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CHUNK = 1024 * 1024
+
+
+def crossdev_skip(path: str, code: str, detail: str = "") -> Skip:
+    """A skip with one of the ``CROSSDEV_HINTS`` codes (``detail`` first, if any)."""
+    hint = CROSSDEV_HINTS[code]
+    text = f"{detail}; {hint}" if detail else hint
+    return Skip(path, code, text[:1].upper() + text[1:] + ".")
+
+
+class QuarantineUntrusted(Exception):
+    """The quarantine at the top of a filesystem exists but must not be used."""
+
+
+class Unverifiable(Exception):
+    """A tree whose copy could not be verified (a link, a special file, a mount)."""
+
+
+class CopyMismatch(Exception):
+    """The copy does not match the original, or the original changed while copying."""
+
+
+@dataclass
+class VolumeQuarantine:
+    """An open, checked ``.hygiene-nb-quarantine`` at the top of one filesystem."""
+
+    path: Path
+    fd: int
+    dev: int
+
+    def close(self) -> None:
+        """Close its directory handle."""
+        os.close(self.fd)
+
+
+def _top_of_filesystem(parent_fd: int) -> tuple[int, int]:
+    """(a handle on the top directory of ``parent_fd``'s filesystem, levels climbed)."""
+    fd = os.dup(parent_fd)
+    levels = 0
+    try:
+        while True:
+            here = os.fstat(fd)
+            up = os.open(b"..", DIR_FLAGS, dir_fd=fd)
+            there = os.fstat(up)
+            if there.st_dev != here.st_dev or there.st_ino == here.st_ino:
+                os.close(up)
+                return fd, levels
+            os.close(fd)
+            fd = up
+            levels += 1
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_volume_quarantine(parent_fd: int, parent_path: bytes, ops: FileOps) -> VolumeQuarantine:
+    """Open (creating it 0700 if absent) the quarantine at the top of ``parent_fd``'s filesystem.
+
+    ``parent_path`` is the absolute path of ``parent_fd`` (reached from the plan's root without
+    following a link); the quarantine's path is derived from it and checked against the handle.
+
+    Raises:
+        QuarantineUntrusted: it exists but is a symlink, not a directory, not on that
+            filesystem, not ours or open to group or others; or the top is writable by others
+            without the sticky bit; or its path does not lead to it.
+        OSError: it cannot be created or opened (read-only, no permission…): unusable.
+    """
+    top_fd, levels = _top_of_filesystem(parent_fd)
+    try:
+        top = os.fstat(top_fd)
+        top_path = parent_path
+        for _ in range(levels):
+            top_path = os.path.dirname(top_path)
+        if top.st_mode & 0o002 and not top.st_mode & stat.S_ISVTX:
+            raise QuarantineUntrusted(f"{os.fsdecode(top_path)} is writable by anyone, not sticky")
+        name = QUARANTINE_NAME.encode()
+        with contextlib.suppress(FileExistsError):
+            ops.make_dir(top_fd, name)
+        try:
+            qfd = open_dir_at(top_fd, name)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise QuarantineUntrusted(
+                    f"{QUARANTINE_NAME} is a symlink or not a directory"
+                ) from exc
+            raise
+    finally:
+        os.close(top_fd)
+    path = Path(os.fsdecode(os.path.join(top_path, name)))
+    try:
+        _check_quarantine(qfd, top, path)
+    except BaseException:
+        os.close(qfd)
+        raise
+    return VolumeQuarantine(path, qfd, top.st_dev)
+
+
+def _check_quarantine(qfd: int, top: os.stat_result, path: Path) -> None:
+    st = os.fstat(qfd)
+    if st.st_dev != top.st_dev:
+        raise QuarantineUntrusted(f"{path} is on another filesystem than its top")
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise QuarantineUntrusted(f"{path} is not owned by you or is open to group or others")
+    try:
+        by_path = os.stat(path, follow_symlinks=False)
+    except OSError as exc:
+        raise QuarantineUntrusted(f"{path} cannot be reached by its path ({exc.strerror})") from exc
+    if (by_path.st_dev, by_path.st_ino) != (st.st_dev, st.st_ino):
+        raise QuarantineUntrusted(f"{path} does not lead to the quarantine that was opened")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a tree to copy: kind, identity, size, mtime and permission bits."""
+
+    is_dir: bool
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    mode: int
+
+
+def inventory(dir_fd: int, name: bytes, dev: int) -> dict[bytes, Entry]:
+    """Every entry of ``name`` (``b""``) and below it (``b"a/b"``), by lstat only.
+
+    Raises:
+        Unverifiable: a symlink, special file, hard-linked file or other filesystem inside.
+        OSError: it cannot be read.
+    """
+    out: dict[bytes, Entry] = {}
+    _inventory(dir_fd, name, b"", dev, out)
+    return out
+
+
+def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, Entry]) -> None:
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    shown = (rel or name).decode("utf-8", "backslashreplace")
+    if stat.S_ISLNK(st.st_mode):
+        raise Unverifiable(f"{shown} is a symlink")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise Unverifiable(f"{shown} is a special file")
+    if st.st_dev != dev:
+        raise Unverifiable(f"{shown} is on another filesystem")
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise Unverifiable(f"{shown} has {st.st_nlink} hard links")
+    is_dir = stat.S_ISDIR(st.st_mode)
+    out[rel] = Entry(is_dir, st.st_dev, st.st_ino, st.st_size if not is_dir else -1,
+                     st.st_mtime_ns if not is_dir else -1, stat.S_IMODE(st.st_mode))  # fmt: skip
+    if not is_dir:
+        return
+    fd = open_dir_at(dir_fd, name)
+    try:
+        with os.scandir(fd) as entries:
+            children = sorted(os.fsencode(e.name) for e in entries)
+        for child in children:
+            _inventory(fd, child, rel + b"/" + child if rel else child, dev, out)
+    finally:
+        os.close(fd)
+
+
+def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, tuple[int, int, int, int]]:
+    """What ``remove_original_after_verified_copy`` checks each original entry against."""
+    return {rel: (e.dev, e.ino, e.size, e.mtime_ns) for rel, e in entries.items()}
+
+
+def copy_verified(
+    src_dir: int, name: bytes, dst_dir: int, planned: dict[bytes, Entry], ops: FileOps
+) -> dict[bytes, Entry]:
+    """Copy ``name`` from ``src_dir`` into ``dst_dir`` (same name, never replacing), then verify.
+
+    ``planned`` is the original's inventory taken just before. Verification re-reads both
+    sides: the original must be unchanged (same entries, identities, sizes, mtimes), the copy
+    must hold the same entries, the same number of files and bytes, and every file the same
+    SHA-256. Nothing of the original is touched here.
+
+    Returns:
+        The original's inventory as verified (for the removal of the original).
+
+    Raises:
+        CopyMismatch: the copy differs or the original changed (the partial copy stays).
+        Unverifiable: the original now holds a link, special file or mount.
+        OSError: the copy could not be made (the partial copy stays).
+    """
+    _copy(src_dir, name, dst_dir, b"", planned, _children(planned), ops)
+    os.fsync(dst_dir)
+    dev = planned[b""].dev
+    now = inventory(src_dir, name, dev)
+    if now != planned:
+        raise CopyMismatch("the original changed while it was copied")
+    copied = inventory(dst_dir, name, os.fstat(dst_dir).st_dev)
+    if set(copied) != set(now) or any(copied[r].is_dir != now[r].is_dir for r in now):
+        raise CopyMismatch("the copy does not hold the same entries")
+    files = [r for r, e in now.items() if not e.is_dir]
+    if sum(now[r].size for r in files) != sum(copied[r].size for r in files):
+        raise CopyMismatch("the copy does not hold the same number of bytes")
+    for rel in files:
+        if _hash(src_dir, name, rel) != _hash(dst_dir, name, rel):
+            shown = (rel or name).decode("utf-8", "backslashreplace")
+            raise CopyMismatch(f"{shown} differs from its copy")
+    return now
+
+
+def _children(planned: dict[bytes, Entry]) -> dict[bytes, list[bytes]]:
+    """Each directory's entries (by relative path) as names, sorted."""
+    kids: dict[bytes, list[bytes]] = {rel: [] for rel, e in planned.items() if e.is_dir}
+    for rel in sorted(planned):
+        if rel:
+            head, _, tail = rel.rpartition(b"/")
+            kids[head].append(tail)
+    return kids
+
+
+def _copy(
+    src_dir: int, name: bytes, dst_dir: int, rel: bytes, planned: dict[bytes, Entry],
+    kids: dict[bytes, list[bytes]], ops: FileOps,
+) -> None:  # fmt: skip
+    entry = planned[rel]
+    if not entry.is_dir:
+        _copy_file(src_dir, name, dst_dir, entry)
+        return
+    ops.make_dir(dst_dir, name)  # EEXIST if anything is there: never merged into
+    src = open_dir_at(src_dir, name)
+    try:
+        dst = open_dir_at(dst_dir, name)
+        try:
+            opened = os.fstat(src)
+            if (opened.st_dev, opened.st_ino) != (entry.dev, entry.ino):
+                raise CopyMismatch("a directory was replaced while it was copied")
+            for child in kids[rel]:
+                _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops)
+            os.chmod(dst, (entry.mode & 0o1777) | 0o700)  # the owner can always read it back
+            os.fsync(dst)
+            src_st = os.fstat(src)
+            os.utime(dst, ns=(src_st.st_atime_ns, src_st.st_mtime_ns))
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry) -> None:
+    src = os.open(name, _READ_FLAGS, dir_fd=src_dir)
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (entry.dev, entry.ino):
+            raise CopyMismatch("a file was replaced while it was copied")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        dst = os.open(name, flags, 0o600, dir_fd=dst_dir)
+        try:
+            while chunk := os.read(src, _CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(dst, view) :]
+            os.fchmod(dst, (entry.mode & 0o1777) | 0o600)  # never setuid; readable back
+            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.fsync(dst)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _hash(dir_fd: int, name: bytes, rel: bytes) -> str:
+    """SHA-256 of the regular file ``name/rel`` below ``dir_fd`` (no link followed)."""
+    parts = [name, *rel.split(b"/")] if rel else [name]
+    fd = os.dup(dir_fd)
+    try:
+        for part in parts[:-1]:
+            nxt = open_dir_at(fd, part)
+            os.close(fd)
+            fd = nxt
+        handle = os.open(parts[-1], _READ_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+    digest = hashlib.sha256()
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise CopyMismatch("not a regular file")
+        while chunk := os.read(handle, _CHUNK):
+            digest.update(chunk)
+    finally:
+        os.close(handle)
+    return digest.hexdigest()

@@ -1,0 +1,345 @@
+"""Items on another filesystem: a quarantine at the top of that filesystem, or a verified copy.
+
+A tmpfs is mounted on a directory inside the plan's root, so candidates there are on another
+device than the store. Where no tmpfs can be mounted (not root, no mount permission) every test
+here is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb.errors import StoreError
+from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch, verify_receipt
+from hygiene_nb.executor.batches import (
+    QUARANTINE_NAME,
+    TREE_NAME,
+    known_quarantines,
+    read_manifest,
+)
+from hygiene_nb.executor.fileops import DIR_FLAGS, remove_original_after_verified_copy
+from hygiene_nb.store import Store
+from tests.conftest import write
+from tests.executor.test_execute import confirm_for, make_plan
+
+
+def _mount_tmpfs(where: Path) -> str | None:
+    """Mount a small tmpfs on ``where``; the reason it cannot be done, or None."""
+    if os.geteuid() != 0:
+        return "mounting a tmpfs needs root"
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=32m,mode=1777", "tmpfs", str(where)],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"mount is not usable here ({exc})"
+    if done.returncode != 0:
+        return f"mount -t tmpfs failed here: {done.stderr.strip()}"
+    return None
+
+
+@pytest.fixture
+def xworld(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """A root on the store's filesystem with a tmpfs mounted at ``root/mnt``."""
+    root = tmp_path / "r"
+    mnt = root / "mnt"
+    mnt.mkdir(parents=True)
+    write(root / "local.log", 30)
+    why = _mount_tmpfs(mnt)
+    if why is not None:
+        pytest.skip(why)
+    try:
+        write(mnt / "cache" / "a.bin", data=b"a" * 1000)
+        write(mnt / "cache" / "sub" / "b.bin", data=os.urandom(70_000))
+        write(mnt / "cache" / "sub" / "empty", 0)
+        (mnt / "cache" / "emptydir").mkdir()
+        os.chmod(mnt / "cache" / "a.bin", 0o640)
+        os.utime(mnt / "cache" / "a.bin", ns=(1_600_000_000_000_000_000,) * 2)
+        write(mnt / "old.log", data=b"old log line\n" * 10)
+        assert os.stat(mnt / "cache").st_dev != os.stat(root).st_dev
+        yield {"root": root, "mnt": mnt, "store": tmp_path / "store", "tmp": tmp_path}
+    finally:
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def contents(path: Path) -> dict[str, tuple[str, int]]:
+    """Every entry below ``path`` (and itself): a hash for files, the kind and mode bits."""
+    out: dict[str, tuple[str, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in ["", *dirnames, *filenames]:
+            p = Path(dirpath) / name if name else Path(dirpath)
+            st = os.lstat(p)
+            rel = str(p.relative_to(path))
+            if stat.S_ISREG(st.st_mode):
+                out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), stat.S_IMODE(st.st_mode))
+            elif stat.S_ISDIR(st.st_mode):
+                out.setdefault(rel, ("dir", 0))
+            else:
+                out[rel] = ("other", 0)
+    return out
+
+
+def manifest_of(batch: Path) -> dict[str, Any]:
+    fd = os.open(batch, DIR_FLAGS)
+    try:
+        doc = read_manifest(fd)
+    finally:
+        os.close(fd)
+    assert doc is not None
+    return doc
+
+
+def states(batch: Path) -> dict[bytes, str]:
+    return {base64.b64decode(i["original_b64"]): i["state"] for i in manifest_of(batch)["items"]}
+
+
+def in_batch(batch: Path, original: Path) -> Path:
+    return batch / TREE_NAME.decode() / str(original).lstrip("/")
+
+
+def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quarantine at the top of the other filesystem cannot be made (as on a read-only top)."""
+
+    def refuse(*_: object) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
+
+
+def test_a_per_filesystem_quarantine_takes_items_by_rename(xworld: dict[str, Path]) -> None:
+    root, mnt = xworld["root"], xworld["mnt"]
+    before = contents(mnt / "cache")
+    inode = os.stat(mnt / "cache").st_ino
+    plan = make_plan(xworld, "mnt/cache", "mnt/old.log", "local.log")
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert result.status == "done" and result.skipped == []
+    quarantine = mnt / QUARANTINE_NAME
+    st = os.lstat(quarantine)
+    assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+    assert st.st_uid == os.geteuid() and st.st_dev == os.stat(mnt).st_dev
+    # one batch per quarantine directory: the store's and the one on the tmpfs
+    assert len(result.batches) == 2 and result.batch_id == result.batches[0]["batch_id"]
+    (volume,) = [Path(b["batch_path"]) for b in result.batches if b["batch_path"].startswith(
+        str(quarantine))]  # fmt: skip
+    moved = in_batch(volume, mnt / "cache")
+    assert os.stat(moved).st_ino == inode  # a rename, not a copy
+    assert contents(moved) == before and not (mnt / "cache").exists()
+    assert states(volume) == {os.fsencode(mnt / "cache"): "moved",
+                              os.fsencode(mnt / "old.log"): "moved"}  # fmt: skip
+    receipt = json.loads(Path(str(result.receipt_path)).read_text())
+    assert receipt["batch_id"] == result.batch_id
+    assert sorted(b["batch_id"] for b in receipt["batches"]) == sorted(
+        b["batch_id"] for b in result.batches
+    )
+    methods = {Path(i["path"]).name: (i["method"], i["batch_id"]) for i in receipt["items"]}
+    assert methods["cache"] == ("rename", volume.name)
+    # the store knows the quarantine: list, restore
+    assert known_quarantines(store) == [store.quarantine, quarantine]
+    assert volume.name in {b.batch_id for b in list_store_batches(store)}
+    back = restore_batch(store, volume.name, execute=True)
+    assert back.status == "done" and sorted(back.restored) == sorted(
+        [str(mnt / "cache"), str(mnt / "old.log")]
+    )
+    assert os.stat(mnt / "cache").st_ino == inode and contents(mnt / "cache") == before
+    assert not (root / "local.log").exists()  # that one stays in the store's batch
+
+
+def test_verify_finds_items_in_a_single_volume_batch(xworld: dict[str, Path]) -> None:
+    plan = make_plan(xworld, "mnt/old.log")
+    result = execute_plan(plan.plan_path, store=Store(xworld["store"]), confirm=confirm_for(plan))
+    assert result.status == "done" and len(result.batches) == 1
+    assert verify_receipt(str(result.receipt_path)).status == "verified"
+
+
+@pytest.mark.parametrize("kind", ["symlink", "world-writable", "group-readable", "a-file"])
+def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], kind: str) -> None:
+    mnt = xworld["mnt"]
+    quarantine = mnt / QUARANTINE_NAME
+    elsewhere = xworld["tmp"] / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    if kind == "symlink":
+        quarantine.symlink_to(elsewhere)
+    elif kind == "a-file":
+        write(quarantine, 1)
+    else:
+        quarantine.mkdir()
+        quarantine.chmod(0o777 if kind == "world-writable" else 0o750)
+    before = contents(mnt / "cache")
+    plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert result.status == "partial" and result.moved == []
+    assert {s["code"] for s in result.skipped} == {"quarantine-untrusted"}
+    assert contents(mnt / "cache") == before and (mnt / "old.log").exists()
+    assert list(elsewhere.iterdir()) == []
+    if kind not in ("symlink", "a-file"):
+        assert list(quarantine.iterdir()) == []
+    assert result.batches == [] and list(store.quarantine.iterdir()) == []
+
+
+def test_without_allow_copy_an_unusable_volume_quarantine_skips_cross_device(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    volume_unusable(monkeypatch)
+    plan = make_plan(xworld, "mnt/cache", "local.log")
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert result.status == "partial"
+    (skip,) = result.skipped
+    assert skip["code"] == "cross-device" and "--allow-copy" in skip["message"]
+    assert (xworld["mnt"] / "cache" / "a.bin").exists()
+    assert [Path(m["path"]).name for m in result.moved] == ["local.log"]
+
+
+def test_allow_copy_copies_verifies_and_only_then_removes(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mnt = xworld["mnt"]
+    volume_unusable(monkeypatch)
+    before = contents(mnt / "cache")
+    a_mtime = os.stat(mnt / "cache" / "a.bin").st_mtime_ns
+    inode = os.stat(mnt / "cache").st_ino
+    plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
+    store = Store(xworld["store"])
+    seen: list[str] = []
+    real = remove_original_after_verified_copy
+
+    def checked(dir_fd: int, name: bytes, verified: dict[bytes, Any]) -> int:
+        # at the moment of removal, the copy is whole and the manifest records it as moved
+        (batch,) = list(store.quarantine.iterdir())
+        original = mnt / os.fsdecode(name)
+        copy = in_batch(batch, original)
+        assert contents(copy) == contents(original)
+        assert states(batch)[os.fsencode(original)] == "moved"
+        seen.append(os.fsdecode(name))
+        return real(dir_fd, name, verified)
+
+    monkeypatch.setattr("hygiene_nb.executor.execute.remove_original_after_verified_copy", checked)
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert result.status == "done" and result.skipped == []
+    assert sorted(seen) == ["cache", "old.log"]
+    assert not (mnt / "cache").exists() and not (mnt / "old.log").exists()
+    (batch,) = list(store.quarantine.iterdir())
+    copy = in_batch(batch, mnt / "cache")
+    assert contents(copy) == before  # byte for byte, same modes
+    assert os.stat(copy / "a.bin").st_mtime_ns == a_mtime
+    assert os.stat(copy).st_ino != inode and os.stat(copy).st_dev != os.stat(mnt).st_dev
+    assert set(states(batch).values()) == {"moved"}
+    receipt = json.loads(Path(str(result.receipt_path)).read_text())
+    assert {i["method"] for i in receipt["items"]} == {"copy"}
+    assert not (mnt / QUARANTINE_NAME).exists()
+
+
+@pytest.mark.parametrize("trouble", ["hard-link-inside", "hard-link-outside", "symlink"])
+def test_a_tree_a_copy_cannot_verify_is_kept(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch, trouble: str
+) -> None:
+    mnt = xworld["mnt"]
+    cache = mnt / "cache"
+    if trouble == "hard-link-inside":
+        os.link(cache / "a.bin", cache / "sub" / "a-again")
+    elif trouble == "hard-link-outside":
+        os.link(cache / "a.bin", mnt / "a-outside")
+    else:
+        (cache / "sub" / "link").symlink_to(xworld["tmp"] / "canary")
+        write(xworld["tmp"] / "canary", data=b"canary")
+    volume_unusable(monkeypatch)
+    before = contents(cache)
+    plan = make_plan(xworld, "mnt/cache")
+    assert plan.candidates == 1
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert [s["code"] for s in result.skipped] == ["copy-unverifiable"]
+    assert contents(cache) == before
+    assert result.batches == [] and list(store.quarantine.iterdir()) == []
+
+
+class Crash(BaseException):
+    """Stands for the process dying in the middle of a copy."""
+
+
+def test_a_crash_mid_copy_leaves_the_original_and_a_pending_partial_copy(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.executor import crossdev
+
+    mnt = xworld["mnt"]
+    volume_unusable(monkeypatch)
+    before = contents(mnt / "cache")
+    plan = make_plan(xworld, "mnt/cache")
+    store = Store(xworld["store"])
+    real = crossdev._copy_file
+    calls: list[bytes] = []
+
+    def dies_on_second(src_dir: int, name: bytes, dst_dir: int, entry: Any) -> None:
+        calls.append(name)
+        if len(calls) == 2:
+            raise Crash
+        real(src_dir, name, dst_dir, entry)
+
+    monkeypatch.setattr(crossdev, "_copy_file", dies_on_second)
+    with pytest.raises(Crash):
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert contents(mnt / "cache") == before  # the original is whole
+    (batch,) = list(store.quarantine.iterdir())
+    assert states(batch) == {os.fsencode(mnt / "cache"): "pending"}
+    assert in_batch(batch, mnt / "cache").is_dir()  # the partial copy, recorded
+    (info,) = list_store_batches(store)
+    assert info.manifest == "ok" and info.items == 0
+
+
+def test_the_original_is_not_removed_if_it_changed_after_verification(tmp_path: Path) -> None:
+    item = tmp_path / "item"
+    write(item / "f", data=b"one")
+    st_dir, st_f = os.stat(item), os.stat(item / "f")
+    verified = {b"": (st_dir.st_dev, st_dir.st_ino, -1, -1),
+                b"f": (st_f.st_dev, st_f.st_ino, st_f.st_size, st_f.st_mtime_ns)}  # fmt: skip
+    write(item / "new", data=b"arrived later")
+    fd = os.open(tmp_path, DIR_FLAGS)
+    try:
+        with pytest.raises(OSError) as info:
+            remove_original_after_verified_copy(fd, b"item", verified)
+        assert info.value.errno == errno.ESTALE
+        assert (item / "f").read_bytes() == b"one"  # nothing was removed
+        (item / "new").unlink()
+        assert remove_original_after_verified_copy(fd, b"item", verified) == 2
+    finally:
+        os.close(fd)
+    assert not item.exists()
+
+
+def test_an_unreadable_quarantine_registry_fails_closed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store").ensure()
+    assert known_quarantines(store) == [store.quarantine]
+    (store.root / "quarantines.json").write_text("{not json")
+    with pytest.raises(StoreError):
+        list_store_batches(store)
+
+
+def test_purge_finds_a_volume_batch(xworld: dict[str, Path]) -> None:
+    from hygiene_nb.executor import purge_batch
+
+    plan = make_plan(xworld, "mnt/old.log")
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    batch = str(result.batch_id)
+    assert Path(result.batches[0]["batch_path"]).parent == xworld["mnt"] / QUARANTINE_NAME
+    shown = purge_batch(store, batch)
+    assert shown.would_destroy == {"items": 1, "files": 1, "bytes": 130}
+    purge_batch(store, batch, execute=True, confirm_batch_id=batch,
+                acknowledge_risk="permanent-delete")  # fmt: skip
+    assert list((xworld["mnt"] / QUARANTINE_NAME).iterdir()) == []
