@@ -337,3 +337,21 @@ def test_keep_bytes_count_a_hard_link_shared_by_two_kept_directories_once(
 
 def own_bytes(*paths: Path) -> int:
     return sum(os.lstat(p).st_size for p in paths)
+
+
+def test_an_entry_that_cannot_be_read_now_is_excluded(
+    tree: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno as errno_mod
+
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "app.log", tree / "data" / "scratch.bin")
+    real = api.lstat_beneath
+
+    def denied(root: bytes, path: bytes) -> os.stat_result:
+        if path.endswith(b"app.log"):
+            raise PermissionError(errno_mod.EACCES, "Permission denied")
+        return real(root, path)
+
+    monkeypatch.setattr(api, "lstat_beneath", denied)
+    assert excluded(plan_of(tree, store)) == {str(tree / "web" / "app.log"): "unreadable-now"}

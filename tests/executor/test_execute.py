@@ -417,3 +417,97 @@ def test_restore_and_purge_commands_keep_the_contract(world: dict[str, Path]) ->
     code, out = cli("purge", batch, "--execute", "--confirm-batch-id", batch,
                     "--acknowledge-risk", "permanent-delete")  # fmt: skip
     assert code == 0 and not (store.quarantine / batch).exists()
+
+
+def test_nfc_and_nfd_twins_are_different_entries(world: dict[str, Path]) -> None:
+    import unicodedata
+
+    root = world["root"]
+    nfc, nfd = unicodedata.normalize("NFC", "café"), unicodedata.normalize("NFD", "café")
+    write(root / "twins" / nfc, data=b"composed")
+    write(root / "twins" / nfd, data=b"decomposed")
+    plan = make_plan(world, f"twins/{nfd}")
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert [m["path"] for m in result.moved] == [str(root / "twins" / nfd)]
+    assert (root / "twins" / nfc).read_bytes() == b"composed"
+    assert not (root / "twins" / nfd).exists()
+
+
+def test_overlapping_plans_never_move_anything_twice(world: dict[str, Path]) -> None:
+    root, store_path = world["root"], world["store"]
+    api.scan_root(root, store=store_path)
+    api.annotate([str(root / "web" / "app.log"), str(root / "data" / "scratch.bin")],
+                 store=store_path, decision="delete")  # fmt: skip
+    first = api.make_plan(root, store=store_path)
+    api.annotate([str(root / "data" / "keep.txt")], store=store_path, decision="delete")
+    second = api.make_plan(root, store=store_path)  # overlaps the first in two items
+    store = Store(store_path)
+    execute_plan(first.plan_path, store=store, confirm=confirm_for(first))
+    result = execute_plan(second.plan_path, store=store, confirm=confirm_for(second))
+    assert [m["path"] for m in result.moved] == [str(root / "data" / "keep.txt")]
+    assert sorted(s["code"] for s in result.skipped) == ["gone", "gone"]
+
+
+def test_verify_reports_items_missing_from_their_batch(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log", "data/scratch.bin")
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    batch = Path(world["store"]) / "quarantine" / str(result.batch_id)
+    (batch / "tree" / str(world["root"] / "web" / "app.log").lstrip("/")).unlink()
+    checked = verify_receipt(str(result.receipt_path))
+    assert checked.status == "mismatch"
+    assert checked.missing_from_batch == [str(world["root"] / "web" / "app.log")]
+
+
+def test_a_forged_plan_naming_home_is_refused_even_if_registered(world: dict[str, Path]) -> None:
+    from hygiene_nb.ledger import IssuedPlan, Ledger
+    from hygiene_nb.plan import plan_digest
+
+    plan = make_plan(world, "web/app.log")
+    home = Path(os.environ["HOME"])
+    home.mkdir(exist_ok=True)
+    doc = json.loads(Path(plan.plan_path).read_text())
+    forged_root = home.parent
+    st = os.lstat(forged_root)
+    doc["root"] = {"path": str(forged_root), "dev": st.st_dev, "inode": st.st_ino}
+    hst = os.lstat(home)
+    doc["candidates"][0].update(
+        path=str(home), kind="dir", dev=hst.st_dev, inode=hst.st_ino, tree_bytes=0,
+        tree_alloc=0, tree_files=0,
+        fingerprint={"count": 0, "bytes": 0, "newest_mtime_ns": 0, "sha256": "sha256:" + "0" * 64},
+    )  # fmt: skip
+    doc["plan_id"] = "plan-20260101T000000Z-0f0f0f0f"
+    doc["plan_digest"] = plan_digest(doc)
+    forged = world["root"].parent / "forged.json"
+    forged.write_text(json.dumps(doc))
+    forged.chmod(0o600)
+    with Ledger.open(Store(world["store"])) as ledger:  # as if the store had issued it
+        ledger.record_plan(IssuedPlan(doc["plan_id"], doc["plan_digest"], str(forged_root),
+                                      "s", str(forged), doc["created_at"], doc["expires_at"],
+                                      1, 0, "issued"))  # fmt: skip
+    confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
+    assert refuse(world, str(forged), confirm) == "candidate-forbidden"
+    assert home.exists()
+
+
+def test_a_permission_error_on_the_way_is_a_skip(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno as errno_mod
+
+    from hygiene_nb.executor import guards
+
+    plan = make_plan(world, "web/app.log", "data/scratch.bin")
+    real = guards.open_dir_at
+
+    def denied(fd: int, name: bytes) -> int:
+        if name == b"web":
+            raise PermissionError(errno_mod.EACCES, "Permission denied")
+        return real(fd, name)
+
+    monkeypatch.setattr(guards, "open_dir_at", denied)
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert [(s["path"], s["code"]) for s in result.skipped] == [
+        (str(world["root"] / "web" / "app.log"), "permission-denied")
+    ]
+    assert (world["root"] / "web" / "app.log").exists()
+    assert [m["path"] for m in result.moved] == [str(world["root"] / "data" / "scratch.bin")]
