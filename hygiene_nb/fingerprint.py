@@ -23,6 +23,7 @@ __all__ = [
     "lstat_beneath",
     "signed64",
     "walk_subtree",
+    "walk_subtree_at",
 ]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -133,6 +134,27 @@ def walk_subtree(
         st = os.fstat(top)
         if expect is not None and (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", path)
+        out: list[tuple[bytes, str, int, int, int]] = []
+        _walk_into(top, b"", out)
+        return out
+    finally:
+        os.close(top)
+
+
+def walk_subtree_at(
+    dir_fd: int, name: bytes, *, expect: tuple[int, int]
+) -> list[tuple[bytes, str, int, int, int]]:
+    """Like ``walk_subtree``, for directory ``name`` under an open handle (no symlinks).
+
+    Raises:
+        SymlinkOnPath: ``name`` is not the directory ``expect`` names.
+        OSError: a directory cannot be read.
+    """
+    top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        st = os.fstat(top)
+        if (st.st_dev, st.st_ino) != expect:
+            raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", name)
         out: list[tuple[bytes, str, int, int, int]] = []
         _walk_into(top, b"", out)
         return out

@@ -165,6 +165,7 @@ def claim_batch(quarantine: Path, *, plan_id: str, plan_digest: str, ops: FileOp
             except FileExistsError:
                 continue  # never reuse a directory of unknown content
             fd = open_dir_at(qfd, batch_id.encode())
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held while this run fills it (until close)
             return Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
                          plan_digest)  # fmt: skip
     finally:
@@ -186,6 +187,7 @@ def claim_batch_at(
         except FileExistsError:
             continue  # never reuse a directory of unknown content
         fd = open_dir_at(qfd, batch_id.encode())
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while this run fills it (until close)
         return Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
                      plan_digest)  # fmt: skip
 

@@ -20,6 +20,7 @@ from hygiene_nb.errors import (
     AcknowledgementMissing,
     CandidateForbidden,
     ConfirmationMismatch,
+    HygieneError,
     PlanAlreadyExecuted,
     PlanDigestMismatch,
     PlanExpired,
@@ -56,7 +57,7 @@ from hygiene_nb.executor.fileops import (
 from hygiene_nb.executor.guards import GitCache, Skip, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
-from hygiene_nb.fingerprint import signed64
+from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
 from hygiene_nb.store import Store
@@ -217,6 +218,11 @@ def execute_plan(
         Refused: a whole-plan check failed (nothing touched).
     """
     plan = load_plan(plan_path)
+    if not store.ledger.exists():  # refuse without creating anything in a store that is not one
+        raise PlanNotIssued(
+            f"{store.root} holds no ledger, so it issued no plan; give the --store that made "
+            f"plan {plan.plan['plan_id']}."
+        )
     with Ledger.open(store) as ledger:
         _authorize(plan, store, ledger, confirm)
         result = ExecuteResult(
@@ -286,20 +292,39 @@ def _carry_out(
     root = p["root"]["path"].encode()
     root_fd = os.open(root, DIR_FLAGS)
     run = _Run(store, p, ops, quarantine_dev, allow_copy)
+    aborted = ""
+    cands = p["candidates"]
     try:
-        cands = p["candidates"]
+        root_st = os.fstat(root_fd)
+        if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p["root"]["dev"],
+                                                                   p["root"]["inode"]):  # fmt: skip
+            raise RootReplaced(f"{p['root']['path']} was replaced just before acting on it.")
         size = max(_GROUP, -(-len(cands) // _MAX_GROUPS))
         for start in range(0, len(cands), size):
             for cand, skip, where in run.group(root_fd, root, cands[start : start + size]):
                 _record(result, cand, skip)
                 run.outcomes.append({**_outcome(cand, skip), **where})
+    except (OSError, HygieneError) as exc:
+        # Stop moving (what is moved is recorded in its batch), but always write the receipt:
+        # the rest is reported as aborted, and the plan can never act again.
+        aborted = f"the run stopped: {exc}"
+        _abort_rest(result, run, cands, aborted)
     finally:
         os.close(root_fd)
         for batch in run.batches:
             batch.close()
     checkpoint("before-receipt")
     _finish(plan, store, ledger, result, run.batches, run.outcomes,
-            (authorization_id, authorized_at, free_before))  # fmt: skip
+            (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+
+
+def _abort_rest(result: ExecuteResult, run: _Run, cands: list[dict[str, Any]], reason: str) -> None:
+    seen = {o["path"] for o in run.outcomes}
+    for cand in cands:
+        if cand["path"] not in seen:
+            skip = Skip.of(cand["path"], "aborted", reason)
+            _record(result, cand, skip)
+            run.outcomes.append(_outcome(cand, skip))
 
 
 @dataclass
@@ -486,17 +511,55 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
             item.state = "returned"
             return Skip.of(cand["path"], "move-failed", exc.strerror or "")
         checkpoint("after-move")
-        arrived = os.stat(name, dir_fd=target, follow_symlinks=False)
-        if (signed64(arrived.st_dev), signed64(arrived.st_ino)) != (cand["dev"], cand["inode"]):
-            # Something else was swapped in at the last instant: put it back, never keep it.
-            ops.rename_noreplace(target, name, parent, name)
-            item.state = "returned"
-            return Skip.of(cand["path"], "changed-since-plan", "it was replaced while moving")
+        problem = _arrived_differs(target, name, cand)
+        if problem:
+            return _put_back(item, cand, problem, (target, parent, name), ops)
         item.state = "moved"
         item.at = _now().isoformat()
         return None
     finally:
         os.close(target)
+
+
+def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> str:
+    """Why what arrived in the batch is not what the plan described ("" if it is).
+
+    A directory is fingerprinted again where nobody else can reach it: anything swapped in, or
+    added or changed inside it since its check, shows here.
+    """
+    st = os.stat(name, dir_fd=target, follow_symlinks=False)
+    if (signed64(st.st_dev), signed64(st.st_ino)) != (cand["dev"], cand["inode"]):
+        return "another entry was swapped in while moving"
+    if cand["kind"] == "dir":
+        try:
+            entries = walk_subtree_at(target, name, expect=(st.st_dev, st.st_ino))
+        except OSError as exc:
+            return f"its contents could not be read again ({exc.strerror})"
+        if fingerprint(entries) != Fingerprint(**cand["fingerprint"]):
+            return "its contents changed between the check and the move"
+    return ""
+
+
+def _put_back(
+    item: ManifestItem,
+    cand: dict[str, Any],
+    problem: str,
+    where: tuple[int, int, bytes],
+    ops: FileOps,
+) -> Skip:
+    """Move an unplanned arrival back (never replacing); if impossible, hold it, recorded."""
+    target, parent, name = where
+    try:
+        ops.rename_noreplace(target, name, parent, name)
+    except OSError as exc:
+        item.state = "held"  # in the batch with its origin recorded; a person decides
+        held = (
+            f"{problem}; it could not be put back ({exc.strerror}) and is held in the batch "
+            "with its origin recorded: check it, then restore it by hand"
+        )
+        return Skip.of(cand["path"], "changed-since-plan", held)
+    item.state = "returned"
+    return Skip.of(cand["path"], "changed-since-plan", f"{problem}; it was put back")
 
 
 def _copyable(
@@ -593,6 +656,8 @@ def _finish(
     batches: list[Batch],
     outcomes: list[dict[str, Any]],
     auth: tuple[str, str, int],
+    *,
+    aborted: str = "",
 ) -> None:
     p = plan.plan
     batch = batches[0] if batches else None
@@ -621,13 +686,14 @@ def _finish(
             "moved_bytes": result.bytes,
             "free_before": free_before,
             "free_after": _free(p["root"]["path"]),
+            "aborted": aborted or None,
         },
     )
     result.status = "partial" if result.skipped else "done"
     result.batch_id = batch.batch_id if batch else None
     result.batches = [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches]
     result.receipt_path = str(store.receipts / f"{receipt_id}.json")
-    ledger.finish_plan(p["plan_id"], "executed")
+    ledger.finish_plan(p["plan_id"], "aborted" if aborted else "executed")
     ledger.record_execution(
         {
             "plan_id": p["plan_id"],

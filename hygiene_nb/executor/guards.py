@@ -43,6 +43,7 @@ SKIP_HINTS = {
     "permission-denied": "it cannot be read or moved with your permissions",
     "cross-device": "it is on another filesystem than the quarantine; nothing was copied",
     "move-failed": "the move did not happen; it is where it was",
+    "aborted": "not attempted; see `hygiene-nb quarantine list` and run a new plan for it",
 }
 
 

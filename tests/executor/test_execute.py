@@ -19,7 +19,7 @@ from hygiene_nb import api
 from hygiene_nb.errors import HygieneError, Refused
 from hygiene_nb.executor import Confirmation, execute_plan, verify_receipt
 from hygiene_nb.executor.batches import TREE_NAME, read_manifest
-from hygiene_nb.executor.fileops import DIR_FLAGS
+from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
 from hygiene_nb.executor.hooks import CHECKPOINTS, checkpoint
 from hygiene_nb.store import Store
 from tests.conftest import write
@@ -511,3 +511,80 @@ def test_a_permission_error_on_the_way_is_a_skip(
     ]
     assert (world["root"] / "web" / "app.log").exists()
     assert [m["path"] for m in result.moved] == [str(world["root"] / "data" / "scratch.bin")]
+
+
+class RaceOps(LocalFileOps):
+    """Real moves, with a race acted out just before the move of ``victim``."""
+
+    def __init__(self, victim: bytes, race: Any) -> None:
+        self.victim, self.race = victim, race
+
+    def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        if src == self.victim and self.race is not None:
+            race, self.race = self.race, None
+            race()
+        super().rename_noreplace(src_dir, src, dst_dir, dst)
+
+
+def test_a_directory_that_gains_an_entry_just_before_its_move_is_put_back(
+    world: dict[str, Path],
+) -> None:
+    root = world["root"]
+    write(root / "proj" / "mine" / "thesis.tex", data=b"years of work")
+    plan = make_plan(world, "web/node_modules")
+    smuggle = lambda: os.rename(root / "proj" / "mine", root / "web" / "node_modules" / "mine")  # noqa: E731
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
+                          ops=RaceOps(b"node_modules", smuggle))  # fmt: skip
+    assert result.moved == []
+    assert [s["code"] for s in result.skipped] == ["changed-since-plan"]
+    assert "put back" in result.skipped[0]["message"]
+    assert (root / "web" / "node_modules" / "mine" / "thesis.tex").read_bytes() == b"years of work"
+
+
+def test_an_arrival_that_cannot_be_put_back_is_held_and_the_run_finishes(
+    world: dict[str, Path],
+) -> None:
+    root = world["root"]
+    plan = make_plan(world, "web/app.log", "data/scratch.bin")
+
+    def swap_and_reoccupy() -> None:
+        os.rename(root / "web" / "app.log", root / "web" / "old.log")
+        write(root / "web" / "app.log", data=b"an impostor")  # swapped in
+
+    class Reoccupy(RaceOps):
+        def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+            super().rename_noreplace(src_dir, src, dst_dir, dst)
+            if src == b"app.log" and not (root / "web" / "app.log").exists():
+                write(root / "web" / "app.log", data=b"someone else")  # the place is taken again
+
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
+                          ops=Reoccupy(b"app.log", swap_and_reoccupy))  # fmt: skip
+    assert [m["path"] for m in result.moved] == [str(root / "data" / "scratch.bin")]
+    (skip,) = result.skipped
+    assert skip["code"] == "changed-since-plan" and "held in the batch" in skip["message"]
+    assert (root / "web" / "old.log").exists()  # the planned file never moved
+    assert result.receipt_path is not None and Path(result.receipt_path).exists()
+
+
+def test_a_batch_being_filled_cannot_be_purged(world: dict[str, Path]) -> None:
+    from hygiene_nb.executor import purge_batch
+    from hygiene_nb.executor.batches import claim_batch
+
+    store = Store(world["store"]).ensure()
+    batch = claim_batch(store.quarantine, plan_id="p", plan_digest="d", ops=LocalFileOps())
+    try:
+        with pytest.raises(HygieneError) as info:
+            purge_batch(store, batch.batch_id, execute=True, confirm_batch_id=batch.batch_id,
+                        acknowledge_risk="permanent-delete", include_incomplete=True)  # fmt: skip
+        assert info.value.code == "batch-busy"
+    finally:
+        batch.close()
+
+
+def test_a_refusal_creates_no_store(world: dict[str, Path], tmp_path: Path) -> None:
+    plan = make_plan(world, "web/app.log")
+    fresh = tmp_path / "no-store-here"
+    with pytest.raises(Refused) as info:
+        execute_plan(plan.plan_path, store=Store(fresh), confirm=confirm_for(plan))
+    assert info.value.code == "plan-not-issued"
+    assert not fresh.exists()
