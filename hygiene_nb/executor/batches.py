@@ -120,6 +120,7 @@ class Batch:
     plan_digest: str
     items: dict[bytes, ManifestItem] = field(default_factory=dict)
     merged: bool = False  # the manifest on disk was merged into ``items``
+    root: dict[str, Any] | None = None  # the plan's root: restore never goes outside it
 
     def close(self) -> None:
         """Close the batch's directory handle."""
@@ -320,6 +321,7 @@ def _manifest_doc(batch: Batch) -> dict[str, Any]:
         "created_at": batch.created_at,
         "plan_id": batch.plan_id,
         "plan_digest": batch.plan_digest,
+        "root": batch.root,
         "items": [
             dict(vars(i)) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)
         ],

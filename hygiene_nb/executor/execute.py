@@ -452,6 +452,7 @@ class _Run:
             register_quarantine(self.store, volume.path)
             batch = claim_batch_at(volume.fd, volume.path, plan_id=self.p["plan_id"],
                                    plan_digest=self.p["plan_digest"], ops=self.ops)  # fmt: skip
+            batch.root = dict(self.p["root"])
         except StoreError as exc:
             return self._unusable(f"{volume.path} cannot be registered ({exc.message})")
         except OSError as exc:
@@ -473,6 +474,7 @@ def _where(batch: Batch, method: str) -> dict[str, Any]:
 def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
     batch = claim_batch(store.quarantine, plan_id=p["plan_id"], plan_digest=p["plan_digest"],
                         ops=ops)  # fmt: skip
+    batch.root = dict(p["root"])
     checkpoint("after-batch")
     return batch
 

@@ -55,7 +55,7 @@ from hygiene_nb.store import Store
 __all__ = ["Blocked", "RestoreResult", "lock_batch", "open_batch", "restore_batch"]
 
 _BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
-_STATES = frozenset({"pending", "moved", "restored", "returned"})
+_STATES = frozenset({"pending", "moved", "restored", "returned", "held"})
 _BACK = frozenset({"restored", "returned"})
 _OCCUPIED = frozenset({errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR})
 
@@ -267,6 +267,15 @@ def _load_batch(path: Path, batch_id: str, fd: int) -> Batch:
         by_path = {i.original_raw: i for i in items}
         if len(by_path) != len(items) or any(i.state not in _STATES for i in items):
             raise ValueError("duplicate items or an unknown item state")
+        root = doc.get("root")
+        if not (
+            isinstance(root, dict)
+            and isinstance(root.get("path"), str)
+            and root["path"].startswith("/")
+            and isinstance(root.get("dev"), int)
+            and isinstance(root.get("inode"), int)
+        ):
+            raise ValueError("it does not record the root its items came from")
         return Batch(
             path,
             batch_id,
@@ -275,6 +284,7 @@ def _load_batch(path: Path, batch_id: str, fd: int) -> Batch:
             str(doc["plan_id"]),
             str(doc["plan_digest"]),
             by_path,
+            root=root,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise _invalid(batch_id, f"its manifest is invalid ({exc})") from exc
@@ -322,7 +332,7 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
         _absent_from_batch(batch, item, parts, ops)
     try:
         _check_unchanged(batch, item, src, parts[-1])
-        dst = _open_target_parent(item, parts[:-1], ops)
+        dst = _open_target_parent(batch, item, parts, ops)
         if dst is None:
             return  # dry run: a parent is missing, so the target is free
         try:
@@ -429,13 +439,50 @@ def _check_unchanged(batch: Batch, item: ManifestItem, parent: int, name: bytes)
         )
 
 
-def _open_target_parent(item: ManifestItem, parts: list[bytes], ops: FileOps | None) -> int | None:
-    """A handle on the target's parent, walked from ``/`` with no symlink followed.
+def _open_root(batch: Batch, item: ManifestItem, parts: list[bytes]) -> tuple[int, list[bytes]]:
+    """The plan's root, checked to be the same directory, and ``parts`` relative to it.
 
-    A missing directory is recreated (0700) when ``ops`` is given; in a dry run the walk stops
-    there and returns None (the target is free).
+    Raises:
+        _Block: the item lies outside the root, or the root was replaced.
     """
-    current = os.open(b"/", DIR_FLAGS)
+    assert batch.root is not None  # _load_batch refuses a manifest without one
+    root = batch.root["path"].encode("utf-8", "surrogateescape")
+    root_parts = [p for p in root.split(b"/") if p]
+    if parts[: len(root_parts)] != root_parts or len(parts) <= len(root_parts):
+        raise _Block(
+            "target-unusable",
+            f"{item.original} is not inside {batch.root['path']}, the root the plan acted on; "
+            "the manifest was altered. Nothing was restored.",
+        )
+    try:
+        fd = os.open(root, DIR_FLAGS)
+    except OSError as exc:
+        raise _Block(
+            "target-unusable",
+            f"the plan's root {batch.root['path']} cannot be opened ({exc.strerror}); "
+            "restore by hand or recreate it.",
+        ) from exc
+    st = os.fstat(fd)
+    if (signed64(st.st_dev), signed64(st.st_ino)) != (batch.root["dev"], batch.root["inode"]):
+        os.close(fd)
+        raise _Block(
+            "target-unusable",
+            f"{batch.root['path']} is not the directory the items came from (it was replaced); "
+            "restore them by hand.",
+        )
+    return fd, parts[len(root_parts) :]
+
+
+def _open_target_parent(
+    batch: Batch, item: ManifestItem, parts: list[bytes], ops: FileOps | None
+) -> int | None:
+    """A handle on the target's parent, walked from the plan's root with no symlink followed.
+
+    ``parts`` are the item's absolute path components. A missing directory is recreated (0700)
+    when ``ops`` is given; in a dry run the walk stops there and returns None (target free).
+    """
+    current, relative = _open_root(batch, item, parts)
+    parts = relative[:-1]
     try:
         for part in parts:
             nxt = _step(item, current, part, ops)

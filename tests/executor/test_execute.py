@@ -588,3 +588,27 @@ def test_a_refusal_creates_no_store(world: dict[str, Path], tmp_path: Path) -> N
         execute_plan(plan.plan_path, store=Store(fresh), confirm=confirm_for(plan))
     assert info.value.code == "plan-not-issued"
     assert not fresh.exists()
+
+
+def test_a_tampered_manifest_cannot_restore_outside_the_root(
+    world: dict[str, Path], tmp_path: Path
+) -> None:
+    from hygiene_nb.executor import restore_batch
+
+    plan = make_plan(world, "web/app.log")
+    store = Store(world["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    batch = store.quarantine / str(result.batch_id)
+    outside = tmp_path / "outside" / "deep" / ".bashrc"
+    doc = json.loads((batch / "manifest.json").read_text())
+    doc["items"][0]["original_b64"] = base64.b64encode(os.fsencode(outside)).decode()
+    doc["items"][0]["original"] = str(outside)
+    (batch / "manifest.json").write_text(json.dumps(doc))
+    moved = batch / "tree" / str(world["root"] / "web" / "app.log").lstrip("/")
+    relocated = batch / "tree" / str(outside).lstrip("/")
+    relocated.parent.mkdir(parents=True)
+    os.rename(moved, relocated)
+    restored = restore_batch(store, str(result.batch_id), execute=True)
+    assert restored.restored == []
+    assert [b.code for b in restored.blocked] == ["target-unusable"]
+    assert not (tmp_path / "outside").exists()

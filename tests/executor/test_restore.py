@@ -32,6 +32,7 @@ def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
     """Move ``paths`` into a new batch the way the executor does; return the batch id."""
     ops = LocalFileOps()
     batch = claim_batch(store.quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=ops)
+    batch.root = _root_of(store, paths)  # as the executor records the plan's root
     try:
         for path in paths:
             raw = os.fsencode(path)
@@ -51,6 +52,18 @@ def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
     finally:
         batch.close()
     return batch.batch_id
+
+
+def _root_of(store: Store, paths: Sequence[Path | bytes]) -> dict[str, object]:
+    """The tests' plan root: ``<tmp>/root`` beside the store, else the items' common parent."""
+    raws = [os.fsencode(p) for p in paths]
+    conventional = os.fsencode(store.root.parent / "root")
+    if all(r.startswith(conventional + b"/") for r in raws):
+        root = conventional
+    else:
+        root = os.path.commonpath([os.path.dirname(r) for r in raws])
+    st = os.lstat(root)
+    return {"path": os.fsdecode(root), "dev": signed64(st.st_dev), "inode": signed64(st.st_ino)}
 
 
 def _item_for(raw: bytes) -> ManifestItem:
