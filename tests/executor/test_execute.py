@@ -497,7 +497,7 @@ def test_a_permission_error_on_the_way_is_a_skip(
     from hygiene_nb.executor import guards
 
     plan = make_plan(world, "web/app.log", "data/scratch.bin")
-    real = guards.open_dir_at
+    real = guards.open_dir_at  # type: ignore[attr-defined]  # the seam the test patches
 
     def denied(fd: int, name: bytes) -> int:
         if name == b"web":
