@@ -576,6 +576,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             exc.show()
             code = exc.exit_code
+    except OSError as exc:  # the disk said no where nothing above expected it: say so plainly
+        where = f" ({exc.filename!r})" if exc.filename else ""
+        code = _fail(
+            as_json,
+            "error",
+            "os-error",
+            f"{exc.strerror or exc}{where}; nothing more was done. Check the path and its "
+            "permissions, then run the command again.",
+            1,
+        )
     except KeyboardInterrupt:
         code = _fail(as_json, "error", "interrupted", "interrupted; nothing was changed.", 130)
     sys.exit(code)

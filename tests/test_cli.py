@@ -110,12 +110,26 @@ def test_every_command_has_help_with_store_and_json(command: list[str]) -> None:
     assert "--store" in text and "--json" in text
 
 
-def test_unexpected_errors_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_an_os_error_is_a_coded_error_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def boom(*_: object, **__: object) -> None:
-        raise OSError("disk on fire")
+        raise PermissionError(13, "Permission denied", "/somewhere")
 
     monkeypatch.setattr("hygiene_nb.api.list_snapshots", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["snapshots", "--json"])
+    assert exit_info.value.code == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "os-error" and "/somewhere" in error["message"]
+
+
+def test_unexpected_errors_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*_: object, **__: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("hygiene_nb.api.list_snapshots", boom)
+    with pytest.raises(RuntimeError):
         cli.main(["snapshots"])
 
 
