@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import secrets
 import stat
 import sys
 from collections.abc import Mapping
@@ -177,8 +178,26 @@ def remove_original_after_verified_copy(
             removal failed partway (what is left stays; the verified copy holds all of it).
     """
     sys.audit("hygiene_nb.remove_original_after_verified_copy", dir_fd, name)
-    _check_verified(dir_fd, name, b"", verified)
-    return _remove_verified(dir_fd, name, b"", verified)
+    # Check it where nobody else can reach it: a private staging directory beside it (same
+    # filesystem), so nothing can be swapped in between the check and the removal.
+    staging = b".hygiene-nb-removing-" + secrets.token_hex(6).encode()
+    os.mkdir(staging, 0o700, dir_fd=dir_fd)
+    stage_fd = open_dir_at(dir_fd, staging)
+    try:
+        if os.fstat(stage_fd).st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "the staging directory is not ours", staging)
+        LocalFileOps().rename_noreplace(dir_fd, name, stage_fd, name)
+        try:
+            _check_verified(stage_fd, name, b"", verified)
+        except OSError:
+            # Not what was verified: put it back where it was, never remove it.
+            LocalFileOps().rename_noreplace(stage_fd, name, dir_fd, name)
+            raise
+        removed = _remove_verified(stage_fd, name, b"", verified)
+    finally:
+        os.close(stage_fd)
+    os.rmdir(staging, dir_fd=dir_fd)
+    return removed
 
 
 def _verified_stat(

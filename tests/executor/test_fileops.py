@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -145,3 +146,50 @@ def test_dry_run_ops_touch_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "f").exists() and not (tmp_path / "g").exists()
     assert not (tmp_path / "d").exists()
     assert ops.calls == [("rename", b"f", b"g"), ("mkdir", b"d", b"")]
+
+
+def _identities(item: Path) -> dict[bytes, tuple[int, int, int, int]]:
+    out: dict[bytes, tuple[int, int, int, int]] = {}
+    for path in [item, *item.rglob("*")]:
+        st = os.lstat(path)
+        rel = os.fsencode(path.relative_to(item)) if path != item else b""
+        rel = b"" if rel == b"." else rel
+        sized = (st.st_size, st.st_mtime_ns) if path.is_file() else (-1, -1)
+        out[rel] = (st.st_dev, st.st_ino, *sized)
+    return out
+
+
+def test_removal_after_a_verified_copy_cannot_be_raced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = tmp_path / "item"
+    (item / "f").parent.mkdir(parents=True)
+    (item / "f").write_bytes(b"copied and verified")
+    (tmp_path / "victim").write_bytes(b"never copied")
+    verified = _identities(item)
+    real_check = fileops._check_verified
+
+    def attacker_then_check(*args: object, **kwargs: object) -> None:
+        # The swap the review acted out: put an unverified file where a verified one was.
+        with contextlib.suppress(OSError):  # the item is staged where the attacker cannot go
+            os.rename(tmp_path / "victim", item / "f")
+        real_check(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fileops, "_check_verified", attacker_then_check)
+    with dirfd(tmp_path) as parent:
+        fileops.remove_original_after_verified_copy(parent, b"item", verified)
+    assert (tmp_path / "victim").read_bytes() == b"never copied"
+    assert not item.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hygiene-nb-removing")]
+
+
+def test_removal_puts_back_what_differs_from_the_verified_copy(tmp_path: Path) -> None:
+    item = tmp_path / "item"
+    (item / "f").parent.mkdir(parents=True)
+    (item / "f").write_bytes(b"v1")
+    verified = _identities(item)
+    (item / "g").write_bytes(b"added after the copy")
+    with dirfd(tmp_path) as parent, pytest.raises(OSError):
+        fileops.remove_original_after_verified_copy(parent, b"item", verified)
+    assert (item / "g").read_bytes() == b"added after the copy"
+    assert (item / "f").read_bytes() == b"v1"
