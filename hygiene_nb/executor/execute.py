@@ -160,13 +160,35 @@ def _check_confirmation(p: dict[str, Any], confirm: Confirmation) -> None:
         )
 
 
+def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return signed64(st.st_dev), signed64(st.st_ino)
+
+
 def _check_forbidden(p: dict[str, Any], store: Store) -> None:
+    """Refuse a plan naming what no planner emits: by path and by (device, inode).
+
+    Forbidden: ``/``, the home directory, the store, the plan's root, and any ancestor of the
+    home directory or the store (removing one would take them along).
+    """
     home = os.path.realpath(os.path.expanduser("~"))
-    forbidden = {"/", home, str(store.root), os.path.realpath(store.root), p["root"]["path"]}
+    store_path = os.path.realpath(store.root)
+    keep = [Path("/"), Path(home), Path(store_path), Path(p["root"]["path"])]
+    forbidden_ids = {i for i in map(_identity, keep) if i is not None}
+    forbidden_paths = {"/", home, str(store.root), store_path, p["root"]["path"]}
     for cand in p["candidates"]:
         path = cand["path"]
-        inside_store = path.startswith(str(store.root).rstrip("/") + "/")
-        if path in forbidden or inside_store or home.startswith(path.rstrip("/") + "/"):
+        prefix = path.rstrip("/") + "/"
+        if (
+            path in forbidden_paths
+            or (cand["dev"], cand["inode"]) in forbidden_ids
+            or path.startswith(str(store.root).rstrip("/") + "/")
+            or home.startswith(prefix)
+            or store_path.startswith(prefix)
+        ):
             raise CandidateForbidden(
                 f"plan {p['plan_id']} names {path}, which no plan may hold; it was not made by "
                 "hygiene-nb plan. Nothing was moved."

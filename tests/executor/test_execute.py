@@ -612,3 +612,29 @@ def test_a_tampered_manifest_cannot_restore_outside_the_root(
     assert restored.restored == []
     assert [b.code for b in restored.blocked] == ["target-unusable"]
     assert not (tmp_path / "outside").exists()
+
+
+def test_a_forged_candidate_that_is_home_by_identity_is_refused(
+    world: dict[str, Path], tmp_path: Path
+) -> None:
+    from hygiene_nb.ledger import IssuedPlan, Ledger
+    from hygiene_nb.plan import plan_digest
+
+    plan = make_plan(world, "web/app.log")
+    home = Path(os.environ["HOME"])
+    home.mkdir(exist_ok=True)
+    doc = json.loads(Path(plan.plan_path).read_text())
+    hst = os.lstat(home)
+    # the text says web/app.log, the identity is the home directory's
+    doc["candidates"][0].update(dev=hst.st_dev, inode=hst.st_ino)
+    doc["plan_id"] = "plan-20260101T000000Z-0e0e0e0e"
+    doc["plan_digest"] = plan_digest(doc)
+    forged = tmp_path / "forged-identity.json"
+    forged.write_text(json.dumps(doc))
+    forged.chmod(0o600)
+    with Ledger.open(Store(world["store"])) as ledger:
+        ledger.record_plan(IssuedPlan(doc["plan_id"], doc["plan_digest"], doc["root"]["path"],
+                                      "s", str(forged), doc["created_at"], doc["expires_at"],
+                                      1, 0, "issued"))  # fmt: skip
+    confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
+    assert refuse(world, str(forged), confirm) == "candidate-forbidden"
