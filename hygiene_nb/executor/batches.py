@@ -158,17 +158,7 @@ def claim_batch(quarantine: Path, *, plan_id: str, plan_digest: str, ops: FileOp
     finally:
         os.close(parent_fd)
     try:
-        while True:
-            stamp = datetime.now(UTC)
-            batch_id = f"batch-{stamp:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
-            try:
-                ops.make_dir(qfd, batch_id.encode())
-            except FileExistsError:
-                continue  # never reuse a directory of unknown content
-            fd = open_dir_at(qfd, batch_id.encode())
-            fcntl.flock(fd, fcntl.LOCK_EX)  # held while this run fills it (until close)
-            return Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
-                         plan_digest)  # fmt: skip
+        return claim_batch_at(qfd, quarantine, plan_id=plan_id, plan_digest=plan_digest, ops=ops)
     finally:
         os.close(qfd)
 

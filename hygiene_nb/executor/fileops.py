@@ -16,7 +16,7 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "FileOps",
     "LocalFileOps",
     "open_dir_at",
+    "open_dirs_at",
     "remove_original_after_verified_copy",
     "remove_own_empty_dir",
     "remove_own_file",
@@ -54,6 +55,24 @@ def open_dir_at(dir_fd: int, name: bytes) -> int:
         OSError: ``ELOOP``/``ENOTDIR`` when it is a symlink or not a directory.
     """
     return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+
+
+def open_dirs_at(dir_fd: int, parts: Sequence[bytes]) -> int:
+    """A new handle on ``parts`` below ``dir_fd``, one component at a time, never a symlink.
+
+    Raises:
+        OSError: a component is missing, a symlink (``ELOOP``) or not a directory.
+    """
+    current = os.dup(dir_fd)
+    try:
+        for part in parts:
+            nxt = open_dir_at(current, part)
+            os.close(current)
+            current = nxt
+    except BaseException:
+        os.close(current)
+        raise
+    return current
 
 
 class FileOps(Protocol):

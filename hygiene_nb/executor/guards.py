@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from hygiene_nb.executor.fileops import open_dir_at
+from hygiene_nb.executor.fileops import open_dirs_at
 from hygiene_nb.fingerprint import (
     Fingerprint,
     SymlinkOnPath,
@@ -76,19 +76,6 @@ def _protected_name(name: bytes, is_dir: bool) -> bool:
     )
 
 
-def _open_parent(root_fd: int, rel_parts: list[bytes]) -> int:
-    fd = os.dup(root_fd)
-    try:
-        for part in rel_parts:
-            nxt = open_dir_at(fd, part)
-            os.close(fd)
-            fd = nxt
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 @dataclass
 class GitCache:
     """Tracked files of the git work trees met while checking (asked once per tree)."""
@@ -131,7 +118,7 @@ def check_candidate(
     path = cand["path"]
     rel = raw[len(root) :].strip(b"/").split(b"/")
     try:
-        parent = _open_parent(root_fd, rel[:-1])
+        parent = open_dirs_at(root_fd, rel[:-1])
     except OSError as exc:
         return -1, _skip_for_oserror(path, exc)
     try:

@@ -46,6 +46,7 @@ from hygiene_nb.executor.fileops import (
     FileOps,
     LocalFileOps,
     open_dir_at,
+    open_dirs_at,
     remove_own_empty_dir,
     remove_own_file,
 )
@@ -356,24 +357,10 @@ def _components(item: ManifestItem) -> list[bytes]:
     return parts
 
 
-def _walk(fd: int, parts: Sequence[bytes]) -> int:
-    """A new handle on ``parts`` below ``fd``, never through a symlink (``OSError`` if not)."""
-    current = os.dup(fd)
-    try:
-        for part in parts:
-            nxt = open_dir_at(current, part)
-            os.close(current)
-            current = nxt
-    except BaseException:
-        os.close(current)
-        raise
-    return current
-
-
 def _locate_in_batch(batch: Batch, parts: list[bytes]) -> int | None:
     """A handle on the item's parent inside the batch, or None if the item is not there."""
     try:
-        parent = _walk(batch.fd, [TREE_NAME, *parts[:-1]])
+        parent = open_dirs_at(batch.fd, [TREE_NAME, *parts[:-1]])
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -410,7 +397,7 @@ def _original_identity(parts: list[bytes]) -> tuple[int, int] | None:
     try:
         root = os.open(b"/", DIR_FLAGS)
         try:
-            parent = _walk(root, parts[:-1])
+            parent = open_dirs_at(root, parts[:-1])
         finally:
             os.close(root)
         try:
@@ -595,7 +582,7 @@ def _remove_if_empty(batch: Batch, qfd: int) -> None:
 def _remove_empty_dir(fd: int, parts: list[bytes]) -> bool:
     """Remove the empty directory ``parts`` below ``fd``; True if it is gone."""
     try:
-        parent = _walk(fd, parts[:-1])
+        parent = open_dirs_at(fd, parts[:-1])
     except FileNotFoundError:
         return True
     except OSError:

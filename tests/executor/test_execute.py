@@ -494,17 +494,17 @@ def test_a_permission_error_on_the_way_is_a_skip(
 ) -> None:
     import errno as errno_mod
 
-    from hygiene_nb.executor import guards
+    from hygiene_nb.executor import fileops
 
     plan = make_plan(world, "web/app.log", "data/scratch.bin")
-    real = guards.open_dir_at  # type: ignore[attr-defined]  # the seam the test patches
+    real = fileops.open_dir_at  # the seam the guards' walk goes through
 
     def denied(fd: int, name: bytes) -> int:
         if name == b"web":
             raise PermissionError(errno_mod.EACCES, "Permission denied")
         return real(fd, name)
 
-    monkeypatch.setattr(guards, "open_dir_at", denied)
+    monkeypatch.setattr(fileops, "open_dir_at", denied)
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
     assert [(s["path"], s["code"]) for s in result.skipped] == [
         (str(world["root"] / "web" / "app.log"), "permission-denied")
