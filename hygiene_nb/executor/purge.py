@@ -260,18 +260,6 @@ def _destroy(qfd: int, fd: int, batch_id: str, temps: list[bytes]) -> dict[str, 
 def _empty_tree(fd: int) -> tuple[int, int]:
     """Destroy everything in ``tree/`` and the directory itself: (entries, bytes)."""
     try:
-        tree = open_dir_at(fd, TREE_NAME)
+        return remove_tree(fd, TREE_NAME)
     except FileNotFoundError:
         return 0, 0
-    entries = size = 0
-    try:
-        with os.scandir(tree) as found:
-            names = [os.fsencode(e.name) for e in found]
-        for name in names:
-            removed, freed = remove_tree(tree, name)
-            entries += removed
-            size += freed
-    finally:
-        os.close(tree)
-    remove_own_empty_dir(fd, TREE_NAME)
-    return entries + 1, size

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from hygiene_nb.executor import fileops
 from hygiene_nb.executor.fileops import LocalFileOps, remove_tree
+from tests.executor.conftest import deadline
 
 
 @contextmanager
@@ -23,20 +23,6 @@ def dirfd(path: Path) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    def fail(*_: object) -> None:
-        raise TimeoutError("hung (a fifo was opened?)")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("occupant", ["file", "empty-dir", "dangling-link"])

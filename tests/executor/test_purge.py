@@ -6,9 +6,6 @@ import fcntl
 import json
 import os
 import re
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,35 +20,10 @@ from hygiene_nb.errors import (
 )
 from hygiene_nb.executor.purge import PurgeResult, purge_batch
 from hygiene_nb.store import Store
+from tests.executor.conftest import deadline
 from tests.executor.test_restore import in_batch, quarantine_items, snapshot
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hygiene_nb"
-
-
-@pytest.fixture
-def qstore(tmp_path: Path) -> Store:
-    return Store(tmp_path / "store").ensure()
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "root"
-    path.mkdir()
-    return path
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    def fail(*_: object) -> None:
-        raise TimeoutError("purge hung (a fifo was opened?)")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def confirmed(

@@ -117,18 +117,6 @@ def manifest_states(store: Store, batch_id: str) -> dict[bytes, str]:
     return {base64.b64decode(i["original_b64"]): i["state"] for i in doc["items"]}
 
 
-@pytest.fixture
-def qstore(tmp_path: Path) -> Store:
-    return Store(tmp_path / "store").ensure()
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "root"
-    path.mkdir()
-    return path
-
-
 def codes(result: restore.RestoreResult) -> list[str]:
     return [b.code for b in result.blocked]
 
