@@ -7,6 +7,9 @@ ROOT   ?= $(HOME)
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
+CHROMIUM := /usr/bin/chromium
+NBVAL  := $(VENV)/bin/pytest -p no:cacheprovider --nbval-current-env
+
 .PHONY: audit test lint bench clean
 
 $(PY):
@@ -21,21 +24,32 @@ $(DEVSTAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## audit: scan ROOT (default: your home directory) and print the summary
+## audit: scan ROOT (default: your home directory), print the summary, write the HTML report
 audit: $(STAMP)
 	$(HNB) scan "$(ROOT)"
 	$(HNB) summary "$(ROOT)"
+	$(HNB) report "$(ROOT)" --out reports
 
-## lint: ruff, mypy and import-linter
+## lint: ruff (code and notebooks), mypy and import-linter
 lint: $(DEVSTAMP)
-	$(VENV)/bin/ruff format --check hygiene_nb tests bench
-	$(VENV)/bin/ruff check hygiene_nb tests bench
+	$(VENV)/bin/ruff format --check hygiene_nb tests bench notebooks
+	$(VENV)/bin/ruff check hygiene_nb tests bench notebooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-## test: lint, then the whole test suite
-test: lint
+# Debian's chromium drives the browser test (Playwright uses it; it downloads no browser).
+$(CHROMIUM):
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else \
+	  echo "make: cannot install chromium here (needs apt-get as root): the browser test will skip"; \
+	fi
+
+## test: lint, the unit/executor/widget/report/browser tests, then nbval over the notebooks
+test: lint $(CHROMIUM)
 	$(VENV)/bin/pytest
+	$(NBVAL) --nbval-lax --ignore=notebooks/golden notebooks/
+	$(NBVAL) --nbval --nbval-sanitize-with notebooks/golden/nbval-sanitize.cfg notebooks/golden/
 
 ## bench: the 1M-entry benchmark against du/find (BENCH_ENTRIES= to resize)
 bench: $(STAMP)

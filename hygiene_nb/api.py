@@ -41,6 +41,7 @@ from hygiene_nb.plan import (
     assemble_plan,
     plan_markdown,
     select_candidates,
+    selection_summary,
 )
 from hygiene_nb.protect import KEEP_MARKER, ProtectContext, find_git_tracked, protection_above
 from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
@@ -62,6 +63,8 @@ __all__ = [
     "classify",
     "list_snapshots",
     "load",
+    "make_plan",
+    "preview_plan",
     "protect_context",
     "prune_snapshots",
     "scan_root",
@@ -269,10 +272,13 @@ def classify(
     store: StoreArg = None,
     scan_id: str | None = None,
     rules: str | os.PathLike[str] | None = None,
+    now_ns: int | None = None,
 ) -> pa.Table:
     """Classify the latest snapshot of ``root`` (or ``scan_id``): risk, rule, claim, confidence.
 
     Computed from the snapshot (no rescan), with the store's ``rules.toml`` and ``rules``.
+    Ages are measured at ``now_ns`` (default: now); a report passes the scan's own time so that
+    rerunning it later gives the same verdicts.
 
     Raises:
         SnapshotNotFound: no snapshot matches.
@@ -280,16 +286,21 @@ def classify(
     """
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    return _classified(st, info, rules)[0]
+    return _classified(st, info, rules, now_ns=now_ns)[0]
 
 
 def _classified(
-    st: Store, info: ScanInfo, rules: str | os.PathLike[str] | None
+    st: Store,
+    info: ScanInfo,
+    rules: str | os.PathLike[str] | None,
+    *,
+    now_ns: int | None = None,
 ) -> tuple[pa.Table, ProtectContext]:
     user_rules = _user_rules(st, rules)
     table = load_snapshot(st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS)
     ctx = protect_context(table, info, st)
-    return classify_table(table, ctx, user_rules=user_rules, now_ns=time.time_ns()), ctx
+    when = time.time_ns() if now_ns is None else now_ns
+    return classify_table(table, ctx, user_rules=user_rules, now_ns=when), ctx
 
 
 def summarize(
@@ -299,10 +310,13 @@ def summarize(
     scan_id: str | None = None,
     top: int = 20,
     rules: str | os.PathLike[str] | None = None,
+    as_of_scan: bool = False,
 ) -> Summary:
     """Summarize the latest snapshot of ``root`` (or ``scan_id``).
 
     Totals, risk mix, pattern groups, staleness, cleanliness score and the largest entries.
+    Ages are measured now, or with ``as_of_scan`` at the time the scan finished (so a report
+    rerun later says the same).
 
     Raises:
         SnapshotNotFound: no snapshot matches.
@@ -310,8 +324,15 @@ def summarize(
     """
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    table = classify(store=st, scan_id=info.scan_id, rules=rules)
-    return summarize_table(table, info, top=top, now_ns=time.time_ns())
+    now_ns = scan_time_ns(info) if as_of_scan else time.time_ns()
+    table = classify(store=st, scan_id=info.scan_id, rules=rules, now_ns=now_ns)
+    return summarize_table(table, info, top=top, now_ns=now_ns)
+
+
+def scan_time_ns(info: ScanInfo) -> int:
+    """When a scan finished (started, if it never finished), in nanoseconds since the epoch."""
+    when = datetime.fromisoformat(info.finished_at or info.started_at)
+    return int(when.timestamp()) * 10**9 + when.microsecond * 1000
 
 
 def prune_snapshots(
@@ -554,6 +575,31 @@ def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
         if os.path.lexists(path):
             raise UsageError(f"{path} exists; choose another --out (a plan never replaces a file).")
     return target
+
+
+def preview_plan(
+    root: str | os.PathLike[str],
+    *,
+    store: StoreArg = None,
+    scan_id: str | None = None,
+    rules: str | os.PathLike[str] | None = None,
+) -> dict[str, int]:
+    """The summary a plan exported now would start from, from the snapshot alone (pure read).
+
+    Counts of delete/keep/unsure/unreviewed, candidates after folding and protection, and the
+    bytes they would free (each inode once). ``make_plan`` then re-checks every candidate on
+    disk, so the exported plan can only hold fewer.
+
+    Raises:
+        SnapshotNotFound: no snapshot of the root.
+    """
+    st = _store(store)
+    path = os.path.abspath(root)
+    info = find_scan(st, root=path if scan_id is None else None, scan_id=scan_id)
+    table, _ = _classified(st, info, rules)
+    with Ledger.open(st) as ledger:
+        sel = select_candidates(table, ledger.annotations(under=info.root), root=info.root)
+    return selection_summary(sel, table)
 
 
 def make_plan(

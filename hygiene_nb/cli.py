@@ -51,6 +51,7 @@ def cli() -> None:
     annotate PATH…   your decisions (keep / delete / unsure) and notes
     rules …          remember a decision for a whole pattern group
     plan ROOT        export the plan file from your delete decisions
+    report ROOT      run the audit notebook: an offline HTML report
 
     Nothing here removes, moves or changes a file in a scanned tree.
     """
@@ -553,6 +554,52 @@ def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -
     else:
         click.echo(f"hygiene-nb: error [{code}]: {message}", err=True)
     return exit_code
+
+
+@cli.command()
+@click.argument("root", type=click.Path())
+@click.option(
+    "--snapshot", "scan_id", metavar="ID", help="Report on this snapshot [default: latest]."
+)
+@click.option("--scan", "scan_first", is_flag=True, help="Scan ROOT first and report on that scan.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="reports",
+    show_default=True,
+    help="Reports directory; the report goes to OUT/<root-slug>/<snapshot>.html and .ipynb.",
+)
+@click.option(
+    "--timeout",
+    type=click.IntRange(min=1),
+    default=900,
+    show_default=True,
+    help="Seconds any one notebook cell may run.",
+)
+@common_options
+def report(
+    root: str,
+    scan_id: str | None,
+    scan_first: bool,
+    out: str,
+    timeout: int,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Run the audit notebook on ROOT's latest snapshot; write its .ipynb and offline .html.
+
+    The HTML has no code and draws every chart without a network. Running it again on the same
+    snapshot, rules and decisions gives the same bytes. A failing cell exits 1 and still writes
+    both files, marked where it failed. Reads the store; writes only the two report files.
+    """
+    from hygiene_nb.report import make_report
+
+    result = make_report(
+        root, store=store, scan_id=scan_id, out=out, scan=scan_first, timeout=timeout
+    )
+    doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
+           "html": result.html, "notebook": result.notebook}  # fmt: skip
+    _out(as_json, doc, f"report: {result.html}\nnotebook: {result.notebook}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

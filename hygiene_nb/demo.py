@@ -7,15 +7,26 @@ renames or truncates anything.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hygiene_nb.errors import UsageError
 from hygiene_nb.snapshot import ScanInfo
 
-__all__ = ["DEMO_EPOCH_NS", "DemoStore", "make_demo_store", "make_demo_tree"]
+__all__ = [
+    "DEMO_DIR_ENV",
+    "DEMO_EPOCH_NS",
+    "DemoStore",
+    "demo_dir",
+    "ensure_demo",
+    "make_demo_store",
+    "make_demo_tree",
+    "or_demo",
+]
 
 DEMO_EPOCH_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z: every demo mtime is before it
 _DAY_NS = 86_400 * 10**9
@@ -23,11 +34,20 @@ _DAY_NS = 86_400 * 10**9
 
 @dataclass
 class DemoStore:
-    """A demo tree, its store and the scans taken of it (oldest first)."""
+    """A demo tree, its store and the scans taken of it (oldest first).
 
-    root: Path
+    The scanned root is ``home``, the demo home directory inside ``tree``.
+    """
+
+    tree: Path
     store: Path
     home: Path
+
+    @property
+    def root(self) -> Path:
+        """The scanned root (the demo home directory)."""
+        return self.home
+
     scans: list[ScanInfo] = field(default_factory=list)
 
 
@@ -115,16 +135,71 @@ def make_demo_store(
         walker: ``auto``, ``c`` or ``python``.
 
     Returns:
-        The tree, the store and the scans, oldest first. Set ``HOME`` to ``home`` to classify
-        the demo the way it would be classified on a real home directory.
+        The tree, the store and the scans (of ``home``), oldest first. Set ``HOME`` to
+        ``home`` to classify the demo the way it would be classified on a real home directory.
     """
     from hygiene_nb import api
 
     home = make_demo_tree(root, seed=seed)
     rng = random.Random(seed + 1)
-    demo = DemoStore(root=Path(root), store=Path(store), home=home)
+    demo = DemoStore(tree=Path(root), store=Path(store), home=home)
     for step in range(scans):
         if step:
             _grow(Path(root), step, rng)
-        demo.scans.append(api.scan_root(root, store=store, walker=walker))  # type: ignore[arg-type]
+        demo.scans.append(api.scan_root(home, store=store, walker=walker))  # type: ignore[arg-type]
     return demo
+
+
+DEMO_DIR_ENV = "HYGIENE_NB_DEMO_DIR"
+
+
+def demo_dir() -> Path:
+    """Where ``ensure_demo`` keeps the demo: ``$HYGIENE_NB_DEMO_DIR``, else a per-user temp dir."""
+    found = os.environ.get(DEMO_DIR_ENV)
+    if found:
+        return Path(found)
+    return Path(tempfile.gettempdir()) / f"hygiene-nb-demo-{os.getuid()}"
+
+
+def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3) -> DemoStore:
+    """The demo tree and store in ``directory`` (default ``demo_dir()``), built on first use.
+
+    Safe to call from several processes at once (notebooks under nbval run in parallel): one
+    builds under a lock, the others wait and reuse it.
+    """
+    from hygiene_nb import api
+
+    base = Path(directory) if directory is not None else demo_dir()
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = os.open(base / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        tree, store, ready = base / "tree", base / "store", base / "ready"
+        if not ready.exists():
+            if tree.exists() or store.exists():
+                raise UsageError(
+                    f"{base} holds an unfinished demo; give another directory "
+                    f"(or set {DEMO_DIR_ENV}) and try again."
+                )
+            made = make_demo_store(tree, store, seed=seed, scans=scans)
+            ready.write_text(f"seed={seed} scans={scans}\n")
+            return made
+        demo = DemoStore(tree=tree, store=store, home=tree / "home")
+        demo.scans = api.list_snapshots(store=store, root=str(demo.home))
+        return demo
+    finally:
+        os.close(lock)
+
+
+def or_demo(root: str | None, store: str | None) -> tuple[str, str]:
+    """A notebook's ``root`` and ``store`` parameters, the demo's where both are None.
+
+    Raises:
+        UsageError: only one of the two was given.
+    """
+    if root is None and store is None:
+        demo = ensure_demo()
+        return str(demo.root), str(demo.store)
+    if root is None or store is None:
+        raise UsageError("give both root and store, or neither (to use the demo).")
+    return root, store

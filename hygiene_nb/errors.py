@@ -15,6 +15,7 @@
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
     │   └── LedgerTooNew              code ledger-too-new       exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
+    ├── ReportFailed                  code report-failed        exit 1
     └── Refused                       code refused              exit 3
         ├── PlanUntrusted             code plan-untrusted       exit 3
         ├── PlanDigestMismatch        code plan-digest-mismatch exit 3
@@ -56,6 +57,7 @@ __all__ = [
     "PlanUntrusted",
     "ReceiptTampered",
     "Refused",
+    "ReportFailed",
     "RootChanged",
     "RootInvalid",
     "RootReplaced",
@@ -234,3 +236,9 @@ class BatchBusy(Refused):
     """Raised when another restore or purge is working on the same batch right now."""
 
     code = "batch-busy"
+
+
+class ReportFailed(HygieneError):
+    """Raised when a cell of the report notebook failed (the notebook and HTML show where)."""
+
+    code = "report-failed"

@@ -38,6 +38,7 @@ __all__ = [
     "plan_digest",
     "plan_markdown",
     "select_candidates",
+    "selection_summary",
 ]
 
 PLAN_SCHEMA = "hygiene-nb/plan@1"
@@ -304,6 +305,31 @@ def _candidate_json(row: Mapping[str, Any]) -> dict[str, Any]:
     return _with_raw(out, row["path"], row["path_raw"])
 
 
+def selection_summary(sel: Selection, table: pa.Table) -> dict[str, int]:
+    """Counts and the bytes the candidates would free (each inode once, only when all its names go).
+
+    The plan's ``summary``; the widget shows it live before a plan is exported.
+    """
+    mask = np.zeros(table.num_rows, dtype=bool)
+    for cand in sel.candidates:
+        mask[cand["row_index"]] = True
+        if "subtree_rows" in cand:
+            mask[cand["subtree_rows"]] = True
+    freed, freed_alloc = freed_bytes(table, mask)
+    return {
+        "candidates": len(sel.candidates),
+        "delete_count": sel.counts.get("delete", 0),
+        "keep_count": sel.counts.get("keep", 0),
+        "unsure_count": sel.counts.get("unsure", 0),
+        "unreviewed_count": sel.counts.get("unreviewed", 0),
+        "excluded": len(sel.excluded),
+        "folded": len(sel.folded),
+        "reclaim_bytes": freed,
+        "reclaim_alloc": freed_alloc,
+        "keep_bytes": sel.keep_bytes,
+    }
+
+
 def assemble_plan(
     sel: Selection,
     table: pa.Table,
@@ -317,12 +343,6 @@ def assemble_plan(
     store: str,
 ) -> dict[str, Any]:
     """The plan@1 document (digest included) from checked candidates (pure)."""
-    mask = np.zeros(table.num_rows, dtype=bool)
-    for cand in sel.candidates:
-        mask[cand["row_index"]] = True
-        if "subtree_rows" in cand:
-            mask[cand["subtree_rows"]] = True
-    freed, freed_alloc = freed_bytes(table, mask)
     plan: dict[str, Any] = {
         "schema": PLAN_SCHEMA,
         "plan_id": plan_id,
@@ -336,18 +356,7 @@ def assemble_plan(
         "candidates": [_candidate_json(c) for c in sel.candidates],
         "excluded": [e.to_json() for e in sel.excluded],
         "folded": [{"path": p, "into": into} for p, into in sel.folded],
-        "summary": {
-            "candidates": len(sel.candidates),
-            "delete_count": sel.counts.get("delete", 0),
-            "keep_count": sel.counts.get("keep", 0),
-            "unsure_count": sel.counts.get("unsure", 0),
-            "unreviewed_count": sel.counts.get("unreviewed", 0),
-            "excluded": len(sel.excluded),
-            "folded": len(sel.folded),
-            "reclaim_bytes": freed,
-            "reclaim_alloc": freed_alloc,
-            "keep_bytes": sel.keep_bytes,
-        },
+        "summary": selection_summary(sel, table),
     }
     plan["plan_digest"] = plan_digest(plan)
     return plan

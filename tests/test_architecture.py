@@ -82,3 +82,67 @@ def test_the_walker_opens_nothing_for_writing() -> None:
     for path in (PACKAGE / "walk").glob("*.py"):
         text = path.read_text()
         assert "O_WRONLY" not in text and "O_RDWR" not in text and "O_CREAT" not in text, path
+
+
+NOTEBOOKS = PACKAGE.parent / "notebooks"
+
+
+def executor_imports(notebook: Path) -> list[str]:
+    """Code cells of ``notebook`` that import the executor (any spelling of the import)."""
+    import nbformat
+
+    found = []
+    for index, cell in enumerate(nbformat.read(notebook, as_version=4).cells):
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(
+            line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))
+        )
+        for node in ast.walk(ast.parse(source)):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if any(n == "hygiene_nb.executor" or n.startswith("hygiene_nb.executor.")
+                   for n in names):  # fmt: skip
+                found.append(f"{notebook.name} cell {index}")
+    return found
+
+
+def all_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("*.ipynb")) + sorted((PACKAGE / "notebooks").glob("*.ipynb"))
+
+
+def test_no_notebook_imports_the_executor() -> None:
+    notebooks = all_notebooks()
+    assert {p.stem for p in notebooks} >= {"explore", "history", "annotate", "audit_report"}
+    assert [hit for nb in notebooks for hit in executor_imports(nb)] == []
+
+
+def test_the_notebook_checker_catches_an_executor_import(tmp_path: Path) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    for source in ("from hygiene_nb.executor import execute", "import hygiene_nb.executor.purge",
+                   "from hygiene_nb import executor"):  # fmt: skip
+        path = tmp_path / "bad.ipynb"
+        nbformat.write(new_notebook(cells=[new_code_cell("x = 1"), new_code_cell(source)]), path)
+        assert executor_imports(path) == ["bad.ipynb cell 1"], source
+
+
+def test_notebooks_are_committed_stripped_with_a_parameters_cell() -> None:
+    import nbformat
+
+    for path in all_notebooks():
+        notebook = nbformat.read(path, as_version=4)
+        code = [c for c in notebook.cells if c.cell_type == "code"]
+        assert all(not c.outputs and c.execution_count is None for c in code), path
+        assert "widgets" not in notebook.metadata, path
+        assert "parameters" in code[0].metadata.get("tags", []), path
+
+
+def test_the_repository_report_notebook_is_the_packaged_template() -> None:
+    assert (NOTEBOOKS / "audit_report.ipynb").resolve() == (
+        PACKAGE / "notebooks" / "audit_report.ipynb"
+    )

@@ -1,0 +1,147 @@
+"""The audit report: papermill runs the packaged notebook, nbconvert writes offline HTML.
+
+``make_report`` is the one entry point (the CLI, cron and systemd call it). It writes
+``<out>/<root-slug>/<scan-id>.ipynb`` (the executed notebook) and ``.html`` (no code, every
+figure drawn offline from plotly.js inlined once). Two runs over the same snapshot, rules and
+ledger give byte-identical HTML: figures carry fixed ids, ages are measured at the scan's time,
+and the injected-parameters cell is left out. A failing cell still writes both files (papermill
+marks where it failed) and raises ``ReportFailed``.
+
+The report reads the store and writes only its own two files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from importlib.resources import as_file, files
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter
+from traitlets.config import Config
+
+from hygiene_nb import api
+from hygiene_nb.errors import ReportFailed, UsageError
+from hygiene_nb.snapshot import ScanInfo, find_scan, root_slug
+from hygiene_nb.store import write_private_file
+
+__all__ = ["REPORT_NOTEBOOK", "ReportResult", "make_report", "report_paths"]
+
+REPORT_NOTEBOOK = "notebooks/audit_report.ipynb"  # inside the package
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """Where a report was written and what it was made from."""
+
+    scan_id: str
+    root: str
+    notebook: str
+    html: str
+
+
+def report_paths(out: Path, info: ScanInfo) -> tuple[Path, Path]:
+    """``<out>/<root-slug>/<scan-id>.ipynb`` and ``.html`` for a scan."""
+    folder = out / root_slug(info.root)
+    return folder / f"{info.scan_id}.ipynb", folder / f"{info.scan_id}.html"
+
+
+def _html(notebook: nbformat.NotebookNode, title: str) -> str:
+    """The notebook as self-contained HTML without code, with stable ids."""
+    config = Config()
+    config.TemplateExporter.exclude_input = True
+    config.TemplateExporter.exclude_input_prompt = True
+    config.TemplateExporter.exclude_output_prompt = True
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_cell_tags = {"injected-parameters"}
+    notebook.metadata["title"] = title
+    with as_file(files("hygiene_nb") / "templates") as templates:
+        exporter = HTMLExporter(
+            config=config,
+            extra_template_basedirs=[str(templates)],
+            template_name="hygiene_offline",
+        )
+        body, _ = exporter.from_notebook_node(notebook)
+    seen: dict[str, str] = {}
+    return _UUID.sub(lambda m: seen.setdefault(m.group(0), f"hnb-id-{len(seen):04d}"), body)
+
+
+def make_report(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    out: str | os.PathLike[str] = "reports",
+    scan: bool = False,
+    timeout: int = 900,
+) -> ReportResult:
+    """Run the audit notebook on a snapshot and write its ``.ipynb`` and ``.html``.
+
+    Args:
+        root: the scanned root (default: the root of ``scan_id``, else of the latest scan).
+        store: the store.
+        scan_id: the snapshot (default: the latest of ``root``).
+        out: the reports directory (``<root-slug>/<scan-id>.*`` go inside it).
+        scan: scan ``root`` first and report on that new snapshot.
+        timeout: seconds any one cell may run.
+
+    Raises:
+        SnapshotNotFound: no snapshot matches.
+        UsageError: ``--scan`` without a root, or with a snapshot id.
+        ReportFailed: a cell failed (both files are written all the same).
+    """
+    import papermill as pm
+
+    st = api.open_store(store)
+    if scan:
+        if root is None or scan_id is not None:
+            raise UsageError("--scan needs ROOT and no --snapshot: it reports on the new scan.")
+        info = api.scan_root(root, store=st)
+    else:
+        info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
+    nb_path, html_path = report_paths(Path(out), info)
+    nb_path.parent.mkdir(parents=True, exist_ok=True)
+    parameters = {"root": info.root, "store": str(st.root), "scan_id": info.scan_id}
+    failure: Exception | None = None
+    env = {"PLOTLY_RENDERER": "plotly_mimetype+notebook", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits them
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="hygiene-nb-report-") as scratch,
+            as_file(files("hygiene_nb") / REPORT_NOTEBOOK) as template,
+        ):
+            running = Path(scratch) / nb_path.name
+            try:
+                pm.execute_notebook(
+                    str(template),
+                    str(running),
+                    parameters=parameters,
+                    kernel_name="python3",
+                    cwd=str(nb_path.parent),
+                    progress_bar=False,
+                    log_output=False,
+                    execution_timeout=timeout,
+                )
+            except pm.PapermillExecutionError as exc:
+                failure = exc  # papermill saved the notebook with the failing cell marked
+            executed = nbformat.read(running, as_version=4)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    write_private_file(nb_path, nbformat.writes(executed).encode())
+    title = f"Workspace audit: {info.root} ({info.scan_id})"
+    write_private_file(html_path, _html(executed, title).encode())
+    if failure is not None:
+        raise ReportFailed(
+            f"a cell of the report failed ({failure}); see {html_path} for where. "
+            "Fix the cause (or report it), then run the report again."
+        )
+    return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path))

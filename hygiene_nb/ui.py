@@ -1,0 +1,391 @@
+"""The annotation widget: browse a snapshot, decide keep / delete / unsure, export a plan.
+
+``Annotator`` holds all the behaviour in plain methods (``open``, ``up``, ``decide``,
+``set_note``, ``select_all``, ``decide_selected``, ``on_tree_click``, ``export_plan``); the
+ipywidgets only call them, so the tests drive it without a browser. Every decision is written
+to the ledger at once (``by: human``); nothing is kept only in widget state. The widget can
+export a plan file and shows the command that would carry it out; it cannot execute anything.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import ipywidgets as W
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from hygiene_nb import api, views
+from hygiene_nb.errors import HygieneError
+from hygiene_nb.figures import RISK_COLORS, treemap_trace
+from hygiene_nb.ledger import DECISIONS, Ledger
+from hygiene_nb.plan import select_candidates, selection_summary
+from hygiene_nb.summary import RISKS
+
+__all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator", "human_size"]
+
+SORTS = ("bytes", "name", "age", "files")
+SIZE_FILTERS = {"any size": 0, "≥ 1 MB": 10**6, "≥ 10 MB": 10**7, "≥ 100 MB": 10**8,
+                "≥ 1 GB": 10**9}  # fmt: skip
+AGE_FILTERS = {"any age": 0, "untouched 30 days": 30, "untouched 90 days": 90,
+               "untouched 1 year": 365, "untouched 2 years": 730}  # fmt: skip
+_ALL = "all"
+_NS_PER_DAY = 86_400 * 10**9
+
+
+def human_size(n: int | None) -> str:
+    """``1.5 MB``-style decimal size; ``?`` for unknown (never 0)."""
+    if n is None or pd.isna(n):
+        return "?"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} PB"  # pragma: no cover - the loop returns at TB
+
+
+class _Row:
+    """The widgets of one listed entry."""
+
+    def __init__(self, owner: Annotator, entry: Any) -> None:
+        path = str(entry.path)
+        self.path = path
+        decision = owner.decisions.get(path)
+        self.check = W.Checkbox(value=path in owner.selected, indent=False,
+                                layout=W.Layout(width="28px"))  # fmt: skip
+        self.check.observe(lambda ch: owner.select(path, bool(ch["new"])), names="value")
+        label = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
+        self.name = W.Button(description=label, tooltip=path, layout=W.Layout(width="240px"),
+                             disabled=entry.kind != "dir")  # fmt: skip
+        self.name.on_click(lambda _b: owner.open(path))
+        age = owner.age_days(entry.latest_mtime_ns)
+        risk = str(entry.risk)
+        colour = RISK_COLORS.get(risk, RISK_COLORS[""])
+        self.info = W.HTML(
+            f"<span style='display:inline-block;width:90px'>{human_size(entry.bytes)}</span>"
+            f"<span style='display:inline-block;width:80px'>{_files(entry.files)}</span>"
+            f"<span style='display:inline-block;width:70px'>{_age(age)}</span>"
+            f"<span style='background:{colour};color:white;padding:0 4px'>{risk}</span> "
+            f"<span title='{html.escape(str(entry.claim or ''), quote=True)}'>"
+            f"{html.escape(str(entry.rule or ''))}</span>"
+        )
+        self.buttons = {
+            d: W.Button(
+                description=d,
+                button_style=_style(d) if decision == d else "",
+                layout=W.Layout(width="64px"),
+            )
+            for d in (*DECISIONS, "clear")
+        }
+        for d, button in self.buttons.items():
+            button.on_click(lambda _b, d=d: owner.decide([path], None if d == "clear" else d))
+        self.note = W.Text(value=owner.notes.get(path, ""), placeholder="note",
+                           continuous_update=False, layout=W.Layout(width="220px"))  # fmt: skip
+        self.note.observe(lambda ch: owner.set_note(path, str(ch["new"])), names="value")
+        self.box = W.HBox([self.check, self.name, self.info, *self.buttons.values(), self.note])
+
+    def close(self) -> None:
+        for child in self.box.children:
+            child.close()
+        self.box.close()
+
+
+def _style(decision: str) -> str:
+    return {"delete": "danger", "keep": "success", "unsure": "warning"}.get(decision, "")
+
+
+def _files(n: Any) -> str:
+    return "?" if n is None or pd.isna(n) else f"{int(n)} files"
+
+
+def _age(days: float | None) -> str:
+    return "?" if days is None else f"{int(days)} d"
+
+
+class Annotator:
+    """Browse a classified snapshot and record decisions in the ledger (see the module doc).
+
+    Args:
+        root: the scanned root (default: the latest scan in the store).
+        store: the store.
+        scan_id: a specific scan (default: the latest of ``root``).
+        page: how many entries of a directory to list at once.
+        figure_widget: False to build a plain ``go.Figure`` (no front-end needed).
+    """
+
+    def __init__(
+        self,
+        root: str | None = None,
+        *,
+        store: api.StoreArg = None,
+        scan_id: str | None = None,
+        page: int = 40,
+        figure_widget: bool = True,
+    ) -> None:
+        self.store = api.open_store(store)
+        self.info = views.resolve_scan(root, store=self.store, scan_id=scan_id)
+        self.root = self.info.root
+        self.table = api.classify(store=self.store, scan_id=self.info.scan_id)
+        self.frame = views.browse_frame(self.table)
+        self.now_ns = api.scan_time_ns(self.info)
+        self.page = page
+        self.cwd = self.root
+        self.selected: set[str] = set()
+        self.decisions: dict[str, str] = {}
+        self.notes: dict[str, str] = {}
+        self._load_ledger()
+        self.rows: list[_Row] = []
+
+        self.breadcrumb = W.HBox()
+        self.up_button = W.Button(description="↑ up", layout=W.Layout(width="70px"))
+        self.up_button.on_click(lambda _b: self.up())
+        self.sort = W.Dropdown(options=SORTS, value="bytes", description="sort",
+                               layout=W.Layout(width="160px"))  # fmt: skip
+        self.risk = W.Dropdown(options=(_ALL, *RISKS), value=_ALL, description="risk",
+                               layout=W.Layout(width="170px"))  # fmt: skip
+        groups = sorted(g for g in self.frame["group"].dropna().unique())
+        self.group = W.Dropdown(options=(_ALL, *groups), value=_ALL, description="group",
+                                layout=W.Layout(width="220px"))  # fmt: skip
+        self.min_size = W.Dropdown(options=list(SIZE_FILTERS), value="any size",
+                                   description="size", layout=W.Layout(width="180px"))  # fmt: skip
+        self.min_age = W.Dropdown(options=list(AGE_FILTERS), value="any age",
+                                  description="age", layout=W.Layout(width="230px"))  # fmt: skip
+        for control in (self.sort, self.risk, self.group, self.min_size, self.min_age):
+            control.observe(lambda _ch: self.refresh(), names="value")
+        self.select_all_box = W.Checkbox(value=False, description="select all listed",
+                                         indent=False)  # fmt: skip
+        self.select_all_box.observe(lambda ch: self.select_all(bool(ch["new"])), names="value")
+        self.batch_buttons = {
+            d: W.Button(description=f"{d} selected", layout=W.Layout(width="130px"))
+            for d in (*DECISIONS, "clear")
+        }
+        for d, button in self.batch_buttons.items():
+            button.on_click(lambda _b, d=d: self.decide_selected(None if d == "clear" else d))
+        self.listing = W.VBox()
+        self.more = W.Label()
+        self.summary = W.HTML()
+        self.status = W.Label()
+        self.export_button = W.Button(description="Export plan", button_style="primary",
+                                      icon="file-export")  # fmt: skip
+        self.export_button.on_click(lambda _b: self.export_plan())
+        self.export_out = W.HTML()
+        trace = treemap_trace(self.tree_nodes())
+        self.fig: go.Figure = go.FigureWidget([trace]) if figure_widget else go.Figure([trace])
+        self.fig.update_layout(margin={"t": 10, "l": 0, "r": 0, "b": 0}, height=420)
+        if figure_widget:
+            self.fig.data[0].on_click(self.on_tree_click)
+        self.refresh()
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _load_ledger(self) -> None:
+        with Ledger.open(self.store) as ledger:
+            found = ledger.annotations(under=self.root)
+        self.decisions = {a.path: str(a.decision) for a in found if a.decision in DECISIONS}
+        self.notes = {a.path: a.note for a in found if a.note}
+
+    def age_days(self, mtime_ns: Any) -> float | None:
+        """Days between ``mtime_ns`` and the scan (None when unknown)."""
+        if mtime_ns is None or pd.isna(mtime_ns):
+            return None
+        return max(0.0, (self.now_ns - int(mtime_ns)) / _NS_PER_DAY)
+
+    def listed(self) -> pd.DataFrame:
+        """The current directory's children after the filters, in the chosen order (all pages)."""
+        kids = self.frame[self.frame["parent"] == self.cwd]
+        if self.risk.value != _ALL:
+            kids = kids[kids["risk"] == self.risk.value]
+        if self.group.value != _ALL:
+            kids = kids[kids["group"] == self.group.value]
+        floor = SIZE_FILTERS[self.min_size.value]
+        if floor:
+            kids = kids[kids["bytes"].fillna(0) >= floor]
+        days = AGE_FILTERS[self.min_age.value]
+        if days:
+            newest = self.now_ns - days * _NS_PER_DAY
+            kids = kids[kids["latest_mtime_ns"].fillna(np.iinfo(np.int64).max) <= newest]
+        key = self.sort.value
+        if key == "name":
+            return kids.sort_values("name")
+        column = {"bytes": "bytes", "files": "files", "age": "latest_mtime_ns"}[key]
+        ascending = key == "age"  # oldest first
+        return kids.sort_values([column, "name"], ascending=[ascending, True], na_position="last")
+
+    def tree_nodes(self) -> pd.DataFrame:
+        """The treemap nodes of the current directory (≤ 2,000)."""
+        return views.treemap_nodes(self.frame, self.cwd, decisions=self.decisions)
+
+    def plan_summary(self) -> dict[str, int]:
+        """What a plan exported now would hold: counts and reclaimable bytes (never doubled)."""
+        with Ledger.open(self.store) as ledger:
+            annotations = ledger.annotations(under=self.root)
+        return selection_summary(select_candidates(self.table, annotations, root=self.root),
+                                 self.table)  # fmt: skip
+
+    # -- actions (the widgets call these) ---------------------------------------------------
+
+    def open(self, directory: str) -> None:
+        """Make ``directory`` (a directory inside the root) the one listed and drawn."""
+        row = self.frame[self.frame["path"] == directory]
+        if not len(row) or row["kind"].iloc[0] != "dir":
+            self.status.value = f"{directory} is not a directory of this snapshot"
+            return
+        self.cwd = directory
+        self.selected.clear()
+        self.refresh()
+
+    def up(self) -> None:
+        """List the parent of the current directory (never above the root)."""
+        if self.cwd != self.root:
+            self.open(os.path.dirname(self.cwd))
+
+    def select(self, path: str, on: bool) -> None:
+        """Add ``path`` to (or take it from) the selection a batch decision applies to."""
+        if on:
+            self.selected.add(path)
+        else:
+            self.selected.discard(path)
+
+    def select_all(self, on: bool = True) -> None:
+        """Select (or unselect) every entry listed now, on every page."""
+        self.selected = set(self.listed()["path"]) if on else set()
+        for row in self.rows:
+            row.check.value = row.path in self.selected
+
+    def decide(self, paths: Iterable[str], decision: str | None) -> None:
+        """Write ``decision`` (None clears it) for ``paths`` to the ledger now, then redraw."""
+        paths = list(paths)
+        if not paths:
+            self.status.value = "nothing selected"
+            return
+        try:
+            api.annotate(paths, store=self.store, decision=decision, set_note=False)
+        except HygieneError as exc:
+            self.status.value = f"{exc.code}: {exc.message}"
+            return
+        for path in paths:
+            if decision is None:
+                self.decisions.pop(path, None)
+            else:
+                self.decisions[path] = decision
+        what = decision or "cleared"
+        self.status.value = f"{what}: {len(paths)} entr{'y' if len(paths) == 1 else 'ies'}"
+        self.refresh()
+
+    def decide_selected(self, decision: str | None) -> None:
+        """Apply ``decision`` to every selected entry at once."""
+        self.decide(sorted(self.selected), decision)
+        self.selected.clear()
+        self.select_all_box.value = False
+        for row in self.rows:
+            row.check.value = False
+
+    def set_note(self, path: str, note: str) -> None:
+        """Write the note of ``path`` to the ledger now (an empty note clears it)."""
+        try:
+            api.annotate([path], store=self.store, note=note or None, set_decision=False)
+        except HygieneError as exc:
+            self.status.value = f"{exc.code}: {exc.message}"
+            return
+        if note:
+            self.notes[path] = note
+        else:
+            self.notes.pop(path, None)
+        self.status.value = f"note saved on {os.path.basename(path)}"
+
+    def on_tree_click(self, trace: Any, points: Any, _state: Any = None) -> None:
+        """A treemap click: drill into the clicked directory (or up, on the view's own root)."""
+        if not points.point_inds:
+            return
+        node = str(trace.ids[points.point_inds[0]])
+        if node == self.cwd:
+            self.up()
+        elif node.endswith("/(other)"):
+            self.status.value = "that box holds the smaller entries; sort or filter to list them"
+        else:
+            self.open(node)
+
+    def export_plan(self) -> api.PlanResult | None:
+        """Write the plan file for the delete decisions; show where it is and how to run it."""
+        try:
+            result = api.make_plan(self.root, store=self.store, scan_id=self.info.scan_id)
+        except HygieneError as exc:
+            self.export_out.value = f"<b>{exc.code}</b>: {html.escape(exc.message)}"
+            return None
+        self.export_out.value = (
+            f"Plan <code>{html.escape(result.plan_id)}</code>: {result.candidates} candidates, "
+            f"{human_size(result.reclaim_bytes)} to reclaim, {result.excluded} left out, "
+            f"expires {html.escape(result.expires_at)}.<br>"
+            f"File: <code>{html.escape(result.plan_path)}</code><br>"
+            "Review it, then run in a terminal (nothing has moved yet):<br>"
+            f"<code>{html.escape(result.dry_run_command)}</code><br>"
+            f"<code>{html.escape(result.confirm_command)}</code>"
+        )
+        return result
+
+    # -- drawing -----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Redraw the breadcrumb, the listing, the treemap and the plan summary."""
+        self._breadcrumb()
+        for row in self.rows:
+            row.close()
+        listed = self.listed()
+        self.rows = [_Row(self, entry) for entry in listed.head(self.page).itertuples()]
+        self.listing.children = [row.box for row in self.rows]
+        hidden = len(listed) - len(self.rows)
+        self.more.value = f"… and {hidden} more (sort or filter to see them)" if hidden > 0 else ""
+        self._redraw_tree()
+        s = self.plan_summary()
+        self.summary.value = (
+            f"<b>Plan now</b>: {s['delete_count']} delete, {s['keep_count']} keep, "
+            f"{s['unsure_count']} unsure, {s['unreviewed_count']} unreviewed · "
+            f"{s['candidates']} candidates would reclaim {human_size(s['reclaim_bytes'])} "
+            f"({s['reclaim_bytes']} bytes, each inode once)"
+        )
+
+    def _breadcrumb(self) -> None:
+        rel = os.path.relpath(self.cwd, self.root)
+        parts = [] if rel == "." else rel.split("/")
+        targets = [self.root] + [
+            os.path.join(self.root, *parts[: i + 1]) for i in range(len(parts))
+        ]
+        for crumb in self.breadcrumb.children[1:]:  # [0] is the up button, kept
+            crumb.close()
+        buttons = []
+        for target in targets:
+            label = self.root if target == self.root else os.path.basename(target)
+            button = W.Button(description=label, tooltip=target,
+                              layout=W.Layout(width="auto"))  # fmt: skip
+            button.on_click(lambda _b, t=target: self.open(t))
+            buttons.append(button)
+        self.breadcrumb.children = [self.up_button, *buttons]
+
+    def _redraw_tree(self) -> None:
+        new = treemap_trace(self.tree_nodes())
+        trace = self.fig.data[0]
+        with self.fig.batch_update():
+            for prop in ("ids", "labels", "parents", "values", "customdata", "marker"):
+                trace[prop] = new[prop]
+            trace.level = self.cwd
+
+    @property
+    def widget(self) -> W.Widget:
+        """The whole annotation panel, to display in a notebook."""
+        header = W.HTML(
+            f"<b>{html.escape(self.root)}</b> · snapshot {html.escape(self.info.scan_id)} "
+            f"({html.escape(self.info.finished_at)})"
+        )
+        filters = W.HBox([self.sort, self.risk, self.group, self.min_size, self.min_age])
+        batch = W.HBox([self.select_all_box, *self.batch_buttons.values()])
+        parts: list[W.Widget] = [header, self.breadcrumb, filters, batch, self.listing, self.more,
+                                 self.status, self.summary,
+                                 W.HBox([self.export_button]), self.export_out]  # fmt: skip
+        if isinstance(self.fig, W.DOMWidget):
+            parts.insert(2, self.fig)
+        return W.VBox(parts)

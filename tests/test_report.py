@@ -1,0 +1,121 @@
+"""`hygiene-nb report`: papermill runs the packaged audit notebook; the HTML works offline."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb.cli import main
+from hygiene_nb.demo import DemoStore, make_demo_store
+from hygiene_nb.figures import FIGURE_IDS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> DemoStore:
+    return make_demo_store(tmp_path / "tree", tmp_path / "store", scans=2)
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, object]]:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--json"])
+    out = capsys.readouterr().out
+    return int(exit_info.value.code or 0), json.loads(out)
+
+
+def tree_state(root: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p), p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def test_the_report_is_offline_html_without_code_and_with_every_figure(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = tree_state(demo.tree)
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
+                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    assert code == 0 and doc["status"] == "done"
+    html_path, nb_path = Path(str(doc["html"])), Path(str(doc["notebook"]))
+    scan_id = demo.scans[-1].scan_id
+    assert html_path.name == f"{scan_id}.html" and nb_path.name == f"{scan_id}.ipynb"
+    assert html_path.parent.parent == tmp_path / "reports"
+    html = html_path.read_text()
+    for fig_id in FIGURE_IDS:
+        assert f'id="hnb-{fig_id}"' in html, fig_id
+    assert "Plotly.newPlot" in html and len(html) > 3_000_000  # plotly.js is inlined
+    assert not re.search(r"<script[^>]+src=", html)  # nothing fetched from the network
+    assert "or_demo" not in html and "injected-parameters" not in html  # no code cells
+    assert scan_id in html and "sha256:" in html  # provenance: snapshot, rules, ledger
+    executed = nbformat.read(nb_path, as_version=4)
+    assert executed.metadata.papermill.parameters["scan_id"] == scan_id
+    assert tree_state(demo.tree) == before  # the report wrote nothing in the scanned tree
+
+
+def test_two_runs_on_the_same_inputs_give_byte_identical_html(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.annotate([str(demo.root / ".cache")], store=demo.store, decision="delete")
+    outs = []
+    for name in ("one", "two"):
+        code, doc = run(["report", str(demo.root), "--store", str(demo.store),
+                         "--out", str(tmp_path / name)], capsys)  # fmt: skip
+        assert code == 0
+        outs.append(Path(str(doc["html"])).read_bytes())
+    assert outs[0] == outs[1]
+    api.annotate([str(demo.root / "Pictures")], store=demo.store, decision="keep")
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
+                     "--out", str(tmp_path / "three")], capsys)  # fmt: skip
+    assert Path(str(doc["html"])).read_bytes() != outs[0]  # the ledger is part of the input
+
+
+def test_a_failing_cell_exits_1_and_still_writes_both_files(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (demo.store / "rules.toml").write_text("[[rule]]\nname = 'broken'\n")  # no match, no risk
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
+                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    assert code == 1
+    error = doc["error"]
+    assert isinstance(error, dict) and error["code"] == "report-failed"
+    written = sorted(p.suffix for p in (tmp_path / "reports").rglob("*") if p.is_file())
+    assert written == [".html", ".ipynb"]
+    html = next((tmp_path / "reports").rglob("*.html")).read_text()
+    assert "An Exception was encountered" in html and "RuleInvalid" in html
+
+
+def test_scan_first_reports_on_the_new_scan(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, doc = run(["report", str(demo.root), "--scan", "--store", str(demo.store),
+                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    assert code == 0
+    latest = api.list_snapshots(store=demo.store)[-1]
+    assert len(api.list_snapshots(store=demo.store)) == 3
+    assert doc["scan_id"] == latest.scan_id != demo.scans[-1].scan_id
+
+
+def test_report_refuses_scan_with_a_snapshot_id(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, doc = run(["report", str(demo.root), "--scan", "--snapshot", demo.scans[0].scan_id,
+                     "--store", str(demo.store), "--out", str(tmp_path / "r")], capsys)  # fmt: skip
+    error = doc["error"]
+    assert code == 2 and isinstance(error, dict) and error["code"] == "bad-usage"
+    assert not (tmp_path / "r").exists()
+    assert len(api.list_snapshots(store=demo.store)) == 2  # nothing was scanned
+
+
+def test_report_on_a_root_never_scanned_says_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "never").mkdir()
+    code, doc = run(["report", str(tmp_path / "never"), "--store", str(tmp_path / "s"),
+                     "--out", str(tmp_path / "r")], capsys)  # fmt: skip
+    error = doc["error"]
+    assert code == 2 and isinstance(error, dict) and error["code"] == "snapshot-not-found"
+    assert "hygiene-nb scan" in str(error["message"])

@@ -1,0 +1,220 @@
+"""The notebook views: history, change between scans, risk over time, review state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hygiene_nb import api, views
+from hygiene_nb.errors import SnapshotNotFound, UsageError
+from tests.conftest import write
+
+
+def scan(root: Path, store: Path) -> str:
+    return api.scan_root(root, store=store).scan_id
+
+
+@pytest.fixture
+def changed(tmp_path: Path, store: Path) -> tuple[Path, str, str]:
+    """A tree scanned twice: between the scans a file appears, one grows, one goes, one links."""
+    root = tmp_path / "tree"
+    write(root / "a" / "kept.bin", 1_000)
+    write(root / "b" / "log.txt", 2_000)
+    write(root / "c" / "old.tmp", 3_000)
+    write(root / "d" / "shared.bin", 5_000)
+    first = scan(root, store)
+    write(root / "a" / "new.bin", 700)
+    with (root / "b" / "log.txt").open("ab") as handle:
+        handle.write(b"y" * 300)
+    (root / "c" / "old.tmp").unlink()
+    os.link(root / "d" / "shared.bin", root / "a" / "0-link-to-shared.bin")  # sorts first
+    second = scan(root, store)
+    return root, first, second
+
+
+def test_history_has_one_row_per_scan_with_the_scans_totals(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, first, second = changed
+    hist = views.history(str(root), store=store)
+    assert list(hist["scan_id"]) == [first, second]
+    infos = {s.scan_id: s for s in api.list_snapshots(store=store)}
+    assert list(hist["bytes"]) == [infos[first].tree_bytes, infos[second].tree_bytes]
+    assert list(hist["files"]) == [4, 4]  # one new, one gone; the new link is not a new file
+    assert (hist["fs_free"] > 0).all()
+
+
+def test_diff_by_directory_names_each_kind_of_change(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, first, second = changed
+    by_dir = views.diff(str(root), store=store).set_index("dir")
+    assert by_dir.loc["a", "new_entries"] == 2  # the new file and the new link name
+    assert by_dir.loc["a", "new_entry_bytes"] == 700  # the link adds nothing: inode counted once
+    assert by_dir.loc["b", "grew_entries"] == 1 and by_dir.loc["b", "grew_bytes"] == 300
+    assert by_dir.loc["c", "gone_entries"] == 1 and by_dir.loc["c", "gone_entry_bytes"] == 3_000
+    assert by_dir.loc["d", "delta"] == 0  # the linked file stays counted at its old name
+    assert by_dir.attrs["old"] == first and by_dir.attrs["new"] == second
+
+
+def test_diff_deltas_add_up_to_the_change_in_the_roots_total(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, first, second = changed
+    infos = {s.scan_id: s for s in api.list_snapshots(store=store)}
+    for by in views.DIFF_BY:
+        frame = views.diff(str(root), store=store, by=by)
+        assert frame["delta"].sum() == (infos[second].tree_bytes or 0) - (
+            infos[first].tree_bytes or 0
+        ), by
+        assert frame["old_bytes"].sum() == infos[first].tree_bytes, by
+
+
+def test_changed_entries_lists_the_largest_changes_first(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, _, _ = changed
+    frame = views.changed_entries(str(root), store=store, relative=True)
+    assert list(frame["path"]) == ["c/old.tmp", "a/new.bin", "b/log.txt", "a/0-link-to-shared.bin"]
+    assert list(frame["change"]) == ["gone", "new", "grew", "new"]
+    assert list(frame["delta"]) == [-3_000, 700, 300, 0]  # a new name of a counted inode
+
+
+def test_diff_needs_two_scans_and_refuses_scans_of_different_roots(
+    tmp_path: Path, store: Path
+) -> None:
+    write(tmp_path / "one" / "f", 10)
+    write(tmp_path / "two" / "f", 10)
+    first = scan(tmp_path / "one", store)
+    with pytest.raises(SnapshotNotFound, match="scan it again"):
+        views.diff(str(tmp_path / "one"), store=store)
+    other = scan(tmp_path / "two", store)
+    with pytest.raises(UsageError, match="different roots"):
+        views.diff(store=store, old=first, new=other)
+    with pytest.raises(UsageError, match="by must be"):
+        views.diff(str(tmp_path / "one"), store=store, by="size")  # type: ignore[arg-type]
+
+
+def test_child_growth_follows_each_direct_child_across_scans(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, first, second = changed
+    growth = views.child_growth(str(root), store=store, top=2)
+    assert set(growth["scan_id"]) == {first, second}
+    latest = api.load(str(root), store=store, scan_id=second,
+                      columns=["depth", "name", "tree_bytes"]).to_pandas()  # fmt: skip
+    children = latest[latest["depth"] == 1].sort_values("tree_bytes", ascending=False)
+    per_scan = growth.groupby("scan_id")["bytes"].sum()
+    assert per_scan[second] == children["tree_bytes"].sum()
+    named = set(growth[growth["scan_id"] == second]["child"])
+    assert named == {*children["name"].head(2), "(other)"}
+
+
+def test_risk_history_classifies_every_scan(changed: tuple[Path, str, str], store: Path) -> None:
+    root, first, second = changed
+    frame = views.risk_history(str(root), store=store)
+    assert list(frame["scan_id"].unique()) == [first, second]
+    assert set(frame["risk"]) == {"safe", "caution", "personal", "high", "unknown"}
+    entries = frame.groupby("scan_id")["entries"].sum()
+    infos = {s.scan_id: s for s in api.list_snapshots(store=store)}
+    assert entries[first] == infos[first].entries and entries[second] == infos[second].entries
+    assert frame["score"].between(0, 100).all()
+
+
+def test_review_coverage_counts_a_directory_decision_for_its_whole_subtree(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, _, _ = changed
+    before = views.review_coverage(str(root), store=store)
+    assert before.reviewed_entries == 0 and before.share_bytes == 0
+    api.annotate([str(root / "b")], store=store, decision="keep")
+    api.annotate([str(root / "a" / "new.bin")], store=store, decision="delete")
+    api.annotate([str(root / "a")], store=store, note="only a note: not a decision")
+    cover = views.review_coverage(str(root), store=store)
+    assert cover.by_decision["keep"][0] == 2  # b and b/log.txt
+    assert cover.by_decision["keep"][1] == (root / "b").stat().st_size + 2_300
+    assert cover.by_decision["delete"] == (1, 700)
+    assert cover.reviewed_entries == 3
+    assert 0 < cover.share_entries < 1 and 0 < cover.share_bytes < 1
+
+
+def test_a_nearer_decision_overrides_its_ancestors() -> None:
+    import pyarrow as pa
+
+    paths = pa.array(["/r", "/r/a", "/r/a/x", "/r/a-b", "/r/a/y/z", "/r/ab"])
+    got = views.decided_rows(paths, {"/r/a": "delete", "/r/a/y": "keep"})
+    assert list(got) == [None, "delete", "delete", None, "keep", None]
+
+
+def test_pending_decisions_lists_unsure_and_deletes_still_present(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, _, _ = changed
+    api.annotate([str(root / "a")], store=store, decision="unsure", note="ask Ana")
+    api.annotate([str(root / "b" / "log.txt")], store=store, decision="delete")
+    api.annotate([str(root / "c" / "old.tmp")], store=store, decision="delete")  # already gone
+    api.annotate([str(root / "d")], store=store, decision="keep")
+    frame = views.pending_decisions(str(root), store=store)
+    assert list(frame["path"]) == [str(root / "b" / "log.txt"), str(root / "a")]
+    assert list(frame["bytes"]) == [2_300, views.browse_frame(api.classify(str(root), store=store))
+                                    .set_index("path").loc[str(root / "a"), "bytes"]]  # fmt: skip
+    assert frame.loc[1, "note"] == "ask Ana"
+
+
+def test_plan_preview_matches_the_exported_plan(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, _, _ = changed
+    api.annotate([str(root / "b")], store=store, decision="delete")
+    api.annotate([str(root / "b" / "log.txt")], store=store, decision="delete")  # folded
+    preview = views.plan_preview(str(root), store=store)
+    plan = api.make_plan(root, store=store)
+    assert preview["candidates"] == plan.candidates == 1
+    assert preview["reclaim_bytes"] == plan.reclaim_bytes
+
+
+def test_treemap_nodes_stay_within_budget_and_areas_add_up(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "wide"
+    for i in range(30):
+        for j in range(12):
+            write(root / f"d{i:02d}" / f"f{j:02d}", 100 + i * 10 + j)
+    write(root / "loose.bin", 5_000)
+    scan(root, store)
+    frame = views.browse_frame(api.classify(str(root), store=store))
+    api.annotate([str(root / "d25")], store=store, decision="keep")
+    nodes = views.treemap_nodes(
+        frame, str(root), decisions=views.human_decisions(store, str(root)),
+        max_nodes=120, children=10,
+    )  # fmt: skip
+    assert len(nodes) <= 120
+    assert nodes["id"].is_unique
+    sums = nodes.groupby("parent")["bytes"].sum()
+    for node_id, size in zip(nodes["id"], nodes["bytes"], strict=True):
+        assert size >= sums.get(node_id, 0), node_id  # branchvalues="total" holds
+    top = nodes[nodes["parent"] == str(root)]
+    own = int(frame.set_index("path").loc[str(root), "bytes"])  # type: ignore[arg-type]
+    assert top["bytes"].sum() <= own
+    assert (nodes["id"] == str(root) + "/(other)").any()  # 31 children, 10 named
+    decided = nodes.set_index("id")["decision"]
+    assert decided[str(root / "d25")] == "keep"
+    assert decided[str(root / "d25" / "f03")] == "keep"  # covered by its parent's decision
+    assert pd.isna(decided[str(root / "d29")])
+
+
+def test_executions_view_is_empty_before_anything_ran(store: Path) -> None:
+    api.open_store(store)
+    frame = views.executions(store=store)
+    assert frame.empty and "in_quarantine" in frame.columns
+
+
+def test_browse_frame_keeps_unreadable_sizes_unknown(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "ok" / "f", 10)
+    scan(root, store)
+    frame = views.browse_frame(api.classify(str(root), store=store))
+    assert frame["bytes"].dtype == pd.Int64Dtype()
+    row = frame.set_index("path").loc[str(root / "ok")]
+    assert row["files"] == 1 and row["kind"] == "dir"
