@@ -33,6 +33,7 @@ from bench.executor import executor_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
 from bench.plan import plan_section
+from bench.views import views_section
 
 __all__ = [
     "SECTIONS",
@@ -411,6 +412,7 @@ SECTIONS: list[Section] = [
     classify_section,
     plan_section,
     executor_section,
+    views_section,
 ]
 
 

@@ -347,7 +347,12 @@ def find_scan(store: Store, *, root: str | None = None, scan_id: str | None = No
 
 
 def entry_paths(table: pa.Table) -> pa.ChunkedArray:
-    """Absolute path strings for snapshot rows (``parent`` + ``/`` + ``name``; root: ``name``)."""
+    """Absolute path strings for snapshot rows (``parent`` + ``/`` + ``name``; root: ``name``).
+
+    A table that already holds ``path`` (as ``load_snapshot`` adds it) gives that column back.
+    """
+    if "path" in table.column_names:
+        return table.column("path")
     parent = table.column("parent").cast(pa.string())
     name = table.column("name")
     joined = pc.binary_join_element_wise(parent, name, "/")
