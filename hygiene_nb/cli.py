@@ -570,6 +570,12 @@ def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -
     help="Reports directory; the report goes to OUT/<root-slug>/<snapshot>.html and .ipynb.",
 )
 @click.option(
+    "--redact",
+    is_flag=True,
+    help="Categories, counts, bytes, scores, plan ids and expiry only: no path, file name, user "
+    "name or note (written to OUT/redacted/).",
+)
+@click.option(
     "--timeout",
     type=click.IntRange(min=1),
     default=900,
@@ -582,6 +588,7 @@ def report(
     scan_id: str | None,
     scan_first: bool,
     out: str,
+    redact: bool,
     timeout: int,
     store: str | None,
     as_json: bool,
@@ -595,8 +602,9 @@ def report(
     from hygiene_nb.report import make_report
 
     result = make_report(
-        root, store=store, scan_id=scan_id, out=out, scan=scan_first, timeout=timeout
-    )
+        root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
+        timeout=timeout,
+    )  # fmt: skip
     doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
            "html": result.html, "notebook": result.notebook}  # fmt: skip
     _out(as_json, doc, f"report: {result.html}\nnotebook: {result.notebook}")

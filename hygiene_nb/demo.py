@@ -20,6 +20,7 @@ from hygiene_nb.snapshot import ScanInfo
 __all__ = [
     "DEMO_DIR_ENV",
     "DEMO_EPOCH_NS",
+    "REPORT_ENV",
     "DemoStore",
     "demo_dir",
     "ensure_demo",
@@ -191,12 +192,21 @@ def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3
         os.close(lock)
 
 
+REPORT_ENV = ("HYGIENE_NB_REPORT_ROOT", "HYGIENE_NB_REPORT_STORE")
+
+
 def or_demo(root: str | None, store: str | None) -> tuple[str, str]:
-    """A notebook's ``root`` and ``store`` parameters, the demo's where both are None.
+    """A notebook's ``root`` and ``store`` parameters; where both are None, where to look.
+
+    A redacted report passes them in ``HYGIENE_NB_REPORT_ROOT``/``_STORE`` (so that no path is
+    written into the notebook as a parameter); without those, the demo.
 
     Raises:
         UsageError: only one of the two was given.
     """
+    from_env = [os.environ.get(name) for name in REPORT_ENV]
+    if root is None and store is None and from_env[0] and from_env[1]:
+        return from_env[0], from_env[1]
     if root is None and store is None:
         demo = ensure_demo()
         return str(demo.root), str(demo.store)

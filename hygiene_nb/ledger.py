@@ -522,6 +522,18 @@ class Ledger:
         )
         return IssuedPlan(*rows[0]) if rows else None
 
+    def plans(self, *, root: str | None = None) -> list[IssuedPlan]:
+        """Every plan this store issued (of ``root`` only, if given), oldest first."""
+        query = (
+            "SELECT plan_id, plan_digest, root, scan_id, path, created_at, expires_at,"
+            " candidates, reclaim_bytes, state FROM plans"
+        )
+        args: tuple[Any, ...] = ()
+        if root is not None:
+            query += " WHERE root = ?"
+            args = (root,)
+        return [IssuedPlan(*r) for r in self._read(query + " ORDER BY created_at, plan_id", args)]
+
     def claim_plan(self, plan_id: str, plan_digest: str) -> bool:
         """Mark an issued plan ``executing``; False if it is not (any more) ``issued``.
 

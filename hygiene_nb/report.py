@@ -24,13 +24,21 @@ from nbconvert import HTMLExporter
 from traitlets.config import Config
 
 from hygiene_nb import api
+from hygiene_nb.demo import REPORT_ENV
 from hygiene_nb.errors import ReportFailed, UsageError
 from hygiene_nb.snapshot import ScanInfo, find_scan, root_slug
 from hygiene_nb.store import write_private_file
 
-__all__ = ["REPORT_NOTEBOOK", "ReportResult", "make_report", "report_paths"]
+__all__ = [
+    "REDACTED_NOTEBOOK",
+    "REPORT_NOTEBOOK",
+    "ReportResult",
+    "make_report",
+    "report_paths",
+]
 
 REPORT_NOTEBOOK = "notebooks/audit_report.ipynb"  # inside the package
+REDACTED_NOTEBOOK = "notebooks/audit_report_redacted.ipynb"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -44,10 +52,24 @@ class ReportResult:
     html: str
 
 
-def report_paths(out: Path, info: ScanInfo) -> tuple[Path, Path]:
-    """``<out>/<root-slug>/<scan-id>.ipynb`` and ``.html`` for a scan."""
-    folder = out / root_slug(info.root)
+def report_paths(out: Path, info: ScanInfo, *, redact: bool = False) -> tuple[Path, Path]:
+    """``<out>/<root-slug>/<scan-id>.ipynb`` and ``.html`` (``<out>/redacted/…`` if redacted)."""
+    folder = out / ("redacted" if redact else root_slug(info.root))
     return folder / f"{info.scan_id}.ipynb", folder / f"{info.scan_id}.html"
+
+
+def _scrub(notebook: nbformat.NotebookNode) -> None:
+    """Remove what a redacted notebook must not carry: papermill's paths, error details."""
+    meta = notebook.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if key in meta:
+            meta[key] = "(redacted)"
+    meta["parameters"] = {k: v for k, v in meta.get("parameters", {}).items() if k == "scan_id"}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["evalue"] = "(redacted)"
+                output["traceback"] = [f"{output.get('ename', 'Error')}: (redacted)"]
 
 
 def _html(notebook: nbformat.NotebookNode, title: str) -> str:
@@ -77,6 +99,7 @@ def make_report(
     scan_id: str | None = None,
     out: str | os.PathLike[str] = "reports",
     scan: bool = False,
+    redact: bool = False,
     timeout: int = 900,
 ) -> ReportResult:
     """Run the audit notebook on a snapshot and write its ``.ipynb`` and ``.html``.
@@ -87,6 +110,8 @@ def make_report(
         scan_id: the snapshot (default: the latest of ``root``).
         out: the reports directory (``<root-slug>/<scan-id>.*`` go inside it).
         scan: scan ``root`` first and report on that new snapshot.
+        redact: categories, counts, bytes, scores, plan ids and expiry only: no path, file name,
+            user name or note anywhere in either file (written to ``<out>/redacted/``).
         timeout: seconds any one cell may run.
 
     Raises:
@@ -94,8 +119,6 @@ def make_report(
         UsageError: ``--scan`` without a root, or with a snapshot id.
         ReportFailed: a cell failed (both files are written all the same).
     """
-    import papermill as pm
-
     st = api.open_store(store)
     if scan:
         if root is None or scan_id is not None:
@@ -103,45 +126,64 @@ def make_report(
         info = api.scan_root(root, store=st)
     else:
         info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    nb_path, html_path = report_paths(Path(out), info)
+    nb_path, html_path = report_paths(Path(out), info, redact=redact)
     nb_path.parent.mkdir(parents=True, exist_ok=True)
-    parameters = {"root": info.root, "store": str(st.root), "scan_id": info.scan_id}
-    failure: Exception | None = None
     env = {"PLOTLY_RENDERER": "plotly_mimetype+notebook", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    if redact:  # paths reach the kernel through its environment, never as notebook parameters
+        template = REDACTED_NOTEBOOK
+        parameters: dict[str, str] = {"scan_id": info.scan_id}
+        env |= dict(zip(REPORT_ENV, (info.root, str(st.root)), strict=True))
+        title = f"Workspace audit (redacted) {info.scan_id}"
+    else:
+        template = REPORT_NOTEBOOK
+        parameters = {"root": info.root, "store": str(st.root), "scan_id": info.scan_id}
+        title = f"Workspace audit: {info.root} ({info.scan_id})"
+    executed, failure = _execute(template, parameters, env, cwd=nb_path.parent, timeout=timeout)
+    if redact:
+        _scrub(executed)
+    write_private_file(nb_path, nbformat.writes(executed).encode())
+    write_private_file(html_path, _html(executed, title).encode())
+    if failure is not None:
+        where = "the HTML" if redact else str(html_path)
+        raise ReportFailed(
+            f"a cell of the report failed ({'details redacted' if redact else failure}); "
+            f"see {where} for where. Fix the cause (or report it), then run the report again."
+        )
+    return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path))
+
+
+def _execute(
+    template: str, parameters: dict[str, str], env: dict[str, str], *, cwd: Path, timeout: int
+) -> tuple[nbformat.NotebookNode, Exception | None]:
+    """Run a packaged notebook with papermill; the executed notebook and the failure, if any."""
+    import papermill as pm
+
+    failure: Exception | None = None
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits them
     try:
         with (
             tempfile.TemporaryDirectory(prefix="hygiene-nb-report-") as scratch,
-            as_file(files("hygiene_nb") / REPORT_NOTEBOOK) as template,
+            as_file(files("hygiene_nb") / template) as source,
         ):
-            running = Path(scratch) / nb_path.name
+            running = Path(scratch) / "report.ipynb"
             try:
                 pm.execute_notebook(
-                    str(template),
+                    str(source),
                     str(running),
                     parameters=parameters,
                     kernel_name="python3",
-                    cwd=str(nb_path.parent),
+                    cwd=str(cwd),
                     progress_bar=False,
                     log_output=False,
                     execution_timeout=timeout,
                 )
             except pm.PapermillExecutionError as exc:
                 failure = exc  # papermill saved the notebook with the failing cell marked
-            executed = nbformat.read(running, as_version=4)
+            return nbformat.read(running, as_version=4), failure
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    write_private_file(nb_path, nbformat.writes(executed).encode())
-    title = f"Workspace audit: {info.root} ({info.scan_id})"
-    write_private_file(html_path, _html(executed, title).encode())
-    if failure is not None:
-        raise ReportFailed(
-            f"a cell of the report failed ({failure}); see {html_path} for where. "
-            "Fix the cause (or report it), then run the report again."
-        )
-    return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path))

@@ -47,8 +47,10 @@ __all__ = [
     "history",
     "human_decisions",
     "ledger_state",
+    "pending_counts",
     "pending_decisions",
     "plan_preview",
+    "plans",
     "provenance",
     "resolve_scan",
     "review_coverage",
@@ -516,8 +518,12 @@ def pending_decisions(
                              ignore_index=True)  # fmt: skip
 
 
-def executions(*, store: api.StoreArg = None, limit: int = 20) -> pd.DataFrame:
+def executions(
+    *, store: api.StoreArg = None, limit: int = 20, redact: bool = False
+) -> pd.DataFrame:
     """The latest executions (newest first) and whether each batch is still in quarantine.
+
+    With ``redact`` the receipt's path is left out.
 
     ``in_quarantine`` is True while a batch directory the receipt names exists, False once it
     was purged, and missing when the receipt names none (nothing moved) or cannot be read.
@@ -530,6 +536,8 @@ def executions(*, store: api.StoreArg = None, limit: int = 20) -> pd.DataFrame:
                  "batch_id", "receipt_path", "moved", "skipped", "moved_bytes", "status"],
     )  # fmt: skip
     frame["in_quarantine"] = [_batch_present(p) for p in frame["receipt_path"]]
+    if redact:
+        frame = frame.drop(columns=["receipt_path"])
     return frame.iloc[::-1].head(limit).reset_index(drop=True)
 
 
@@ -663,11 +671,14 @@ def treemap_nodes(
 # -- tables of a summary, for display ------------------------------------------------------
 
 
-def totals_frame(summary: Summary) -> pd.DataFrame:
-    """The summary's totals as a two-column table (``what``, ``value``); unknowns stay missing."""
+def totals_frame(summary: Summary, *, redact: bool = False) -> pd.DataFrame:
+    """The summary's totals as a two-column table (``what``, ``value``); unknowns stay missing.
+
+    With ``redact`` the root's path is left out.
+    """
     score = summary.cleanliness
     rows: list[tuple[str, object]] = [
-        ("root", summary.root),
+        *([] if redact else [("root", summary.root)]),
         ("snapshot", summary.scan_id),
         ("scanned at", summary.scanned_at),
         ("apparent bytes", summary.tree_bytes),
@@ -703,9 +714,12 @@ def entries_frame(entries: Sequence[SizedEntry]) -> pd.DataFrame:
     ).astype({"files": "Int64"})
 
 
-def groups_frame(groups: Sequence[GroupStats]) -> pd.DataFrame:
-    """Pattern groups: places found (outermost only), bytes, files, largest place."""
-    return pd.DataFrame(
+def groups_frame(groups: Sequence[GroupStats], *, redact: bool = False) -> pd.DataFrame:
+    """Pattern groups: places found (outermost only), bytes, files, largest place.
+
+    With ``redact`` the largest place (a path) is left out.
+    """
+    frame = pd.DataFrame(
         [
             {
                 "group": g.group,
@@ -718,6 +732,7 @@ def groups_frame(groups: Sequence[GroupStats]) -> pd.DataFrame:
         ],
         columns=["group", "places", "bytes", "files", "largest"],
     )
+    return frame.drop(columns=["largest"]) if redact else frame
 
 
 def risk_frame(summary: Summary) -> pd.DataFrame:
@@ -774,15 +789,18 @@ def provenance(
     store: api.StoreArg = None,
     scan_id: str | None = None,
     parameters: dict[str, object] | None = None,
+    redact: bool = False,
 ) -> pd.DataFrame:
-    """What a report was made from: snapshot, rules, ledger state, versions, parameters."""
+    """What a report was made from: snapshot, rules, ledger state, versions, parameters.
+
+    With ``redact`` the root, the host and the parameters (which hold paths) are left out.
+    """
     info = resolve_scan(root, store=store, scan_id=scan_id)
     ledger = ledger_state(store=store, root=info.root)
     versions = {name: _version(name) for name in _VERSIONED}
     rows: list[tuple[str, object]] = [
         ("snapshot", info.scan_id),
-        ("root", info.root),
-        ("host", info.host),
+        *([] if redact else [("root", info.root), ("host", info.host)]),
         ("scanned", f"{info.started_at} → {info.finished_at}"),
         ("walker", info.walker),
         ("rules", rules_digest(store=store)),
@@ -791,8 +809,9 @@ def provenance(
             f"{ledger['annotations']} annotations {ledger['decisions']}, {ledger['digest']}",
         ),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items())),
-        ("parameters", json.dumps(parameters or {}, sort_keys=True, default=str)),
     ]
+    if not redact:
+        rows.append(("parameters", json.dumps(parameters or {}, sort_keys=True, default=str)))
     return pd.DataFrame(rows, columns=["what", "value"])
 
 
@@ -806,3 +825,25 @@ def _version(name: str) -> str:
         return version(name)
     except PackageNotFoundError:
         return "not installed"
+
+
+def pending_counts(
+    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+) -> pd.DataFrame:
+    """How many pending decisions of each kind, and their bytes (no paths, no notes)."""
+    pending = pending_decisions(root, store=store, scan_id=scan_id)
+    counts = pending.groupby("decision").agg(entries=("path", "size"), bytes=("bytes", "sum"))
+    return counts.reindex(["delete", "unsure"], fill_value=0).rename_axis("decision").reset_index()
+
+
+def plans(root: str | None = None, *, store: api.StoreArg = None) -> pd.DataFrame:
+    """The plans issued for ``root``, newest first: id, created, expiry, candidates, state."""
+    info = resolve_scan(root, store=store)
+    with Ledger.open(api.open_store(store)) as ledger:
+        issued = ledger.plans(root=info.root)
+    rows = [
+        (p.plan_id, p.created_at, p.expires_at, p.candidates, p.reclaim_bytes, p.state)
+        for p in reversed(issued)
+    ]
+    columns = ["plan_id", "created_at", "expires_at", "candidates", "reclaim_bytes", "state"]
+    return pd.DataFrame(rows, columns=columns)
