@@ -181,7 +181,7 @@ def test_a_failing_redacted_report_does_not_leak_through_the_error(
 ) -> None:
     home, root, store = private_tree
     (store / "rules.toml").write_text("[[rule]]\nname = 'broken'\n")
-    code, doc = run(["report", str(root), "--redact", "--store", str(store),
+    code, _ = run(["report", str(root), "--redact", "--store", str(store),
                      "--out", str(tmp_path / "out")], capsys)  # fmt: skip
     assert code == 1
     for path in (tmp_path / "out").rglob("*.*"):
