@@ -52,6 +52,7 @@ def cli() -> None:
     rules …          remember a decision for a whole pattern group
     plan ROOT        export the plan file from your delete decisions
     report ROOT      run the audit notebook: an offline HTML report
+    suggest ROOT     automatic mode's suggested plan (a suggestion only)
 
     Nothing here removes, moves or changes a file in a scanned tree.
     """
@@ -606,8 +607,39 @@ def report(
         timeout=timeout,
     )  # fmt: skip
     doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
-           "html": result.html, "notebook": result.notebook}  # fmt: skip
-    _out(as_json, doc, f"report: {result.html}\nnotebook: {result.notebook}")
+           "html": result.html, "notebook": result.notebook,
+           "suggested_plan": result.suggested_plan}  # fmt: skip
+    text = f"report: {result.html}\nnotebook: {result.notebook}"
+    if result.suggested_plan:
+        text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
+    _out(as_json, doc, text)
+
+
+@cli.command()
+@click.argument("root", type=click.Path())
+@click.option("--decline", metavar="DIGEST", help="Dismiss the suggestion shown with this digest.")
+@common_options
+def suggest(root: str, decline: str | None, store: str | None, as_json: bool) -> None:
+    """Show automatic mode's suggested plan for ROOT's latest scan, or --decline it.
+
+    Only a suggestion: it decides and moves nothing. A declined suggestion is not shown again
+    while its candidates stay the same. Turn automatic mode on per root in the store's
+    config.toml (`[roots."/abs/root"]` with `automatic = true`, `threshold = 80`).
+    """
+    from hygiene_nb import suggest as suggestions
+
+    path = os.path.abspath(root)
+    found = (suggestions.decline(path, decline, store=store) if decline
+             else suggestions.suggested_plan(path, store=store))  # fmt: skip
+    if found is None:
+        doc: dict[str, Any] = {"status": "done", "automatic": False}
+        _out(as_json, doc, f"{path} is in manual mode: nothing is suggested.")
+        return
+    doc = {"status": "done", "automatic": True, "shown": found.shown, "digest": found.digest,
+           "score": found.score, "threshold": found.threshold, "reason": found.reason,
+           "declined_at": found.declined_at, "reclaim_bytes": found.reclaim_bytes,
+           "candidates": found.candidates}  # fmt: skip
+    _out(as_json, doc, suggestions.suggestion_markdown(found))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

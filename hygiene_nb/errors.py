@@ -8,6 +8,7 @@
     │   ├── RootChanged               code root-changed         exit 2
     │   ├── ExcludeInvalid            code exclude-invalid      exit 2
     │   ├── RuleInvalid               code rule-invalid         exit 2
+    │   ├── ConfigInvalid             code config-invalid       exit 2
     │   ├── PlanMalformed             code plan-malformed       exit 2
     │   ├── PlanUnreadable            code plan-unreadable      exit 2
     │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
@@ -43,6 +44,7 @@ __all__ = [
     "BatchInvalid",
     "BatchNotFound",
     "CandidateForbidden",
+    "ConfigInvalid",
     "ConfirmationMismatch",
     "ExcludeInvalid",
     "HygieneError",
@@ -242,3 +244,9 @@ class ReportFailed(HygieneError):
     """Raised when a cell of the report notebook failed (the notebook and HTML show where)."""
 
     code = "report-failed"
+
+
+class ConfigInvalid(UsageError):
+    """Raised when the store's ``config.toml`` is unreadable, not TOML, or a setting is wrong."""
+
+    code = "config-invalid"

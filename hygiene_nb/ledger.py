@@ -110,9 +110,30 @@ MIGRATIONS += (
         """,
     ),
 )
+MIGRATIONS += (
+    (
+        3,
+        """
+        CREATE TABLE declined_suggestions (         -- automatic mode: never repeat these
+            root TEXT NOT NULL,
+            digest TEXT NOT NULL,                    -- of the suggested candidates as they were
+            declined_at TEXT NOT NULL,
+            PRIMARY KEY (root, digest)
+        );
+        """,
+    ),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _TABLES = frozenset(
-    {"annotations", "annotation_history", "claims", "remembered_rules", "plans", "executions"}
+    {
+        "annotations",
+        "annotation_history",
+        "claims",
+        "remembered_rules",
+        "plans",
+        "executions",
+        "declined_suggestions",
+    }
 )
 _BUSY_MS = 30_000
 _EXECUTION_KEYS = (
@@ -533,6 +554,23 @@ class Ledger:
             query += " WHERE root = ?"
             args = (root,)
         return [IssuedPlan(*r) for r in self._read(query + " ORDER BY created_at, plan_id", args)]
+
+    def decline_suggestion(self, root: str, digest: str) -> None:
+        """Record that a person declined the suggestion ``digest`` for ``root``."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO declined_suggestions (root, digest, declined_at)"
+                " VALUES (?, ?, ?)",
+                (root, digest, _now()),
+            )
+
+    def declined_at(self, root: str, digest: str) -> str | None:
+        """When the suggestion ``digest`` for ``root`` was declined, if it was."""
+        rows = self._read(
+            "SELECT declined_at FROM declined_suggestions WHERE root = ? AND digest = ?",
+            (root, digest),
+        )
+        return str(rows[0][0]) if rows else None
 
     def claim_plan(self, plan_id: str, plan_digest: str) -> bool:
         """Mark an issued plan ``executing``; False if it is not (any more) ``issued``.

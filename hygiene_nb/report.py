@@ -23,11 +23,11 @@ import nbformat
 from nbconvert import HTMLExporter
 from traitlets.config import Config
 
-from hygiene_nb import api
+from hygiene_nb import api, suggest
 from hygiene_nb.demo import REPORT_ENV
 from hygiene_nb.errors import ReportFailed, UsageError
 from hygiene_nb.snapshot import ScanInfo, find_scan, root_slug
-from hygiene_nb.store import write_private_file
+from hygiene_nb.store import Store, write_private_file
 
 __all__ = [
     "REDACTED_NOTEBOOK",
@@ -50,6 +50,7 @@ class ReportResult:
     root: str
     notebook: str
     html: str
+    suggested_plan: str | None = None  # automatic mode's Markdown, when it suggested a plan
 
 
 def report_paths(out: Path, info: ScanInfo, *, redact: bool = False) -> tuple[Path, Path]:
@@ -143,13 +144,24 @@ def make_report(
         _scrub(executed)
     write_private_file(nb_path, nbformat.writes(executed).encode())
     write_private_file(html_path, _html(executed, title).encode())
+    suggested = _write_suggestion(st, info, nb_path, redact=redact) if failure is None else None
     if failure is not None:
         where = "the HTML" if redact else str(html_path)
         raise ReportFailed(
             f"a cell of the report failed ({'details redacted' if redact else failure}); "
             f"see {where} for where. Fix the cause (or report it), then run the report again."
         )
-    return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path))
+    return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path), suggested)
+
+
+def _write_suggestion(st: Store, info: ScanInfo, nb_path: Path, *, redact: bool) -> str | None:
+    """Automatic mode: the suggested plan's Markdown beside the report, when there is one."""
+    found = suggest.suggested_plan(store=st, scan_id=info.scan_id)
+    if found is None or not found.shown:
+        return None
+    path = nb_path.with_name(f"{info.scan_id}.suggested-plan.md")
+    write_private_file(path, suggest.suggestion_markdown(found, redact=redact).encode())
+    return str(path)
 
 
 def _execute(

@@ -1,0 +1,290 @@
+"""Suggestions, never actions: automatic mode's suggested plan and tidy names for kept files.
+
+**Automatic mode** (seed 004, per root in the store's ``config.toml``): when a full scan scores
+below the threshold and safe entries exist, the report gains a suggested plan and its Markdown.
+It is a proposal for a person to read; turning it into decisions, a plan file and an execution
+stays with the person. A suggestion the person declined is not shown again while its
+candidates are unchanged (same paths, sizes and times: the suggestion's digest).
+
+**Organization suggestions**: kept intermediate files scattered through a workspace (logs,
+exports, scratch outputs) get a suggested name and directory, with the reason. Nothing in
+hygiene-nb moves or renames anything for this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from hygiene_nb import api, views
+from hygiene_nb.config import load_root_config
+from hygiene_nb.ledger import Ledger
+from hygiene_nb.snapshot import entry_paths
+from hygiene_nb.summary import cleanliness, freed_bytes
+
+__all__ = [
+    "ORGANIZE",
+    "PROJECT_MARKERS",
+    "Suggestion",
+    "decline",
+    "organization_suggestions",
+    "suggested_plan",
+    "suggestion_markdown",
+]
+
+PROJECT_MARKERS = frozenset({
+    ".git", "pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod",
+    "pom.xml", "build.gradle", "CMakeLists.txt", "Makefile", "Gemfile", "composer.json",
+    "requirements.txt", "environment.yml",
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Automatic mode's verdict on one scan: a suggested plan, or why there is none."""
+
+    root: str
+    scan_id: str
+    score: int
+    threshold: int
+    digest: str = ""
+    candidates: list[dict[str, object]] = field(default_factory=list)
+    reclaim_bytes: int = 0
+    declined_at: str | None = None
+    reason: str = ""
+
+    @property
+    def shown(self) -> bool:
+        """True when there is something to suggest that the person has not declined."""
+        return bool(self.candidates) and self.declined_at is None
+
+
+def _digest(rows: pd.DataFrame) -> str:
+    text = "\n".join(
+        f"{p}\t{k}\t{b}\t{m}"
+        for p, k, b, m in zip(
+            rows["path"], rows["kind"], rows["bytes"], rows["latest_mtime_ns"], strict=True
+        )
+    )
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def suggested_plan(
+    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+) -> Suggestion | None:
+    """Automatic mode's suggestion for a scan (``None`` when the root is in manual mode).
+
+    Candidates are the outermost *safe* matches of a pattern group (never protected, never an
+    entry a person already decided on, or inside one), as of the scan's time.
+
+    Raises:
+        ConfigInvalid: the store's ``config.toml`` is malformed.
+    """
+    st = api.open_store(store)
+    info = views.resolve_scan(root, store=st, scan_id=scan_id)
+    config = load_root_config(st, info.root)
+    if not config.automatic:
+        return None
+    table = api.classify(store=st, scan_id=info.scan_id, now_ns=api.scan_time_ns(info))
+    score = cleanliness(table, partial=info.partial).score
+
+    def verdict(**found: Any) -> Suggestion:
+        return Suggestion(info.root, info.scan_id, score, config.threshold, **found)
+
+    if info.partial:
+        return verdict(reason="the scan is partial, so the score is an estimate: "
+                          "scan without limits for a suggestion")  # fmt: skip
+    if score >= config.threshold:
+        return verdict(reason=f"the score {score} is not below {config.threshold}")
+    frame = views.browse_frame(table)
+    decided = views.decided_rows(pa.array(frame["path"]), views.human_decisions(st, info.root))
+    chosen = (
+        np.asarray(table.column("group_root").fill_null(False), dtype=bool)
+        & (frame["risk"] == "safe").to_numpy()
+        & ~np.asarray(table.column("protected").fill_null(False), dtype=bool)
+        & np.array([d is None for d in decided])
+    )
+    rows = frame[chosen].sort_values("path")
+    outermost: list[int] = []
+    last = None
+    for index, path in zip(rows.index, rows["path"], strict=True):
+        if last is not None and path.startswith(last.rstrip("/") + "/"):
+            continue  # inside a candidate already listed
+        outermost.append(index)
+        last = path
+    rows = rows.loc[outermost]
+    if rows.empty:
+        return verdict(reason="nothing is safe to suggest")
+    covered = views.decided_rows(entry_paths(table), dict.fromkeys(rows["path"], "x"))
+    reclaim, _ = freed_bytes(table, np.array([c is not None for c in covered]))
+    digest = _digest(rows)
+    with Ledger.open(st) as ledger:
+        declined = ledger.declined_at(info.root, digest)
+    candidates = [
+        {"path": p, "kind": k, "bytes": None if pd.isna(b) else int(b), "group": g, "claim": c}
+        for p, k, b, g, c in zip(
+            rows["path"], rows["kind"], rows["bytes"], rows["group"], rows["claim"], strict=True
+        )
+    ]
+    reason = (
+        f"you declined this suggestion at {declined}; it returns when its candidates change"
+        if declined
+        else f"the score {score} is below {config.threshold} and {len(candidates)} safe "
+        "entries could go"
+    )
+    return verdict(digest=digest, candidates=candidates, reclaim_bytes=reclaim,
+                      declined_at=declined, reason=reason)  # fmt: skip
+
+
+def suggestion_markdown(s: Suggestion, *, redact: bool = False) -> str:
+    """The suggestion as Markdown (with ``redact``: counts and bytes only, no path or name)."""
+    lines = [
+        f"# Suggested plan for {'(redacted)' if redact else s.root}",
+        "",
+        f"Snapshot `{s.scan_id}`, cleanliness score {s.score} (threshold {s.threshold}): "
+        f"{s.reason}.",
+        "",
+    ]
+    if not s.candidates:
+        return "\n".join(lines)
+    lines += [
+        f"{len(s.candidates)} safe entries would free {s.reclaim_bytes} bytes (each inode once). "
+        "This is a suggestion: nothing has been decided or moved. To act on it, mark the "
+        "entries `delete` (the widget, or `hygiene-nb annotate`), export a plan with "
+        "`hygiene-nb plan`, review it, then run `hygiene-nb execute`. To dismiss it: "
+        f"`hygiene-nb suggest ROOT --decline {s.digest}`.",
+        "",
+    ]
+    if redact:
+        groups: dict[str, list[int]] = {}
+        for c in s.candidates:
+            entry = groups.setdefault(str(c["group"]), [0, 0])
+            entry[0] += 1
+            entry[1] += int(c["bytes"] or 0)  # type: ignore[call-overload]
+        lines += ["| group | entries | bytes |", "|---|---|---|"]
+        lines += [f"| {g} | {n} | {b} |" for g, (n, b) in sorted(groups.items())]
+    else:
+        lines += ["| path | kind | bytes | group | why |", "|---|---|---|---|---|"]
+        lines += [
+            f"| `{c['path']}` | {c['kind']} | {c['bytes']} | {c['group']} | {c['claim']} |"
+            for c in s.candidates
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def decline(root: str, digest: str, *, store: api.StoreArg = None) -> Suggestion:
+    """Decline the current suggestion for ``root`` (``digest`` must be the one shown).
+
+    Raises:
+        UsageError: there is no current suggestion, or ``digest`` is not it.
+    """
+    from hygiene_nb.errors import UsageError
+
+    current = suggested_plan(root, store=store)
+    if current is None or not current.candidates:
+        raise UsageError(f"there is no suggestion for {root} to decline.")
+    if current.digest != digest:
+        raise UsageError(
+            f"{digest} is not the current suggestion for {root} ({current.digest}); "
+            "run `hygiene-nb suggest ROOT` to see it first."
+        )
+    with Ledger.open(api.open_store(store)) as ledger:
+        ledger.decline_suggestion(current.root, digest)
+    return suggested_plan(root, store=store) or current
+
+
+# -- organization suggestions --------------------------------------------------------------
+
+# category → (what it is, where it goes, names/extensions that say so, directories it belongs in)
+ORGANIZE: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
+    "logs": ("log file", "logs/{month}", (".log",), ("logs", "log", "Logs")),
+    "exports": ("exported data", "exports/{month}",
+                ("export", "output", "dump", "results_"), ("exports", "outputs", "output")),
+    "scratch": ("scratch output", "scratch",
+                ("scratch", "tmp_", "temp_", "untitled", "draft"), ("scratch",)),
+}  # fmt: skip
+_EXPORT_EXTS = (".csv", ".tsv", ".xlsx", ".xls", ".json", ".parquet", ".ipynb", ".txt")
+
+
+def _category(name: str) -> str | None:
+    lower = name.lower()
+    stem, ext = posixpath.splitext(lower)
+    if ext == ".log":
+        return "logs"
+    if ext in _EXPORT_EXTS and stem.startswith(ORGANIZE["exports"][2]):
+        return "exports"
+    if stem.startswith(ORGANIZE["scratch"][2]):
+        return "scratch"
+    return None
+
+
+def organization_suggestions(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    under: str | None = None,
+) -> pd.DataFrame:
+    """A tidy name and directory for each kept intermediate file that sits out of place.
+
+    Logs, exports and scratch outputs outside a directory of their kind, not protected and not
+    marked delete, are given ``<workspace>/logs/<YYYY-MM>/<name>`` (by the month last
+    written), ``exports/<YYYY-MM>/…`` or ``scratch/…``. The workspace is the nearest directory
+    holding a project marker (``pyproject.toml``, ``.git``…), else the root.
+
+    Returns:
+        Columns ``path``, ``suggested``, ``category``, ``reason``; suggestions only.
+    """
+    st = api.open_store(store)
+    info = views.resolve_scan(root, store=st, scan_id=scan_id)
+    table = api.classify(store=st, scan_id=info.scan_id, now_ns=api.scan_time_ns(info))
+    frame = views.browse_frame(table)
+    protected = np.asarray(table.column("protected").fill_null(False), dtype=bool)
+    markers = set(frame.loc[frame["name"].isin(PROJECT_MARKERS), "parent"].dropna())
+    decided = views.decided_rows(pa.array(frame["path"]), views.human_decisions(st, info.root))
+    rows = []
+    scope = (under or info.root).rstrip("/") + "/"
+    for path, parent, name, kind, mtime, keep_out, decision in zip(
+        frame["path"], frame["parent"], frame["name"], frame["kind"], frame["latest_mtime_ns"],
+        protected, decided, strict=True,
+    ):  # fmt: skip
+        if kind != "file" or keep_out or decision == "delete" or not path.startswith(scope):
+            continue
+        category = _category(name)
+        if category is None:
+            continue
+        what, target, _, homes = ORGANIZE[category]
+        if posixpath.basename(parent) in homes:
+            continue  # already where it belongs
+        workspace = _workspace(parent, markers, info.root)
+        month = datetime.fromtimestamp(int(mtime) / 1e9, UTC).strftime("%Y-%m")
+        suggested = posixpath.join(workspace, target.format(month=month), name)
+        if suggested == path:
+            continue
+        rel = posixpath.relpath(suggested, workspace)
+        rows.append({
+            "path": path, "suggested": suggested, "category": category,
+            "reason": f"{what} outside a {homes[0]}/ directory of its workspace: "
+                      f"{rel}" + (" (by the month it was last written)" if "{month}" in target
+                                  else ""),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["path", "suggested", "category", "reason"])
+
+
+def _workspace(directory: str, markers: set[str], root: str) -> str:
+    """The nearest directory at or above ``directory`` (within ``root``) holding a marker."""
+    current = directory
+    while True:
+        if current in markers:
+            return current
+        if current == root or current in ("/", ""):
+            return root
+        current = os.path.dirname(current)

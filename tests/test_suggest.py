@@ -1,0 +1,170 @@
+"""Per-root settings, automatic mode's suggested plan, and organization suggestions."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from hygiene_nb import api, suggest
+from hygiene_nb.cli import main
+from hygiene_nb.config import load_root_config
+from hygiene_nb.errors import ConfigInvalid, UsageError
+from hygiene_nb.store import Store
+from tests.conftest import write
+
+
+def configure(store: Path, root: Path, body: str) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "config.toml").write_text(f'[roots."{root}"]\n{body}\n')
+
+
+def tree_state(root: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p), p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*"))
+
+
+@pytest.fixture
+def messy(tmp_path: Path, store: Path) -> Path:
+    """A project whose files are mostly caches and backups: a low cleanliness score."""
+    root = tmp_path / "proj"
+    write(root / "pyproject.toml", 100)
+    write(root / "src" / "main.py", 2_000)
+    for i in range(6):
+        write(root / "src" / "__pycache__" / f"m{i}.cpython-311.pyc", 500)
+        write(root / "notes" / f"draft{i}.txt~", 300)
+    api.scan_root(root, store=store)
+    return root
+
+
+def test_config_defaults_and_per_root_values(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "r"
+    assert load_root_config(Store(store), str(root)).automatic is False
+    configure(store, root, 'verify = [["pytest", "-q"]]\nautomatic = true\nthreshold = 70')
+    config = load_root_config(Store(store), str(root))
+    assert config.verify == (("pytest", "-q"),) and config.automatic and config.threshold == 70
+    assert load_root_config(Store(store), str(tmp_path / "other")).automatic is False
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ('verify = "pytest -q"', "wrong type"),
+        ('verify = ["pytest", "-q"]', "argv arrays"),
+        ("verify = [[]]", "argv arrays"),
+        ("automatic = 1", "wrong type"),
+        ("threshold = 0", "positive"),
+        ("threshold = 101", "1 to 100"),
+        ("shell = true", "unknown key"),
+        ("verify = [[", "not valid TOML"),
+    ],
+)
+def test_a_malformed_setting_is_refused_with_its_reason(
+    tmp_path: Path, store: Path, body: str, says: str
+) -> None:
+    configure(store, tmp_path / "r", body)
+    with pytest.raises(ConfigInvalid, match=says):
+        load_root_config(Store(store), str(tmp_path / "r"))
+
+
+def test_manual_mode_suggests_nothing(messy: Path, store: Path) -> None:
+    assert suggest.suggested_plan(str(messy), store=store) is None
+
+
+def test_automatic_mode_suggests_safe_entries_but_never_acts(messy: Path, store: Path) -> None:
+    configure(store, messy, "automatic = true")
+    before = tree_state(messy)
+    found = suggest.suggested_plan(str(messy), store=store)
+    assert found is not None and found.shown
+    assert found.score < found.threshold == 80
+    paths = {str(c["path"]) for c in found.candidates}
+    assert str(messy / "src" / "__pycache__") in paths  # outermost: not each .pyc in it
+    assert not any(p.startswith(str(messy / "src" / "__pycache__") + "/") for p in paths)
+    assert str(messy / "src" / "main.py") not in paths
+    assert found.reclaim_bytes >= 6 * 500
+    text = suggest.suggestion_markdown(found)
+    assert str(messy / "src" / "__pycache__") in text and "--decline" in text
+    assert tree_state(messy) == before
+    assert not (store / "plans").exists() or not list((store / "plans").iterdir())
+
+
+def test_a_declined_suggestion_is_not_repeated_until_its_candidates_change(
+    messy: Path, store: Path
+) -> None:
+    configure(store, messy, "automatic = true")
+    first = suggest.suggested_plan(str(messy), store=store)
+    assert first is not None
+    with pytest.raises(UsageError, match="not the current suggestion"):
+        suggest.decline(str(messy), "sha256:" + "0" * 64, store=store)
+    declined = suggest.decline(str(messy), first.digest, store=store)
+    assert not declined.shown and declined.declined_at
+    api.scan_root(messy, store=store)  # a new scan of the same tree: the same suggestion
+    again = suggest.suggested_plan(str(messy), store=store)
+    assert again is not None and again.digest == first.digest and not again.shown
+    write(messy / "notes" / "another.txt~", 50)  # a new safe entry: a new suggestion
+    api.scan_root(messy, store=store)
+    changed = suggest.suggested_plan(str(messy), store=store)
+    assert changed is not None and changed.shown and changed.digest != first.digest
+
+
+def test_no_suggestion_above_the_threshold_or_on_a_partial_scan(messy: Path, store: Path) -> None:
+    configure(store, messy, "automatic = true\nthreshold = 1")
+    calm = suggest.suggested_plan(str(messy), store=store)
+    assert calm is not None and not calm.candidates and "not below 1" in calm.reason
+    configure(store, messy, "automatic = true")
+    api.scan_root(messy, store=store, max_entries=3)
+    partial = suggest.suggested_plan(str(messy), store=store)
+    assert partial is not None and not partial.candidates and "partial" in partial.reason
+
+
+def test_entries_a_person_decided_on_are_not_suggested(messy: Path, store: Path) -> None:
+    configure(store, messy, "automatic = true")
+    api.annotate([str(messy / "notes")], store=store, decision="keep")
+    found = suggest.suggested_plan(str(messy), store=store)
+    assert found is not None
+    assert not any(str(c["path"]).startswith(str(messy / "notes")) for c in found.candidates)
+
+
+def test_the_suggest_command_shows_and_declines(
+    messy: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure(store, messy, "automatic = true")
+    with pytest.raises(SystemExit) as done:
+        main(["suggest", str(messy), "--store", str(store), "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert done.value.code == 0 and shown["shown"] and shown["candidates"]
+    with pytest.raises(SystemExit) as done:
+        main(["suggest", str(messy), "--store", str(store), "--decline", shown["digest"],
+              "--json"])  # fmt: skip
+    declined = json.loads(capsys.readouterr().out)
+    assert done.value.code == 0 and not declined["shown"] and declined["declined_at"]
+
+
+def test_organization_suggestions_name_a_place_and_a_reason(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "ws"
+    write(root / "package.json", 10)
+    write(root / "train.log", 1_000)
+    write(root / "src" / "debug.log", 500)
+    write(root / "logs" / "kept.log", 500)  # already where it belongs
+    write(root / "export_sales.csv", 800)
+    write(root / "untitled3.ipynb", 300)
+    write(root / "readme.md", 100)
+    write(root / "other" / "pyproject.toml", 10)
+    write(root / "other" / "run.log", 100)  # its own workspace
+    api.scan_root(root, store=store)
+    api.annotate([str(root / "src" / "debug.log")], store=store, decision="delete")
+    before = tree_state(root)
+    frame = suggest.organization_suggestions(str(root), store=store)
+    tidy = dict(zip(frame["path"], frame["suggested"], strict=True))
+    assert set(tidy) == {
+        str(root / "train.log"), str(root / "export_sales.csv"), str(root / "untitled3.ipynb"),
+        str(root / "other" / "run.log"),
+    }  # fmt: skip
+    month = datetime.fromtimestamp((root / "train.log").stat().st_mtime, UTC).strftime("%Y-%m")
+    assert tidy[str(root / "train.log")] == str(root / "logs" / month / "train.log")
+    assert tidy[str(root / "other" / "run.log")].startswith(str(root / "other" / "logs") + "/")
+    assert tidy[str(root / "untitled3.ipynb")] == str(root / "scratch" / "untitled3.ipynb")
+    assert tidy[str(root / "export_sales.csv")].startswith(str(root / "exports") + "/")
+    assert all("outside" in reason for reason in frame["reason"])
+    assert tree_state(root) == before  # suggestions only
