@@ -36,6 +36,7 @@ __all__ = [
     "Suggestion",
     "decline",
     "organization_suggestions",
+    "organize",
     "suggested_plan",
     "suggestion_markdown",
 ]
@@ -246,12 +247,24 @@ def organization_suggestions(
     st = api.open_store(store)
     info = views.resolve_scan(root, store=st, scan_id=scan_id)
     table = api.classify(store=st, scan_id=info.scan_id, now_ns=api.scan_time_ns(info))
-    frame = views.browse_frame(table)
+    decisions = views.human_decisions(st, info.root)
+    return organize(table, views.browse_frame(table), decisions, info.root, under=under)
+
+
+def organize(
+    table: pa.Table,
+    frame: pd.DataFrame,
+    decisions: dict[str, str],
+    root: str,
+    *,
+    under: str | None = None,
+) -> pd.DataFrame:
+    """``organization_suggestions`` over an already classified table and its browse frame."""
     protected = np.asarray(table.column("protected").fill_null(False), dtype=bool)
     markers = set(frame.loc[frame["name"].isin(PROJECT_MARKERS), "parent"].dropna())
-    decided = views.decided_rows(pa.array(frame["path"]), views.human_decisions(st, info.root))
+    decided = views.decided_rows(pa.array(frame["path"]), decisions)
     rows = []
-    scope = (under or info.root).rstrip("/") + "/"
+    scope = (under or root).rstrip("/") + "/"
     for path, parent, name, kind, mtime, keep_out, decision in zip(
         frame["path"], frame["parent"], frame["name"], frame["kind"], frame["latest_mtime_ns"],
         protected, decided, strict=True,
@@ -264,7 +277,7 @@ def organization_suggestions(
         what, target, _, homes = ORGANIZE[category]
         if posixpath.basename(parent) in homes:
             continue  # already where it belongs
-        workspace = _workspace(parent, markers, info.root)
+        workspace = _workspace(parent, markers, root)
         month = datetime.fromtimestamp(int(mtime) / 1e9, UTC).strftime("%Y-%m")
         suggested = posixpath.join(workspace, target.format(month=month), name)
         if suggested == path:

@@ -25,6 +25,7 @@ from hygiene_nb.figures import RISK_COLORS, treemap_trace
 from hygiene_nb.ledger import DECISIONS, Ledger
 from hygiene_nb.plan import select_candidates, selection_summary
 from hygiene_nb.snapshot import entry_paths
+from hygiene_nb.suggest import organize
 from hygiene_nb.summary import RISKS
 
 __all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator", "human_size"]
@@ -141,6 +142,7 @@ class Annotator:
         self.decisions: dict[str, str] = {}
         self.notes: dict[str, str] = {}
         self._summary: dict[str, int] | None = None
+        self._organized: pd.DataFrame | None = None
         self._load_ledger()
         self.rows: list[_Row] = []
 
@@ -177,6 +179,7 @@ class Annotator:
                                       icon="file-export")  # fmt: skip
         self.export_button.on_click(lambda _b: self.export_plan())
         self.export_out = W.HTML()
+        self.tidy = W.HTML()  # organization suggestions under the current directory
         trace = treemap_trace(self.tree_nodes())
         self.fig: go.Figure = go.FigureWidget([trace]) if figure_widget else go.Figure([trace])
         self.fig.update_layout(margin={"t": 10, "l": 0, "r": 0, "b": 0}, height=420)
@@ -278,6 +281,7 @@ class Annotator:
             self.status.value = f"{exc.code}: {exc.message}"
             return
         self._summary = None  # the plan changed
+        self._organized = None  # a delete decision takes a file out of the suggestions
         for path in paths:
             if decision is None:
                 self.decisions.pop(path, None)
@@ -351,12 +355,41 @@ class Annotator:
         hidden = len(listed) - len(self.rows)
         self.more.value = f"… and {hidden} more (sort or filter to see them)" if hidden > 0 else ""
         self._redraw_tree()
+        self._tidy()
         s = self.plan_summary()
         self.summary.value = (
             f"<b>Plan now</b>: {s['delete_count']} delete, {s['keep_count']} keep, "
             f"{s['unsure_count']} unsure, {s['unreviewed_count']} unreviewed · "
             f"{s['candidates']} candidates would reclaim {human_size(s['reclaim_bytes'])} "
             f"({s['reclaim_bytes']} bytes, each inode once)"
+        )
+
+    def tidy_suggestions(self) -> pd.DataFrame:
+        """Organization suggestions for kept files under the current directory (suggestions)."""
+        if self._organized is None:
+            self._organized = organize(self.table, self.frame, self.decisions, self.root)
+        inside = self.cwd.rstrip("/") + "/"
+        found = self._organized
+        return found[found["path"].str.startswith(inside)]
+
+    def _tidy(self) -> None:
+        found = self.tidy_suggestions()
+        if found.empty:
+            self.tidy.value = ""
+            return
+        items = "".join(
+            f"<li><code>{html.escape(os.path.relpath(p, self.cwd))}</code> → "
+            f"<code>{html.escape(os.path.relpath(s, self.root))}</code>: {html.escape(r)}</li>"
+            for p, s, r in zip(
+                found["path"].head(10),
+                found["suggested"].head(10),
+                found["reason"].head(10),
+                strict=True,
+            )
+        )
+        more = f" (10 of {len(found)})" if len(found) > 10 else ""
+        self.tidy.value = (
+            f"<b>Tidying suggestions{more}</b> (suggestions only: nothing is moved)<ul>{items}</ul>"
         )
 
     def _breadcrumb(self) -> None:
@@ -395,7 +428,8 @@ class Annotator:
         batch = W.HBox([self.select_all_box, *self.batch_buttons.values()])
         parts: list[W.Widget] = [header, self.breadcrumb, filters, batch, self.listing, self.more,
                                  self.status, self.summary,
-                                 W.HBox([self.export_button]), self.export_out]  # fmt: skip
+                                 W.HBox([self.export_button]), self.export_out,
+                                 self.tidy]  # fmt: skip
         if isinstance(self.fig, W.DOMWidget):
             parts.insert(2, self.fig)
         return W.VBox(parts)

@@ -194,3 +194,17 @@ def test_export_shows_a_refusal_with_its_code_and_writes_no_plan(demo: DemoStore
     assert panel.export_plan() is None
     assert "root-changed" in panel.export_out.value
     assert not list((demo.store / "plans").glob("*.json"))
+
+
+def test_the_widget_suggests_a_tidy_place_for_scattered_logs(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    panel.open(str(demo.root / "projects" / "analysis"))
+    found = panel.tidy_suggestions()
+    logs = {str(demo.root / "projects" / "analysis" / "results" / f"run-0{i}.log") for i in (1, 2)}
+    assert logs <= set(found["path"])
+    places = dict(zip(found["path"], found["suggested"], strict=True))
+    home = str(demo.root / "projects" / "analysis" / "logs") + "/"
+    assert all(places[log].startswith(home) for log in logs)
+    assert "nothing is moved" in panel.tidy.value and "run-01.log" in panel.tidy.value
+    row(panel, "results").buttons["delete"].click()
+    assert not logs & set(panel.tidy_suggestions()["path"])  # going away: no tidy place
