@@ -109,7 +109,16 @@ def make_demo_tree(root: Path, *, seed: int = 42) -> Path:
     rng = random.Random(seed)
     for rel, size, age in _LAYOUT:
         _write(root / rel, size, rng, age)
+    _settle(root)
     return root / "home"
+
+
+def _settle(root: Path) -> None:
+    """Give each demo directory the time of its newest entry (as if written with its files)."""
+    for top, dirs, files in os.walk(root, topdown=False):
+        times = [os.lstat(os.path.join(top, n)).st_mtime_ns for n in (*dirs, *files)]
+        if times:
+            os.utime(top, ns=(max(times), max(times)), follow_symlinks=False)
 
 
 def _grow(root: Path, step: int, rng: random.Random) -> None:
@@ -147,6 +156,7 @@ def make_demo_store(
     for step in range(scans):
         if step:
             _grow(Path(root), step, rng)
+            _settle(Path(root))
         demo.scans.append(api.scan_root(home, store=store, walker=walker))  # type: ignore[arg-type]
     return demo
 

@@ -223,8 +223,15 @@ class Annotator:
         return kids.sort_values([column, "name"], ascending=[ascending, True], na_position="last")
 
     def tree_nodes(self) -> pd.DataFrame:
-        """The treemap nodes of the current directory (≤ 2,000)."""
-        return views.treemap_nodes(self.frame, self.cwd, decisions=self.decisions)
+        """The treemap nodes of the current directory: itself and its children (≤ 2,000).
+
+        Only one level, so every box is a leaf for plotly.js: a click on a box with drawn
+        children zooms in the browser, and that animation's hover events replace the click in
+        the widget's pending update before it reaches ``on_tree_click`` (seen in a real
+        browser; the browser test pins it).
+        """
+        nodes = views.treemap_nodes(self.frame, self.cwd, decisions=self.decisions)
+        return nodes[(nodes["parent"] == "") | (nodes["parent"] == self.cwd)]
 
     def plan_summary(self) -> dict[str, int]:
         """What a plan exported now would hold: counts and reclaimable bytes (never doubled).

@@ -1,0 +1,189 @@
+"""End to end in a real browser: JupyterLab runs notebooks/annotate.ipynb on the demo store.
+
+Playwright drives Debian's chromium (``/usr/bin/chromium``; no ``playwright install``): a
+click on a row's ``delete`` button must reach the kernel and land in the SQLite ledger, and a
+click on a treemap sector must drill the panel into that directory. The recipe (server flags,
+isolated Jupyter dirs, Run All through ``window.jupyterapp``) follows
+/work/shared/JUPYTER.md section 3.4 (b).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hygiene_nb import views
+from hygiene_nb.demo import DEMO_DIR_ENV, ensure_demo
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "annotate.ipynb"
+TOKEN = "e2e-token"
+TIMEOUT_MS = 120_000
+
+KERNEL_CONNECTED = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return !!(w && w.sessionContext && w.sessionContext.session &&
+            w.sessionContext.session.kernel &&
+            w.sessionContext.session.kernel.connectionStatus === 'connected');
+}"""
+
+
+def sector(page, label: str):
+    """The treemap box labelled exactly ``label``."""
+    return page.locator("g.slice").filter(
+        has=page.locator("text.slicetext", has_text=re.compile(f"^{re.escape(label)}$"))
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, server: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if server.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {server.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"jupyter lab never listened on port {port}")
+
+
+def lab_env(base: Path, demo_dir: Path) -> dict[str, str]:
+    """The test's environment, with every Jupyter state dir and HOME in ``base``."""
+    dirs = {
+        "HOME": base / "home",
+        "JUPYTER_CONFIG_DIR": base / "config",
+        "JUPYTER_RUNTIME_DIR": base / "runtime",
+        "JUPYTERLAB_WORKSPACES_DIR": base / "workspaces",
+        "JUPYTERLAB_SETTINGS_DIR": base / "settings",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True)
+    # no "Get notified about Jupyter news?" toast over the panel (user settings, in base only)
+    notification = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True)
+    (notification / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    return {**os.environ, **{k: str(v) for k, v in dirs.items()}, DEMO_DIR_ENV: str(demo_dir)}
+
+
+def start_lab(root_dir: Path, port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    jupyter = Path(sys.executable).parent / "jupyter"
+    cmd = [
+        str(jupyter),
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.root_dir={root_dir}",
+        f"--IdentityProvider.token={TOKEN}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.extension_manager=readonly",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, cwd=root_dir, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import expect, sync_playwright
+
+    demo = ensure_demo(tmp_path / "demo")  # built before the server; the kernel reuses it
+    root, store = str(demo.root), str(demo.store)
+    assert views.human_decisions(store, root) == {}
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(NOTEBOOK, served / NOTEBOOK.name)
+    log = tmp_path / "lab.log"
+    port = free_port()
+    server = start_lab(served, port, lab_env(tmp_path / "lab", tmp_path / "demo"), log)
+    try:
+        wait_for_port(port, server)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(30_000)
+                page.goto(
+                    f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK.name}?token={TOKEN}",
+                    timeout=TIMEOUT_MS,
+                )
+                page.wait_for_function(KERNEL_CONNECTED, timeout=TIMEOUT_MS)
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+                # the summary is the panel's last widget but one: when it shows, the panel is drawn
+                summary = page.locator(".widget-html").filter(has_text=re.compile(r"^Plan now"))
+                expect(summary).to_be_visible(timeout=TIMEOUT_MS)
+                expect(summary).to_contain_text("0 delete")
+                # the button's name starts with its icon glyph, so not an exact match
+                expect(page.get_by_role("button", name=re.compile(r"Export plan$"))).to_be_visible()
+
+                # exact names: JupyterLab has its own "Delete the cell" button
+                cache_row = page.locator(".widget-hbox").filter(
+                    has=page.get_by_role("button", name=".cache/", exact=True)
+                )
+                cache_row.get_by_role("button", name="delete", exact=True).click()
+                expect(
+                    page.locator(".widget-label").filter(has_text=re.compile(r"^delete: 1 entry$"))
+                ).to_be_visible()
+                expect(summary).to_contain_text("1 delete")
+                assert views.human_decisions(store, root) == {str(demo.root / ".cache"): "delete"}
+
+                # the treemap outlines the decided box in black once the kernel redrew it
+                expect(sector(page, ".cache").locator("path.surface")).to_have_css(
+                    "stroke", "rgb(0, 0, 0)"
+                )
+
+                # drill in: a click on the `projects` box reaches the kernel, which lists its
+                # children and redraws the treemap one level down
+                sector(page, "projects").click(force=True)
+                expect(page.get_by_role("button", name="projects", exact=True)).to_be_visible()
+                expect(page.get_by_role("button", name="analysis/", exact=True)).to_be_visible()
+                expect(page.get_by_role("button", name=".cache/", exact=True)).to_have_count(0)
+            finally:
+                browser.close()
+    except BaseException:
+        print(f"--- jupyter lab log (tail of {log}) ---")
+        print("\n".join(log.read_text(errors="replace").splitlines()[-60:]))
+        raise
+    finally:
+        stop(server)
