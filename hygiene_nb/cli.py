@@ -377,6 +377,7 @@ def execute(
         "moved": result.moved,
         "skipped": result.skipped,
         "confirm_command": result.confirm_command,
+        "verification": result.verification,
     }
     verb = "would move" if result.status == "dry-run" else "moved"
     lines = [f"{verb} {len(result.moved)} of {result.candidates} item(s), {result.bytes} bytes"]
@@ -386,8 +387,9 @@ def execute(
         lines += ["", result.warning, "To confirm:", f"  {result.confirm_command}"]
     else:
         lines += [f"batch: {result.batch_id}", f"receipt: {result.receipt_path}"]
+    lines.append(render.verification_line(result.verification, result.status))
     _out(as_json, payload, "\n".join(lines))
-    if result.skipped and result.status != "dry-run":
+    if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
         raise _Exit(4)
 
 

@@ -26,6 +26,7 @@
         ├── ConfirmationMismatch      code confirmation-mismatch exit 3
         ├── AcknowledgementMissing    code acknowledgement-missing exit 3
         ├── RootReplaced              code root-replaced        exit 3
+        ├── BaselineFailed            code baseline-failed      exit 3
         ├── CandidateForbidden        code candidate-forbidden  exit 3
         ├── ReceiptTampered           code receipt-tampered     exit 3
         ├── BatchInvalid              code batch-invalid        exit 3
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 __all__ = [
     "AcknowledgementMissing",
+    "BaselineFailed",
     "BatchBusy",
     "BatchIncomplete",
     "BatchInvalid",
@@ -250,3 +252,9 @@ class ConfigInvalid(UsageError):
     """Raised when the store's ``config.toml`` is unreadable, not TOML, or a setting is wrong."""
 
     code = "config-invalid"
+
+
+class BaselineFailed(Refused):
+    """Raised when the root's verify commands fail before execution: nothing moves."""
+
+    code = "baseline-failed"

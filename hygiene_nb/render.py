@@ -185,3 +185,28 @@ def summary_json(s: Summary) -> dict[str, Any]:
             for e in group["entries"]
         ]
     return data
+
+
+def verification_line(verification: dict[str, Any], status: str) -> str:
+    """One line on project verification around an execution (or what it will be)."""
+    if verification.get("mode") != "commands":
+        return "verification: static-only (no verify command configured for this root)"
+    commands = "; ".join(" ".join(c) for c in verification.get("commands", []))
+    if status == "dry-run":
+        return (
+            f"verification: `{commands}` runs before (a failure refuses the plan) and after (a "
+            "failure rolls everything back)"
+        )
+    if status == "rolled-back":
+        back = verification.get("rollback", {})
+        blocked = back.get("blocked", [])
+        return (
+            f"verification FAILED after the move: rolled back, {back.get('restored', 0)} item(s) "
+            f"restored"
+            + (
+                f", {len(blocked)} blocked (still in quarantine; see the receipt)"
+                if blocked
+                else ""
+            )
+        )
+    return f"verification: `{commands}` passed before and after"

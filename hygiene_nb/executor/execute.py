@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import (
     AcknowledgementMissing,
+    BaselineFailed,
     CandidateForbidden,
     ConfirmationMismatch,
     HygieneError,
@@ -57,6 +59,8 @@ from hygiene_nb.executor.fileops import (
 from hygiene_nb.executor.guards import GitCache, Skip, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
+from hygiene_nb.executor.restore import restore_batch
+from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
@@ -91,6 +95,7 @@ class ExecuteResult:
     bytes: int = 0
     confirm_command: str = ""
     warning: str = ""
+    verification: dict[str, Any] = field(default_factory=dict)
 
 
 def _now() -> datetime:
@@ -247,23 +252,52 @@ def execute_plan(
         )
     with Ledger.open(store) as ledger:
         _authorize(plan, store, ledger, confirm)
+        config = load_root_config(store, plan.plan["root"]["path"])
         result = ExecuteResult(
             status="dry-run",
             plan_id=plan.plan["plan_id"],
             candidates=len(plan.plan["candidates"]),
             confirm_command=_confirm_command(plan, store),
             warning=_risk_warning(plan.plan),
+            verification=_planned_verification(config),
         )
         if confirm is None:
             _dry_run(plan, result)
             return result
+        if config.verify:
+            result.verification["baseline"] = _baseline(config, plan.plan)
         if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
             raise PlanAlreadyExecuted(
                 f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts once."
             )
         checkpoint("after-claim")
-        _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy)
+        _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config)
     return result
+
+
+def _planned_verification(config: RootConfig) -> dict[str, Any]:
+    """What the receipt will say about project verification, before anything runs."""
+    if not config.verify:
+        return {"mode": "static-only",
+                "note": "no verify command is configured for this root: only the per-item "
+                        "checks ran"}  # fmt: skip
+    return {"mode": "commands", "commands": [list(c) for c in config.verify],
+            "timeout_seconds": config.verify_timeout}  # fmt: skip
+
+
+def _baseline(config: RootConfig, p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run the verify commands before anything moves; a failure refuses the whole plan."""
+    records = run_commands(config.verify, cwd=p["root"]["path"], timeout=config.verify_timeout)
+    if failed(records):
+        last = records[-1]
+        why = "timed out" if last["timed_out"] else f"exited {last['returncode']}"
+        raise BaselineFailed(
+            f"the baseline check `{shlex.join(last['argv'])}` {why} before anything moved, so "
+            f"plan {p['plan_id']} was not carried out and nothing moved; fix the project (or "
+            f"the verify setting in the store's config.toml), then execute again. Output "
+            f"ends: {last['output'][-400:]!r}"
+        )
+    return records
 
 
 def _dry_run(plan: LoadedPlan, result: ExecuteResult) -> None:
@@ -305,6 +339,7 @@ def _carry_out(
     result: ExecuteResult,
     ops: FileOps,
     allow_copy: bool,
+    config: RootConfig,
 ) -> None:
     p = plan.plan
     authorized_at = _now().isoformat()
@@ -335,9 +370,37 @@ def _carry_out(
         os.close(root_fd)
         for batch in run.batches:
             batch.close()
+    if config.verify and result.moved:
+        _verify_after(store, config, p, result, run.batches)
     checkpoint("before-receipt")
     _finish(plan, store, ledger, result, run.batches, run.outcomes,
             (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+
+
+def _verify_after(
+    store: Store, config: RootConfig, p: dict[str, Any], result: ExecuteResult, batches: list[Batch]
+) -> None:
+    """Run the verify commands again; if they fail, put every moved item back (never over)."""
+    after = run_commands(config.verify, cwd=p["root"]["path"], timeout=config.verify_timeout)
+    result.verification["after"] = after
+    if not failed(after):
+        result.verification["outcome"] = "passed"
+        return
+    checkpoint("before-rollback")
+    restored: list[str] = []
+    blocked: list[dict[str, str]] = []
+    for batch in batches:
+        try:
+            back = restore_batch(store, batch.batch_id, execute=True)
+        except (OSError, HygieneError) as exc:
+            blocked.append({"batch_id": batch.batch_id, "code": getattr(exc, "code", "os-error"),
+                            "message": str(exc)})  # fmt: skip
+            continue
+        restored += back.restored
+        blocked += [{"path": b.path, "code": b.code, "message": b.message} for b in back.blocked]
+    result.verification["outcome"] = "failed"
+    result.verification["rollback"] = {"restored": len(restored), "blocked": blocked}
+    result.status = "rolled-back"
 
 
 def _abort_rest(result: ExecuteResult, run: _Run, cands: list[dict[str, Any]], reason: str) -> None:
@@ -711,13 +774,19 @@ def _finish(
             "free_before": free_before,
             "free_after": _free(p["root"]["path"]),
             "aborted": aborted or None,
+            "verification": result.verification,
+            "rolled_back": result.status == "rolled-back",
         },
     )
-    result.status = "partial" if result.skipped else "done"
+    if result.status != "rolled-back":
+        result.status = "partial" if result.skipped else "done"
     result.batch_id = batch.batch_id if batch else None
     result.batches = [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches]
     result.receipt_path = str(store.receipts / f"{receipt_id}.json")
-    ledger.finish_plan(p["plan_id"], "aborted" if aborted else "executed")
+    state = (
+        "aborted" if aborted else "rolled-back" if result.status == "rolled-back" else "executed"
+    )
+    ledger.finish_plan(p["plan_id"], state)
     ledger.record_execution(
         {
             "plan_id": p["plan_id"],

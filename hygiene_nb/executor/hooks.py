@@ -18,6 +18,7 @@ CHECKPOINTS = (
     "after-move",
     "after-manifest",
     "before-receipt",
+    "before-rollback",  # reached only when a configured verify command fails after the move
 )
 _ENV = "HYGIENE_NB_TEST_CHECKPOINT"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb.store import Store
+from tests.conftest import write
 
 
 @pytest.fixture
@@ -38,3 +39,17 @@ def deadline(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A root with candidates, a canary outside it, and a store."""
+    root = tmp_path / "r"
+    write(root / "web" / "package.json", 2)
+    write(root / "web" / "package-lock.json", 2)
+    write(root / "web" / "node_modules" / "pkg" / "index.js", 3000)
+    write(root / "web" / "app.log", 40)
+    write(root / "data" / "scratch.bin", 100)
+    write(root / "data" / "keep.txt", 7)
+    write(tmp_path / "canary" / "precious", data=b"do not touch")
+    return {"root": root, "store": tmp_path / "store", "canary": tmp_path / "canary"}

@@ -1,0 +1,68 @@
+"""Project verification around an execution (seed 004: baseline → change → verify → roll back).
+
+The commands come from the store's ``config.toml`` (``verify = [["pytest", "-q"]]``), never from
+the scanned tree. Each is an argv array run without a shell, in the root, with no input, in its
+own process group (a timeout kills the whole group), and its output's tail is kept for the
+receipt. A command that cannot even start (not installed) fails like any other.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["OUTPUT_TAIL", "failed", "run_commands"]
+
+OUTPUT_TAIL = 4000  # characters of combined output kept per command
+
+
+def _run(argv: Sequence[str], cwd: str, timeout: float) -> dict[str, Any]:
+    started = time.monotonic()
+    record: dict[str, Any] = {"argv": list(argv), "returncode": None, "timed_out": False}
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so a timeout can stop all of it
+        )
+    except OSError as exc:
+        record.update(seconds=0.0, output=f"could not start {argv[0]!r}: {exc.strerror or exc}")
+        return record
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        record["timed_out"] = True
+    record["returncode"] = proc.returncode
+    record["seconds"] = round(time.monotonic() - started, 3)
+    record["output"] = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
+    return record
+
+
+def run_commands(
+    commands: Sequence[Sequence[str]], *, cwd: str, timeout: float
+) -> list[dict[str, Any]]:
+    """Run each command in order, stopping at the first failure; one record per command run.
+
+    A record holds ``argv``, ``returncode`` (None if it never started), ``timed_out``,
+    ``seconds`` and the tail of its combined ``output``.
+    """
+    records = []
+    for argv in commands:
+        records.append(_run(argv, cwd, timeout))
+        if failed(records[-1:]):
+            break
+    return records
+
+
+def failed(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether any command failed: a non-zero exit, a timeout, or it could not start."""
+    return any(r["returncode"] != 0 or r["timed_out"] for r in records)

@@ -1,0 +1,173 @@
+"""Verification around an execution: a failing baseline refuses, a failing after-run rolls back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb.errors import HygieneError
+from hygiene_nb.executor import execute_plan
+from hygiene_nb.ledger import Ledger
+from hygiene_nb.store import Store
+from tests.executor.test_execute import (
+    KILLER,
+    confirm_for,
+    located,
+    make_plan,
+    read_bytes,
+    snapshot_of,
+)
+
+NEEDS_LOG = f"""[[{sys.executable!r}, "-c",
+  "import pathlib, sys; sys.exit(0 if pathlib.Path('web/app.log').exists() else 3)"]]"""
+
+
+def configure(world: dict[str, Path], verify: str, timeout: float = 60) -> None:
+    store = world["store"]
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "config.toml").write_text(
+        f'[roots."{world["root"]}"]\nverify = {verify}\nverify_timeout = {timeout}\n'
+    )
+
+
+def receipt_of(result: object) -> dict[str, object]:
+    return json.loads(Path(str(result.receipt_path)).read_text())  # type: ignore[attr-defined]
+
+
+def plan_state(world: dict[str, Path], plan_id: str) -> str:
+    with Ledger.open(Store(world["store"])) as ledger:
+        issued = ledger.issued_plan(plan_id)
+    assert issued is not None
+    return issued.state
+
+
+def test_without_a_verify_command_the_receipt_says_static_only(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log")
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert result.status == "done"
+    assert receipt_of(result)["verification"]["mode"] == "static-only"  # type: ignore[index]
+
+
+def test_a_failing_baseline_refuses_and_nothing_moves(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    configure(world, f'[[{sys.executable!r}, "-c", "import sys; sys.exit(7)"]]')
+    store = Store(world["store"])
+    before = snapshot_of(world["root"])
+    with pytest.raises(HygieneError) as refused:
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert refused.value.code == "baseline-failed" and refused.value.exit_code == 3
+    assert "exited 7" in refused.value.message and "nothing moved" in refused.value.message
+    assert snapshot_of(world["root"]) == before
+    assert not list(store.quarantine.iterdir()) and not list(store.receipts.glob("*.json"))
+    assert plan_state(world, plan.plan_id) == "issued"  # fix the project, then execute again
+    configure(world, NEEDS_LOG)
+    again = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert again.status == "rolled-back"  # the log is needed: see the next test
+
+
+def test_a_baseline_that_times_out_refuses(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log")
+    configure(world, f'[[{sys.executable!r}, "-c", "import time; time.sleep(30)"]]', timeout=1)
+    with pytest.raises(HygieneError) as refused:
+        execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert refused.value.code == "baseline-failed" and "timed out" in refused.value.message
+    assert (world["root"] / "web" / "app.log").exists()
+
+
+def test_a_failing_after_run_rolls_everything_back_and_the_receipt_says_so(
+    world: dict[str, Path],
+) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log", "data/scratch.bin")
+    configure(world, NEEDS_LOG)
+    store = Store(world["store"])
+    before = snapshot_of(world["root"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert result.status == "rolled-back"
+    assert snapshot_of(world["root"]) == before  # every item back, same inode, same bytes
+    receipt = receipt_of(result)
+    verification = receipt["verification"]
+    assert isinstance(verification, dict) and receipt["rolled_back"] is True
+    assert [r["returncode"] for r in verification["baseline"]] == [0]
+    assert [r["returncode"] for r in verification["after"]] == [3]
+    assert verification["rollback"] == {"restored": 3, "blocked": []}
+    assert plan_state(world, plan.plan_id) == "rolled-back"
+
+
+def test_a_passing_after_run_keeps_the_move(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "data/scratch.bin")
+    configure(world, NEEDS_LOG)
+    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert result.status == "done" and not (world["root"] / "data" / "scratch.bin").exists()
+    verification = receipt_of(result)["verification"]
+    assert isinstance(verification, dict) and verification["outcome"] == "passed"
+    assert len(verification["baseline"]) == len(verification["after"]) == 1
+
+
+def test_a_rollback_never_overwrites_what_took_an_items_place(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log", "data/scratch.bin")
+    script = ("import pathlib, sys; p = pathlib.Path('data/scratch.bin'); "
+              "sys.exit(0 if p.exists() else (p.write_text('regenerated'), 1)[1])")  # fmt: skip
+    recreate = f'[[{sys.executable!r}, "-c", "{script}"]]'
+    configure(world, recreate)
+    store = Store(world["store"])
+    original = read_bytes(os.fsencode(world["root"] / "data" / "scratch.bin"))
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert result.status == "rolled-back"
+    assert (world["root"] / "data" / "scratch.bin").read_text() == "regenerated"
+    assert (world["root"] / "web" / "app.log").exists()  # the other item came back
+    rollback = receipt_of(result)["verification"]["rollback"]  # type: ignore[index]
+    assert rollback["restored"] == 1
+    assert [b["code"] for b in rollback["blocked"]] == ["target-occupied"]
+    kept = store.quarantine / str(result.batch_id) / "tree"
+    assert read_bytes(os.fsencode(kept) + os.fsencode(world["root"] / "data" / "scratch.bin")) \
+        == original  # nothing lost: the moved bytes wait in quarantine  # fmt: skip
+
+
+def test_the_cli_exits_4_on_a_rollback_and_shows_it(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log")
+    configure(world, NEEDS_LOG)
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
+         str(world["store"]), "--execute", "--confirm-plan-id", plan.plan_id, "--plan-digest",
+         plan.plan_digest, "--acknowledge-risk", "quarantine"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert "verification FAILED after the move: rolled back, 1 item(s) restored" in done.stdout
+    dry = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
+         str(world["store"])], capture_output=True, text=True,
+    )  # fmt: skip
+    assert "runs before" in dry.stdout or dry.returncode == 3  # the plan already acted
+
+
+def test_a_kill_before_the_rollback_loses_nothing(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    configure(world, NEEDS_LOG)
+    files = {}
+    for dirpath, _, names in os.walk(os.fsencode(world["root"])):
+        for name in names:
+            files[os.path.join(dirpath, name)] = read_bytes(os.path.join(dirpath, name))
+    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": "before-rollback:kill"}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
+         plan.plan_digest], env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    assert set(located(world, world["store"], files).values()) == {1}
+
+
+def test_the_dry_run_says_what_verification_will_run(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log")
+    configure(world, NEEDS_LOG)
+    result = execute_plan(plan.plan_path, store=Store(world["store"]))
+    assert result.verification["mode"] == "commands"
+    assert result.verification["commands"][0][0] == sys.executable
+    assert api.load(str(world["root"]), store=world["store"]).num_rows > 0  # nothing ran
+    assert "baseline" not in result.verification
