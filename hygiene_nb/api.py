@@ -13,7 +13,7 @@ import shlex
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from hygiene_nb import __version__
 from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
+from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import RootChanged, UsageError
 from hygiene_nb.fingerprint import (
     SymlinkOnPath,
@@ -44,6 +45,7 @@ from hygiene_nb.plan import (
     selection_summary,
 )
 from hygiene_nb.protect import KEEP_MARKER, ProtectContext, find_git_tracked, protection_above
+from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
 from hygiene_nb.snapshot import (
@@ -498,6 +500,26 @@ def _recheck_on_disk(sel: Selection, root: str, *, known_worktrees: frozenset[st
     sel.candidates = kept
 
 
+def _check_references(sel: Selection, st: Store, config: RootConfig) -> list[dict[str, Any]]:
+    """Exclude candidates their project's text files name, or whose project could not be read.
+
+    Returns what was searched in each workspace, for the plan to record.
+    """
+    budget = ReferenceBudget(config.reference_max_files, config.reference_max_text_bytes)
+    verdicts, checks = check_references([c["path"] for c in sel.candidates], budget=budget,
+                                        skip=[str(st.root)])  # fmt: skip
+    kept_out = blocking(verdicts)
+    kept = []
+    for cand in sel.candidates:
+        if cand["path"] in kept_out:
+            code, detail = kept_out[cand["path"]]
+            sel.excluded.append(Exclusion.of(cand["path"], cand["path_raw"], code, detail))
+        else:
+            kept.append(cand)
+    sel.candidates = kept
+    return [asdict(c) for c in checks]
+
+
 def _protected_from_above(
     path: bytes, known_worktrees: frozenset[str], cache: dict[bytes, str]
 ) -> tuple[str | None, str]:
@@ -640,6 +662,7 @@ def make_plan(
     with Ledger.open(st) as ledger:
         sel = select_candidates(table, ledger.annotations(under=path), root=path)
         _recheck_on_disk(sel, path, known_worktrees=frozenset(ctx.git.worktrees))
+        checked = _check_references(sel, st, load_root_config(st, path))
         created = datetime.now(UTC)
         plan_id = f"plan-{created:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
         plan = assemble_plan(
@@ -652,6 +675,7 @@ def make_plan(
             root={"path": path, "dev": now_st.st_dev, "inode": now_st.st_ino},
             snapshot={"scan_id": info.scan_id, "scanned_at": info.started_at, "host": info.host},
             store=str(st.root),
+            reference_check=checked,
         )
         plan_path = out_path or st.plans / f"{plan_id}.json"
         md_path = plan_path.with_suffix(".md")

@@ -62,6 +62,11 @@ EXCLUSIONS = {
     "and review",
     "unreadable-now": "it cannot be read now: check its permissions, then plan again",
     "now-protected": "it is protected now: it can no longer be planned",
+    "referenced-by": "files of its project name it, so removing it could break them: change "
+    "or remove those references first, or keep it",
+    "references-unchecked": "its project could not be searched completely for references, so "
+    "it stays: raise reference_max_files / reference_max_text_bytes for this root in the "
+    "store's config.toml, or plan a smaller set",
 }
 
 
@@ -341,8 +346,13 @@ def assemble_plan(
     root: Mapping[str, Any],
     snapshot: Mapping[str, Any],
     store: str,
+    reference_check: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The plan@1 document (digest included) from checked candidates (pure)."""
+    """The plan@1 document (digest included) from checked candidates (pure).
+
+    ``reference_check`` records each workspace searched for references (and whether the
+    search was complete); it is part of what the digest binds.
+    """
     plan: dict[str, Any] = {
         "schema": PLAN_SCHEMA,
         "plan_id": plan_id,
@@ -357,6 +367,7 @@ def assemble_plan(
         "excluded": [e.to_json() for e in sel.excluded],
         "folded": [{"path": p, "into": into} for p, into in sel.folded],
         "summary": selection_summary(sel, table),
+        "reference_check": [dict(c) for c in reference_check],
     }
     plan["plan_digest"] = plan_digest(plan)
     return plan

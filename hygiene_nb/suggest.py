@@ -27,12 +27,12 @@ import pyarrow as pa
 from hygiene_nb import api, views
 from hygiene_nb.config import load_root_config
 from hygiene_nb.ledger import Ledger
+from hygiene_nb.references import PROJECT_MARKERS
 from hygiene_nb.snapshot import entry_paths
 from hygiene_nb.summary import cleanliness, freed_bytes
 
 __all__ = [
     "ORGANIZE",
-    "PROJECT_MARKERS",
     "Suggestion",
     "decline",
     "organization_suggestions",
@@ -40,12 +40,6 @@ __all__ = [
     "suggested_plan",
     "suggestion_markdown",
 ]
-
-PROJECT_MARKERS = frozenset({
-    ".git", "pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod",
-    "pom.xml", "build.gradle", "CMakeLists.txt", "Makefile", "Gemfile", "composer.json",
-    "requirements.txt", "environment.yml",
-})  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import base64
 import os
 import secrets
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
+from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.store import Store
 
 __all__ = ["ACKNOWLEDGEMENT", "Confirmation", "ExecuteResult", "execute_plan"]
@@ -96,6 +97,7 @@ class ExecuteResult:
     confirm_command: str = ""
     warning: str = ""
     verification: dict[str, Any] = field(default_factory=dict)
+    reference_check: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _now() -> datetime:
@@ -262,7 +264,7 @@ def execute_plan(
             verification=_planned_verification(config),
         )
         if confirm is None:
-            _dry_run(plan, result)
+            _dry_run(plan, store, config, result)
             return result
         if config.verify:
             result.verification["baseline"] = _baseline(config, plan.plan)
@@ -300,12 +302,16 @@ def _baseline(config: RootConfig, p: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def _dry_run(plan: LoadedPlan, result: ExecuteResult) -> None:
+def _dry_run(plan: LoadedPlan, store: Store, config: RootConfig, result: ExecuteResult) -> None:
     root = plan.plan["root"]["path"].encode()
+    referenced = _reference_skips(store, config, plan.plan["candidates"], result)
     root_fd = os.open(root, DIR_FLAGS)
     git = GitCache({})
     try:
         for cand in plan.plan["candidates"]:
+            if cand["path"] in referenced:
+                _record(result, cand, referenced[cand["path"]])
+                continue
             parent, skip = check_candidate(root_fd, root, cand, _raw(cand), git)
             if parent >= 0:
                 os.close(parent)
@@ -356,9 +362,17 @@ def _carry_out(
         if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p["root"]["dev"],
                                                                    p["root"]["inode"]):  # fmt: skip
             raise RootReplaced(f"{p['root']['path']} was replaced just before acting on it.")
+        referenced = _reference_skips(store, config, cands, result)
         size = max(_GROUP, -(-len(cands) // _MAX_GROUPS))
         for start in range(0, len(cands), size):
-            for cand, skip, where in run.group(root_fd, root, cands[start : start + size]):
+            group = []
+            for cand in cands[start : start + size]:
+                if cand["path"] in referenced:
+                    _record(result, cand, referenced[cand["path"]])
+                    run.outcomes.append(_outcome(cand, referenced[cand["path"]]))
+                else:
+                    group.append(cand)
+            for cand, skip, where in run.group(root_fd, root, group):
                 _record(result, cand, skip)
                 run.outcomes.append({**_outcome(cand, skip), **where})
     except (OSError, HygieneError) as exc:
@@ -375,6 +389,18 @@ def _carry_out(
     checkpoint("before-receipt")
     _finish(plan, store, ledger, result, run.batches, run.outcomes,
             (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+
+
+def _reference_skips(
+    store: Store, config: RootConfig, cands: list[dict[str, Any]], result: ExecuteResult
+) -> dict[str, Skip]:
+    """Search each candidate's project again, now: what it names, or could not clear, stays."""
+    budget = ReferenceBudget(config.reference_max_files, config.reference_max_text_bytes)
+    verdicts, checks = check_references([c["path"] for c in cands], budget=budget,
+                                        skip=[str(store.root)])  # fmt: skip
+    result.reference_check = [asdict(c) for c in checks]
+    return {path: Skip.of(path, code, detail)
+            for path, (code, detail) in blocking(verdicts).items()}  # fmt: skip
 
 
 def _verify_after(
@@ -775,6 +801,7 @@ def _finish(
             "free_after": _free(p["root"]["path"]),
             "aborted": aborted or None,
             "verification": result.verification,
+            "reference_check": result.reference_check,
             "rolled_back": result.status == "rolled-back",
         },
     )

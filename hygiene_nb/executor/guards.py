@@ -44,6 +44,9 @@ SKIP_HINTS = {
     "cross-device": "it is on another filesystem than the quarantine; nothing was copied",
     "move-failed": "the move did not happen; it is where it was",
     "aborted": "not attempted; see `hygiene-nb quarantine list` and run a new plan for it",
+    "referenced-by": "files of its project name it now; it stays where it is",
+    "references-unchecked": "its project could not be searched completely for references "
+    "now; it stays where it is",
 }
 
 

@@ -65,6 +65,8 @@ _CANDIDATE_KEYS = frozenset({"path", "kind", "size", "alloc", "mtime_ns", "inode
 _FINGERPRINT_KEYS = frozenset({"count", "bytes", "newest_mtime_ns", "sha256"})
 _EXCLUDED_KEYS = frozenset({"path", "code", "message"})
 _FOLDED_KEYS = frozenset({"path", "into"})
+_WORKSPACE_KEYS = frozenset({"workspace", "complete", "files_seen", "text_files_read",
+                             "text_bytes_read", "binary_files_skipped", "reason"})  # fmt: skip
 _SUMMARY_KEYS = frozenset({"candidates", "delete_count", "keep_count", "unsure_count",
                            "unreviewed_count", "excluded", "folded", "reclaim_bytes",
                            "reclaim_alloc", "keep_bytes"})  # fmt: skip
@@ -338,7 +340,7 @@ def _check_plan(plan: Any) -> None:
         raise _Bad("the document must be a JSON object")
     if "schema" in plan and plan["schema"] != PLAN_SCHEMA:
         raise _Bad(f"unknown schema {_show(str(plan['schema']))}, expected {PLAN_SCHEMA}")
-    _keys(plan, "the plan", _TOP_KEYS)
+    _keys(plan, "the plan", _TOP_KEYS, {"reference_check"})
     if not isinstance(plan["plan_id"], str) or not _PLAN_ID.fullmatch(plan["plan_id"]):
         raise _Bad("plan_id must look like plan-YYYYMMDDTHHMMSSZ-xxxxxxxx")
     created = _timestamp(plan["created_at"], "created_at")
@@ -357,6 +359,8 @@ def _check_plan(plan: Any) -> None:
     _check_list(plan["excluded"], "excluded", _check_excluded)
     _check_list(plan["folded"], "folded", lambda item, where: _check_folded(item, where, dirs))
     _check_summary(plan)
+    if "reference_check" in plan:
+        _check_list(plan["reference_check"], "reference_check", _check_workspace)
 
 
 def _keys(obj: Any, where: str, required: frozenset[str], optional: Collection[str] = ()) -> None:
@@ -559,6 +563,16 @@ def _check_excluded(item: Any, where: str) -> None:
     _str(item["message"], f"{where}.message")
     if "path_b64" in item:
         _check_raw_path(item["path_b64"], f"{where}.path_b64", path)
+
+
+def _check_workspace(item: Any, where: str) -> None:
+    _keys(item, where, _WORKSPACE_KEYS)
+    _abs_path(item["workspace"], f"{where}.workspace")
+    if not isinstance(item["complete"], bool):
+        raise _Bad(f"{where}.complete must be true or false")
+    for key in ("files_seen", "text_files_read", "text_bytes_read", "binary_files_skipped"):
+        _int(item[key], f"{where}.{key}")
+    _str(item["reason"], f"{where}.reason")
 
 
 def _check_folded(item: Any, where: str, dirs: set[str]) -> None:
