@@ -137,7 +137,10 @@ def private_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path,
     (root / "project-nightingale" / "logs").mkdir(parents=True)
     (root / "project-nightingale" / "logs" / "run.log").write_text("x" * 5_000)
     (root / "project-nightingale" / "cache.tmp").write_text("y" * 800)
+    (root / "project-nightingale" / "nightingale-plan.txt~").write_text("a backup")  # safe
     store = tmp_path / "hn-store"
+    store.mkdir()
+    (store / "config.toml").write_text(f'[roots."{root}"]\nautomatic = true\nthreshold = 100\n')
     api.scan_root(root, store=store)
     (root / "project-nightingale" / "logs" / "run2.log").write_text("z" * 300)
     api.scan_root(root, store=store)
@@ -162,8 +165,10 @@ def test_a_redacted_report_holds_no_path_name_user_or_note(
                     capsys)  # fmt: skip
     assert code == 0
     html, notebook = Path(str(doc["html"])), Path(str(doc["notebook"]))
-    assert html.parent == out / "redacted"
-    for path in (html, notebook):
+    suggested = Path(str(doc["suggested_plan"]))  # automatic mode: counts by group only
+    assert html.parent == out / "redacted" == suggested.parent
+    assert "temporary" in suggested.read_text()
+    for path in (html, notebook, suggested):
         assert leaks(path.read_bytes(), home, root, store) == [], path
     text = html.read_text()
     plan = api.make_plan(root, store=store)  # a second plan: both ids must be listed
@@ -186,3 +191,55 @@ def test_a_failing_redacted_report_does_not_leak_through_the_error(
     assert code == 1
     for path in (tmp_path / "out").rglob("*.*"):
         assert leaks(path.read_bytes(), home, root, store) == [], path
+
+
+def test_automatic_mode_adds_a_suggested_plan_to_the_report_and_moves_nothing(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = f'[roots."{demo.root}"]\nautomatic = true\nthreshold = 95\n'
+    (demo.store / "config.toml").write_text(config)
+    before = tree_state(demo.tree)
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
+                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    assert code == 0 and doc["suggested_plan"]
+    suggested = Path(str(doc["suggested_plan"]))
+    assert suggested.name == f"{demo.scans[-1].scan_id}.suggested-plan.md"
+    text = suggested.read_text()
+    assert "nothing has been decided or moved" in text and "--decline" in text
+    assert "Suggested plan" in Path(str(doc["html"])).read_text()
+    assert tree_state(demo.tree) == before
+    assert api.list_snapshots(store=demo.store)[-1].scan_id == demo.scans[-1].scan_id
+
+
+def test_the_report_draws_every_chart_in_a_browser_without_a_network(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("Debian's chromium is not installed here (make test installs it as root)")
+    from playwright.sync_api import sync_playwright
+
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
+                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    assert code == 0
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run",
+            "--disable-quic"]  # fmt: skip
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=args)
+        try:
+            page = browser.new_page()
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(Path(str(doc["html"])).as_uri())
+            page.wait_for_function(
+                f"document.querySelectorAll('.js-plotly-plot').length >= {len(FIGURE_IDS)}",
+                timeout=30_000,
+            )
+            drawn = page.locator(".js-plotly-plot").count()
+            slices = page.locator("#hnb-treemap g.slice").count()
+        finally:
+            browser.close()
+    assert drawn == len(FIGURE_IDS)
+    assert slices > 5  # the treemap really drew its boxes
+    assert [u for u in requests if not u.startswith("file:")] == []
