@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +77,32 @@ def tricky_tree(tmp_path: Path) -> Iterator[Path]:
         deep = deep / f"level{i:02d}"
     write(deep / "bottom", 11)
     yield root
+
+
+def as_nobody(work: Callable[[], Any]) -> Any:
+    """Run ``work`` in a forked child as user 'nobody' (permissions apply); return its JSON result.
+
+    Root bypasses permissions, so tests of unreadable entries drop to 'nobody' in a child.
+    ``work`` must return something ``json.dumps`` can write.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, work, report, exit without cleanup
+        code = 1
+        try:
+            os.close(read_fd)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            result = work()
+            with os.fdopen(write_fd, "w") as out:
+                json.dump(result, out)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return json.loads(data)

@@ -25,7 +25,7 @@ from hygiene_nb.references import (
     check_references,
     find_workspace,
 )
-from tests.conftest import write
+from tests.conftest import as_nobody, write
 
 
 def put(path: Path, text: str | bytes) -> Path:
@@ -311,27 +311,9 @@ def _check_as_nobody(candidates: list[str]) -> dict[str, dict[str, object]]:
     """Run ``check_references`` where permissions apply: a child as 'nobody' when root."""
     if os.geteuid() != 0:
         return {p: asdict(v) for p, v in check_references(candidates)[0].items()}
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to nobody, check, report, exit without cleanup
-        code = 1
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            verdicts, _ = check_references(candidates)
-            with os.fdopen(write_fd, "w") as out:
-                json.dump({p: asdict(v) for p, v in verdicts.items()}, out)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        data = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    found: dict[str, dict[str, object]] = json.loads(data)
+    found: dict[str, dict[str, object]] = as_nobody(
+        lambda: {p: asdict(v) for p, v in check_references(candidates)[0].items()}
+    )
     for verdict in found.values():
         verdict["referenced_by"] = tuple(verdict["referenced_by"])  # type: ignore[arg-type]
     return found

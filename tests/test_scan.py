@@ -17,7 +17,7 @@ from hygiene_nb.errors import ExcludeInvalid, RootInvalid
 from hygiene_nb.scan import parse_ignore_lines
 from hygiene_nb.snapshot import raw_path
 from hygiene_nb.walk import pywalk
-from tests.conftest import du_bytes, write
+from tests.conftest import as_nobody, du_bytes, write
 
 
 def rows_of(store: Path, root: Path, walker: str, **kwargs: Any) -> dict[bytes, dict[str, Any]]:
@@ -225,35 +225,17 @@ def test_mount_point_is_recorded_and_not_crossed(tmp_path: Path, store: Path, wa
 
 def _walk_as_nobody(root: Path, walker: str) -> list[dict[str, Any]]:
     """Walk ``root`` in a forked child running as user 'nobody'; return its rows."""
-    import json
-
     from hygiene_nb.walk import open_walker
     from hygiene_nb.walk.spec import WalkOptions
 
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to nobody, walk, report, exit without cleanup
-        code = 1
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            walk = open_walker(WalkOptions(root=os.fsencode(root)), walker=walker)  # type: ignore[arg-type]
-            rows = [r for b in walk.batches() for r in b.to_pylist()]
-            for r in rows:
-                r["parent"], r["name"] = r["parent"].hex(), r["name"].hex()
-            with os.fdopen(write_fd, "w") as out:
-                json.dump(rows, out)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        data = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    rows = json.loads(data)
+    def walk() -> list[dict[str, Any]]:
+        found = open_walker(WalkOptions(root=os.fsencode(root)), walker=walker)  # type: ignore[arg-type]
+        rows = [r for b in found.batches() for r in b.to_pylist()]
+        for r in rows:
+            r["parent"], r["name"] = r["parent"].hex(), r["name"].hex()
+        return rows
+
+    rows: list[dict[str, Any]] = as_nobody(walk)
     for r in rows:
         r["path"] = os.fsdecode(bytes.fromhex(r["parent"]) + b"/" + bytes.fromhex(r["name"]))
     return rows

@@ -342,8 +342,10 @@ ALWAYS_REACHED = [c for c in CHECKPOINTS if c not in ("after-claim", "before-rol
 
 
 @pytest.mark.parametrize("point", [*ALWAYS_REACHED, "after-claim"])
-def test_a_kill_at_any_checkpoint_loses_nothing(world: dict[str, Path], point: str) -> None:
-    plan = make_plan(world, "web/node_modules", "web/app.log", "data/scratch.bin")
+def assert_a_kill_at_loses_nothing(
+    world: dict[str, Path], plan: api.PlanResult, point: str
+) -> None:
+    """Execute ``plan`` in a child killed at ``point``; every file is in one place after."""
     files = {}
     for dirpath, _, names in os.walk(os.fsencode(world["root"])):
         for name in names:
@@ -356,6 +358,12 @@ def test_a_kill_at_any_checkpoint_loses_nothing(world: dict[str, Path], point: s
     )  # fmt: skip
     assert done.returncode == -9, done.stderr
     assert set(located(world, world["store"], files).values()) == {1}
+
+
+@pytest.mark.parametrize("point", [*ALWAYS_REACHED, "after-claim"])
+def test_a_kill_at_any_checkpoint_loses_nothing(world: dict[str, Path], point: str) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log", "data/scratch.bin")
+    assert_a_kill_at_loses_nothing(world, plan, point)
     # and the killed plan can never act again
     assert refuse(world, plan.plan_path, confirm_for(plan)) == "plan-already-executed"
 

@@ -16,9 +16,8 @@ from hygiene_nb.executor import execute_plan
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
 from tests.executor.test_execute import (
-    KILLER,
+    assert_a_kill_at_loses_nothing,
     confirm_for,
-    located,
     make_plan,
     read_bytes,
     snapshot_of,
@@ -150,17 +149,7 @@ def test_the_cli_exits_4_on_a_rollback_and_shows_it(world: dict[str, Path]) -> N
 def test_a_kill_before_the_rollback_loses_nothing(world: dict[str, Path]) -> None:
     plan = make_plan(world, "web/node_modules", "web/app.log")
     configure(world, NEEDS_LOG)
-    files = {}
-    for dirpath, _, names in os.walk(os.fsencode(world["root"])):
-        for name in names:
-            files[os.path.join(dirpath, name)] = read_bytes(os.path.join(dirpath, name))
-    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": "before-rollback:kill"}
-    done = subprocess.run(
-        [sys.executable, "-c", KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
-         plan.plan_digest], env=env, capture_output=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == -9, done.stderr
-    assert set(located(world, world["store"], files).values()) == {1}
+    assert_a_kill_at_loses_nothing(world, plan, "before-rollback")
 
 
 def test_the_dry_run_says_what_verification_will_run(world: dict[str, Path]) -> None:
