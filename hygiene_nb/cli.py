@@ -42,7 +42,7 @@ def common_options(func: F) -> F:
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="hygiene-nb")
 def cli() -> None:
-    r"""Audit what uses your disk, what changed, and what is safe to remove.
+    """Audit what uses your disk, what changed, and what is safe to remove.
 
     \b
     scan ROOT        walk a tree (never following symlinks) into a Parquet snapshot
@@ -51,11 +51,17 @@ def cli() -> None:
     annotate PATH…   your decisions (keep / delete / unsure) and notes
     rules …          remember a decision for a whole pattern group
     plan ROOT        export the plan file from your delete decisions
+    execute PLAN     dry-run a plan, or move its candidates into quarantine
+    verify RECEIPT   check an execution's receipt against the disk
+    quarantine list  the quarantine batches
+    restore BATCH    put quarantined items back (never over anything)
+    purge BATCH      destroy a quarantine batch (the only command that does)
     report ROOT      run the audit notebook: an offline HTML report
     suggest ROOT     automatic mode's suggested plan (a suggestion only)
 
-    Nothing here removes, moves or changes a file in a scanned tree.
-    """
+    Only `execute --execute` (into quarantine) and `restore --execute` (back) move files, and
+    only `purge --execute` destroys them; nothing else changes a file in a scanned tree.
+    """  # noqa: D301 - \b is click's "keep these lines as they are" marker
 
 
 @cli.command()

@@ -146,3 +146,15 @@ def test_cli_maps_hygiene_errors_to_their_exit_code(
         cli.main(["snapshots", "--json"])
     assert exit_info.value.code == 1
     assert json.loads(capsys.readouterr().out)["error"]["code"] == "store-unusable"
+
+
+def test_the_top_level_help_lists_every_command_one_per_line() -> None:
+    from click.testing import CliRunner
+
+    from hygiene_nb.cli import cli
+
+    text = CliRunner().invoke(cli, ["--help"]).output
+    listed = text.split("Options:")[0]
+    for name in cli.commands:
+        assert any(line.strip().startswith(name + " ") for line in listed.splitlines()), name
+    assert "\\b" not in text  # click's no-rewrap marker is a control character, not "\b"
