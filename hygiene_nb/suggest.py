@@ -256,14 +256,22 @@ def organize(
     """``organization_suggestions`` over an already classified table and its browse frame."""
     protected = np.asarray(table.column("protected").fill_null(False), dtype=bool)
     markers = set(frame.loc[frame["name"].isin(PROJECT_MARKERS), "parent"].dropna())
-    decided = views.decided_rows(pa.array(frame["path"]), decisions)
-    rows = []
     scope = (under or root).rstrip("/") + "/"
-    for path, parent, name, kind, mtime, keep_out, decision in zip(
-        frame["path"], frame["parent"], frame["name"], frame["kind"], frame["latest_mtime_ns"],
-        protected, decided, strict=True,
+    lower = frame["name"].str.lower()
+    prefixes = ORGANIZE["exports"][2] + ORGANIZE["scratch"][2]
+    maybe = frame[  # a cheap superset of what _category accepts, so the loop below stays short
+        (frame["kind"] == "file").to_numpy()
+        & ~protected
+        & (lower.str.endswith(".log") | lower.str.startswith(prefixes)).to_numpy()
+        & frame["path"].str.startswith(scope).to_numpy()
+    ]
+    decided = views.decided_rows(pa.array(maybe["path"], pa.string()), decisions)
+    rows = []
+    for path, parent, name, mtime, decision in zip(
+        maybe["path"], maybe["parent"], maybe["name"], maybe["latest_mtime_ns"], decided,
+        strict=True,
     ):  # fmt: skip
-        if kind != "file" or keep_out or decision == "delete" or not path.startswith(scope):
+        if decision == "delete":
             continue
         category = _category(name)
         if category is None:
