@@ -20,6 +20,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
 from nbconvert import HTMLExporter
 from traitlets.config import Config
 
@@ -164,6 +165,17 @@ def _write_suggestion(st: Store, info: ScanInfo, nb_path: Path, *, redact: bool)
     return str(path)
 
 
+class _LocalKernelManager(AsyncKernelManager):
+    """The kernel talks over local sockets, not TCP (no port, no "unencrypted TCP" warning).
+
+    The socket files sit beside the kernel's connection file, in Jupyter's runtime directory.
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.transport = "ipc"
+
+
 def _execute(
     template: str, parameters: dict[str, str], env: dict[str, str], *, cwd: Path, timeout: int
 ) -> tuple[nbformat.NotebookNode, Exception | None]:
@@ -189,6 +201,7 @@ def _execute(
                     progress_bar=False,
                     log_output=False,
                     execution_timeout=timeout,
+                    kernel_manager_class=_LocalKernelManager,
                 )
             except pm.PapermillExecutionError as exc:
                 failure = exc  # papermill saved the notebook with the failing cell marked
