@@ -506,13 +506,13 @@ def _check_references(sel: Selection, st: Store, config: RootConfig) -> list[dic
     Returns what was searched in each workspace, for the plan to record.
     """
     budget = ReferenceBudget(config.reference_max_files, config.reference_max_text_bytes)
-    verdicts, checks = check_references([c["path"] for c in sel.candidates], budget=budget,
-                                        skip=[str(st.root)])  # fmt: skip
+    exact = [os.fsdecode(c["path_raw"]) for c in sel.candidates]  # the bytes, not the text
+    verdicts, checks = check_references(exact, budget=budget, skip=[str(st.root)])
     kept_out = blocking(verdicts)
     kept = []
-    for cand in sel.candidates:
-        if cand["path"] in kept_out:
-            code, detail = kept_out[cand["path"]]
+    for cand, given in zip(sel.candidates, exact, strict=True):
+        if given in kept_out:
+            code, detail = kept_out[given]
             sel.excluded.append(Exclusion.of(cand["path"], cand["path_raw"], code, detail))
         else:
             kept.append(cand)

@@ -384,6 +384,7 @@ def execute(
         "skipped": result.skipped,
         "confirm_command": result.confirm_command,
         "verification": result.verification,
+        "rolled_back": result.rolled_back,
     }
     verb = "would move" if result.status == "dry-run" else "moved"
     lines = [f"{verb} {len(result.moved)} of {result.candidates} item(s), {result.bytes} bytes"]
@@ -411,11 +412,13 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "status": result.status,
         "reappeared": result.reappeared,
         "missing_from_batch": result.missing_from_batch,
+        "not_back": result.not_back,
         "freed_bytes": result.freed_bytes,
     }
     text = f"{result.status}: {result.moved} moved item(s) checked"
     text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
     text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
+    text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
     text += f"\nfree space changed by {result.freed_bytes} bytes at execution"
     _out(as_json, payload, text)
     if result.status != "verified":

@@ -16,6 +16,7 @@ Every key is optional; an unknown key or a wrong type is an error that names the
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,8 @@ def _check(table: dict[str, Any], where: str) -> dict[str, Any]:
             )
         out["verify"] = tuple(tuple(c) for c in commands)
     for key in ("verify_timeout", "threshold", "reference_max_files", "reference_max_text_bytes"):
-        if key in table and table[key] <= 0:
-            raise ConfigInvalid(f"{where}: {key} must be positive.")
+        if key in table and not (math.isfinite(table[key]) and table[key] > 0):
+            raise ConfigInvalid(f"{where}: {key} must be a positive, finite number.")
     if "threshold" in table and table["threshold"] > 100:
         raise ConfigInvalid(f"{where}: threshold is a score from 1 to 100.")
     return out

@@ -377,7 +377,7 @@ class _Search:
             could_not = f"could not read {shown}{more}"
             reason = f"{reason}; {could_not}" if reason else could_not
         return WorkspaceCheck(
-            workspace=self.workspace,
+            workspace=_show(self.workspace),
             complete=not reason,
             files_seen=tally.files_seen,
             text_files_read=tally.text_files_read,
@@ -392,10 +392,10 @@ class _Search:
         if files:
             detail = "path" if index in self.by_path else "name"
             listed = tuple(sorted(files)[:MAX_LISTED])
-            return ReferenceVerdict(path, "referenced", self.workspace, listed, detail)
+            return ReferenceVerdict(path, "referenced", _show(self.workspace), listed, detail)
         if not check.complete:
-            return ReferenceVerdict(path, "unchecked", self.workspace, detail=check.reason)
-        return ReferenceVerdict(path, "clear", self.workspace)
+            return ReferenceVerdict(path, "unchecked", _show(self.workspace), detail=check.reason)
+        return ReferenceVerdict(path, "clear", _show(self.workspace))
 
     def _walk(self) -> None:
         try:
@@ -501,14 +501,24 @@ class _Search:
     def _record(self, path: bytes, scan: _Scan) -> None:
         if not scan.named:
             return
-        rel = os.fsdecode(path[len(self.root) + 1 :])
+        rel = _show(path[len(self.root) + 1 :])
         for index in scan.named:
             self.found.setdefault(index, set()).add(rel)
         self.by_path |= scan.pathed
 
     def _unreadable(self, path: bytes, exc: OSError) -> None:
-        rel = os.fsdecode(path[len(self.root) + 1 :]) or "."
+        rel = _show(path[len(self.root) + 1 :]) or "."
         self.tally.unreadable.append(f"{rel} ({exc.strerror or exc})")
+
+
+def _show(path: bytes | str) -> str:
+    """A path as text for messages, plans and receipts: invalid UTF-8 bytes as escapes.
+
+    Candidates may be given as ``os.fsdecode`` text (lone surrogates for such bytes), which
+    cannot be written as UTF-8 JSON.
+    """
+    raw = path if isinstance(path, bytes) else os.fsencode(path)
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _open_file(path: bytes) -> int:

@@ -536,3 +536,35 @@ def test_the_executor_searches_again_and_keeps_what_is_named_now(tmp_path: Path)
     assert (root / "old" / "unused.csv").exists()
     receipt = json.loads(Path(str(done.receipt_path)).read_text())
     assert receipt["reference_check"][0]["workspace"] == str(root)
+
+
+def test_names_that_are_not_utf8_are_searched_as_bytes_and_reported_safely(
+    tmp_path: Path,
+) -> None:
+    from hygiene_nb import api
+    from hygiene_nb.executor import Confirmation, execute_plan
+    from hygiene_nb.store import Store
+
+    root, store = _project(tmp_path)
+    raw_root = os.fsencode(root)
+    with open(raw_root + b"/bad\xff.log", "wb") as handle:
+        handle.write(b"x" * 50)
+    with open(raw_root + b"/good.log", "wb") as handle:
+        handle.write(b"y" * 50)
+    with open(raw_root + b"/notes.md", "wb") as handle:
+        handle.write(b"see bad\xff.log for details\n")  # names the non-UTF-8 file exactly
+    api.scan_root(root, store=store)
+    api.annotate([raw_root + b"/bad\xff.log", raw_root + b"/good.log"], store=store,
+                 decision="delete")  # fmt: skip
+    plan = api.make_plan(root, store=store)
+    codes = {e["path"]: e["code"] for e in plan.plan["excluded"]}
+    assert list(codes.values()) == ["referenced-by"] and "bad" in next(iter(codes))
+    assert plan.candidates == 1  # good.log
+    with open(raw_root + b"/ref\xfe.txt", "wb") as handle:  # a non-UTF-8 referencing file
+        handle.write(b"tail good.log\n")
+    confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
+    done = execute_plan(plan.plan_path, store=Store(store), confirm=confirm)
+    assert done.moved == [] and [s["code"] for s in done.skipped] == ["referenced-by"]
+    assert "ref\\xfe.txt" in done.skipped[0]["message"]
+    assert Path(str(done.receipt_path)).exists()  # the receipt could be written
+    assert os.path.exists(raw_root + b"/good.log")

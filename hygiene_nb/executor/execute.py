@@ -98,6 +98,7 @@ class ExecuteResult:
     warning: str = ""
     verification: dict[str, Any] = field(default_factory=dict)
     reference_check: list[dict[str, Any]] = field(default_factory=list)
+    rolled_back: list[dict[str, Any]] = field(default_factory=list)  # moved, then put back
 
 
 def _now() -> datetime:
@@ -135,11 +136,7 @@ def _authorize(
             f"plan {p['plan_id']} differs from the plan this store issued (digest "
             f"{issued.plan_digest}); it was altered. Export a new plan."
         )
-    if _now() > datetime.fromisoformat(p["expires_at"]):
-        raise PlanExpired(
-            f"plan {p['plan_id']} expired at {p['expires_at']}; export a new one with "
-            f"`hygiene-nb plan {shlex.quote(p['root']['path'])}` and review it."
-        )
+    _check_not_expired(p)
     if issued.state != "issued":
         raise PlanAlreadyExecuted(
             f"plan {p['plan_id']} was already executed ({issued.state}); a plan acts once. "
@@ -149,6 +146,14 @@ def _authorize(
     if confirm is not None:
         _check_confirmation(p, confirm)
     _check_root(p)
+
+
+def _check_not_expired(p: dict[str, Any]) -> None:
+    if _now() > datetime.fromisoformat(p["expires_at"]):
+        raise PlanExpired(
+            f"plan {p['plan_id']} expired at {p['expires_at']}; export a new one with "
+            f"`hygiene-nb plan {shlex.quote(p['root']['path'])}` and review it."
+        )
 
 
 def _check_confirmation(p: dict[str, Any], confirm: Confirmation) -> None:
@@ -268,6 +273,7 @@ def execute_plan(
             return result
         if config.verify:
             result.verification["baseline"] = _baseline(config, plan.plan)
+            _check_not_expired(plan.plan)  # the baseline may have outlived the plan
         if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
             raise PlanAlreadyExecuted(
                 f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts once."
@@ -385,7 +391,7 @@ def _carry_out(
         for batch in run.batches:
             batch.close()
     if config.verify and result.moved:
-        _verify_after(store, config, p, result, run.batches)
+        _verify_after(store, config, p, result, run)
     checkpoint("before-receipt")
     _finish(plan, store, ledger, result, run.batches, run.outcomes,
             (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
@@ -396,15 +402,15 @@ def _reference_skips(
 ) -> dict[str, Skip]:
     """Search each candidate's project again, now: what it names, or could not clear, stays."""
     budget = ReferenceBudget(config.reference_max_files, config.reference_max_text_bytes)
-    verdicts, checks = check_references([c["path"] for c in cands], budget=budget,
-                                        skip=[str(store.root)])  # fmt: skip
+    exact = {os.fsdecode(_raw(c)): c["path"] for c in cands}  # the bytes, not the text
+    verdicts, checks = check_references(list(exact), budget=budget, skip=[str(store.root)])
     result.reference_check = [asdict(c) for c in checks]
-    return {path: Skip.of(path, code, detail)
-            for path, (code, detail) in blocking(verdicts).items()}  # fmt: skip
+    return {exact[given]: Skip.of(exact[given], code, detail)
+            for given, (code, detail) in blocking(verdicts).items()}  # fmt: skip
 
 
 def _verify_after(
-    store: Store, config: RootConfig, p: dict[str, Any], result: ExecuteResult, batches: list[Batch]
+    store: Store, config: RootConfig, p: dict[str, Any], result: ExecuteResult, run: _Run
 ) -> None:
     """Run the verify commands again; if they fail, put every moved item back (never over)."""
     after = run_commands(config.verify, cwd=p["root"]["path"], timeout=config.verify_timeout)
@@ -415,7 +421,7 @@ def _verify_after(
     checkpoint("before-rollback")
     restored: list[str] = []
     blocked: list[dict[str, str]] = []
-    for batch in batches:
+    for batch in run.batches:
         try:
             back = restore_batch(store, batch.batch_id, execute=True)
         except (OSError, HygieneError) as exc:
@@ -427,6 +433,14 @@ def _verify_after(
     result.verification["outcome"] = "failed"
     result.verification["rollback"] = {"restored": len(restored), "blocked": blocked}
     result.status = "rolled-back"
+    # what came back is no longer "moved": the receipt, the ledger and the log count net moves
+    back_home = set(restored)
+    for outcome in run.outcomes:
+        if outcome["outcome"] == "moved" and outcome["path"] in back_home:
+            outcome["outcome"] = "rolled-back"
+    result.rolled_back = [m for m in result.moved if m["path"] in back_home]
+    result.moved = [m for m in result.moved if m["path"] not in back_home]
+    result.bytes -= sum(m["bytes"] for m in result.rolled_back)
 
 
 def _abort_rest(result: ExecuteResult, run: _Run, cands: list[dict[str, Any]], reason: str) -> None:
@@ -802,7 +816,7 @@ def _finish(
             "aborted": aborted or None,
             "verification": result.verification,
             "reference_check": result.reference_check,
-            "rolled_back": result.status == "rolled-back",
+            "rolled_back": len(result.rolled_back),
         },
     )
     if result.status != "rolled-back":

@@ -1,7 +1,7 @@
 """Verify a receipt against the disk, read-only.
 
-What moved must be gone from its place and in its batch with the recorded identity, and the
-receipt must match its own digest.
+What moved must be gone from its place and in its batch with the recorded identity; what a
+rollback put back must be at its place; and the receipt must match its own digest.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class VerifyResult:
     receipt_id: str
     reappeared: list[str] = field(default_factory=list)
     missing_from_batch: list[str] = field(default_factory=list)
+    not_back: list[str] = field(default_factory=list)  # rolled back, yet not at its place
     moved: int = 0
     freed_bytes: int = 0
 
@@ -47,10 +48,14 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
     result = VerifyResult(status="verified", receipt_id=str(receipt.get("receipt_id")))
     batch = receipt.get("batch_path")
     for item in receipt.get("items", []):
+        raw = base64.b64decode(item["path_b64"]) if "path_b64" in item else item["path"].encode()
+        if item.get("outcome") == "rolled-back":  # put back after a failed verification
+            if not os.path.lexists(raw):
+                result.not_back.append(item["path"])
+            continue
         if item.get("outcome") != "moved":
             continue
         result.moved += 1
-        raw = base64.b64decode(item["path_b64"]) if "path_b64" in item else item["path"].encode()
         if os.path.lexists(raw):
             result.reappeared.append(item["path"])
         # each item names its own batch (one run may use a batch per filesystem); a copied
@@ -66,6 +71,6 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
         if not same:
             result.missing_from_batch.append(item["path"])
     result.freed_bytes = int(receipt.get("free_after", 0)) - int(receipt.get("free_before", 0))
-    if result.reappeared or result.missing_from_batch:
+    if result.reappeared or result.missing_from_batch or result.not_back:
         result.status = "mismatch"
     return result

@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from hygiene_nb import api
 from hygiene_nb.errors import HygieneError
-from hygiene_nb.executor import execute_plan
+from hygiene_nb.executor import execute_plan, verify_receipt
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
 from tests.executor.test_execute import (
@@ -25,6 +25,15 @@ from tests.executor.test_execute import (
 
 NEEDS_LOG = f"""[[{sys.executable!r}, "-c",
   "import pathlib, sys; sys.exit(0 if pathlib.Path('web/app.log').exists() else 3)"]]"""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a killed process nobody reaped yet is a zombie: not running)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def configure(world: dict[str, Path], verify: str, timeout: float = 60) -> None:
@@ -91,11 +100,21 @@ def test_a_failing_after_run_rolls_everything_back_and_the_receipt_says_so(
     assert snapshot_of(world["root"]) == before  # every item back, same inode, same bytes
     receipt = receipt_of(result)
     verification = receipt["verification"]
-    assert isinstance(verification, dict) and receipt["rolled_back"] is True
+    assert isinstance(verification, dict)
     assert [r["returncode"] for r in verification["baseline"]] == [0]
     assert [r["returncode"] for r in verification["after"]] == [3]
     assert verification["rollback"] == {"restored": 3, "blocked": []}
     assert plan_state(world, plan.plan_id) == "rolled-back"
+    # the receipt counts net moves: nothing moved, three rolled back; verify agrees
+    assert receipt["moved"] == 0 and receipt["moved_bytes"] == 0 and receipt["rolled_back"] == 3
+    items = receipt["items"]
+    assert isinstance(items, list) and {i["outcome"] for i in items} == {"rolled-back"}
+    assert result.moved == [] and len(result.rolled_back) == 3
+    checked = verify_receipt(str(result.receipt_path))
+    assert checked.status == "verified" and checked.moved == 0 and checked.not_back == []
+    (world["root"] / "web" / "app.log").unlink()  # gone again: verify notices
+    assert verify_receipt(str(result.receipt_path)).not_back == [str(world["root"] / "web" /
+                                                                     "app.log")]  # fmt: skip
 
 
 def test_a_passing_after_run_keeps_the_move(world: dict[str, Path]) -> None:
@@ -139,11 +158,6 @@ def test_the_cli_exits_4_on_a_rollback_and_shows_it(world: dict[str, Path]) -> N
     )  # fmt: skip
     assert done.returncode == 4, done.stderr
     assert "verification FAILED after the move: rolled back, 1 item(s) restored" in done.stdout
-    dry = subprocess.run(
-        [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
-         str(world["store"])], capture_output=True, text=True,
-    )  # fmt: skip
-    assert "runs before" in dry.stdout or dry.returncode == 3  # the plan already acted
 
 
 def test_a_kill_before_the_rollback_loses_nothing(world: dict[str, Path]) -> None:
@@ -152,11 +166,51 @@ def test_a_kill_before_the_rollback_loses_nothing(world: dict[str, Path]) -> Non
     assert_a_kill_at_loses_nothing(world, plan, "before-rollback")
 
 
-def test_the_dry_run_says_what_verification_will_run(world: dict[str, Path]) -> None:
+def test_the_dry_run_says_what_verification_will_run_and_runs_nothing(
+    world: dict[str, Path], tmp_path: Path
+) -> None:
     plan = make_plan(world, "web/app.log")
-    configure(world, NEEDS_LOG)
+    marker = tmp_path / "ran"
+    touch = f"import pathlib; pathlib.Path({str(marker)!r}).touch()"
+    configure(world, f'[[{sys.executable!r}, "-c", "{touch}"]]')
     result = execute_plan(plan.plan_path, store=Store(world["store"]))
     assert result.verification["mode"] == "commands"
     assert result.verification["commands"][0][0] == sys.executable
-    assert api.load(str(world["root"]), store=world["store"]).num_rows > 0  # nothing ran
-    assert "baseline" not in result.verification
+    assert not marker.exists() and "baseline" not in result.verification
+    dry = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
+         str(world["store"])], capture_output=True, text=True,
+    )  # fmt: skip
+    assert dry.returncode == 0 and "runs before (a failure refuses the plan)" in dry.stdout
+    assert not marker.exists()
+    execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert marker.exists()  # the same command does run when it executes
+
+
+def test_a_timeout_stops_the_whole_process_group_and_outlived_children_do_not_hang(
+    world: dict[str, Path], tmp_path: Path
+) -> None:
+    from hygiene_nb.executor.verification import run_commands
+
+    started = time.monotonic()
+    (record,) = run_commands([["sh", "-c", "setsid sleep 20 & sleep 0.2; exit 0"]],
+                             cwd=str(tmp_path), timeout=10)  # fmt: skip
+    assert record["returncode"] == 0 and not record["timed_out"]
+    assert time.monotonic() - started < 5  # the setsid child holds no pipe to wait on
+    child = tmp_path / "child.pid"
+    script = f"sleep 30 & echo $! > {child}; sleep 30"
+    (record,) = run_commands([["sh", "-c", script]], cwd=str(tmp_path), timeout=1)
+    assert record["timed_out"] and record["returncode"] == -9
+    pid = int(child.read_text())
+    time.sleep(0.2)
+    assert not alive(pid)  # the group's other member was killed too
+
+
+def test_a_plan_that_expires_during_the_baseline_is_refused(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/app.log", ttl=2)
+    configure(world, f'[[{sys.executable!r}, "-c", "import time; time.sleep(3)"]]')
+    with pytest.raises(HygieneError) as refused:
+        execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
+    assert refused.value.code == "plan-expired"
+    assert (world["root"] / "web" / "app.log").exists()
+    assert plan_state(world, plan.plan_id) == "issued"
