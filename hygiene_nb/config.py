@@ -17,6 +17,8 @@ Every key is optional; an unknown key or a wrong type is an error that names the
 from __future__ import annotations
 
 import math
+import os
+import stat
 import tomllib
 from dataclasses import dataclass
 from typing import Any
@@ -88,9 +90,20 @@ def load_root_config(store: Store, root: str) -> RootConfig:
     """
     path = store.root / "config.toml"
     try:
-        text = path.read_text(encoding="utf-8")
+        st = os.lstat(path)
     except FileNotFoundError:
         return RootConfig(root=root)
+    except OSError as exc:
+        raise ConfigInvalid(f"cannot read {path}: {exc}; fix or remove it.") from exc
+    # it names commands to run: trust it only as the store's own private file
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise ConfigInvalid(
+            f"{path} is not a regular file of yours that only you can write (a link, another "
+            f"owner, or writable by others); it can name commands to run, so it is not read. "
+            f"Fix it: chmod 600 {path}."
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigInvalid(f"cannot read {path}: {exc}; fix or remove it.") from exc
     try:
@@ -102,7 +115,17 @@ def load_root_config(store: Store, root: str) -> RootConfig:
         raise ConfigInvalid(f"{path}: unknown top-level key(s) {', '.join(extra)}; "
                             'settings go in [roots."/absolute/root"] tables.')  # fmt: skip
     roots = data.get("roots", {})
-    table = roots.get(root, {}) if isinstance(roots, dict) else {}
-    if not isinstance(table, dict):
-        raise ConfigInvalid(f'{path}: roots."{root}" must be a table.')
+    if not isinstance(roots, dict):
+        raise ConfigInvalid(f'{path}: roots must be tables: [roots."/absolute/root"].')
+    tables: dict[str, Any] = {}
+    for key, table in roots.items():
+        if not os.path.isabs(key):
+            raise ConfigInvalid(f'{path}: roots."{key}" is not an absolute path.')
+        normal = os.path.normpath(key)
+        if normal in tables:
+            raise ConfigInvalid(f"{path}: two tables name the root {normal}.")
+        if not isinstance(table, dict):
+            raise ConfigInvalid(f'{path}: roots."{key}" must be a table.')
+        tables[normal] = table
+    table = tables.get(os.path.normpath(root), {})
     return RootConfig(root=root, **_check(table, f'{path} [roots."{root}"]'))

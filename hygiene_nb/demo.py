@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import random
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,7 +183,14 @@ def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3
 
     base = Path(directory) if directory is not None else demo_dir()
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = os.open(base / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        # a predictable path in a shared /tmp: someone else could have made it first
+        raise UsageError(
+            f"{base} is not a private directory of yours (a link, another owner, or open to "
+            f"others); remove it, or set {DEMO_DIR_ENV} to a directory of your own."
+        )
+    lock = os.open(base / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         tree, store, ready = base / "tree", base / "store", base / "ready"
@@ -193,7 +201,9 @@ def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3
                     f"(or set {DEMO_DIR_ENV}) and try again."
                 )
             made = make_demo_store(tree, store, seed=seed, scans=scans)
-            ready.write_text(f"seed={seed} scans={scans}\n")
+            fd = os.open(ready, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"seed={seed} scans={scans}\n")
             return made
         demo = DemoStore(tree=tree, store=store, home=tree / "home")
         demo.scans = api.list_snapshots(store=store, root=str(demo.home))

@@ -429,7 +429,12 @@ class _Search:
         if entry.name in _SKIPPED_NAMES or entry.path in self.skip:
             return False
         try:
-            return entry.stat(follow_symlinks=False).st_dev == device
+            if entry.stat(follow_symlinks=False).st_dev == device:
+                return True
+            # another filesystem mounted inside the project: not searched, so not cleared
+            rel = _show(entry.path[len(self.root) + 1 :])
+            self.tally.unreadable.append(f"{rel} (another filesystem: not searched)")
+            return False
         except OSError as exc:
             if exc.errno not in _NOT_THERE:
                 self._unreadable(entry.path, exc)

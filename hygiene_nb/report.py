@@ -7,13 +7,13 @@ ledger give byte-identical HTML: figures carry fixed ids, ages are measured at t
 and the injected-parameters cell is left out. A failing cell still writes both files (papermill
 marks where it failed) and raises ``ReportFailed``.
 
-The report reads the store and writes only its own two files.
+The report reads the store and writes only its own files. Inside the scanned root (``make
+audit`` on a home that holds this checkout) it adds new files and never replaces one.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from importlib.resources import as_file, files
@@ -40,7 +40,6 @@ __all__ = [
 
 REPORT_NOTEBOOK = "notebooks/audit_report.ipynb"  # inside the package
 REDACTED_NOTEBOOK = "notebooks/audit_report_redacted.ipynb"
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,7 @@ def _html(notebook: nbformat.NotebookNode, title: str) -> str:
             template_name="hygiene_offline",
         )
         body, _ = exporter.from_notebook_node(notebook)
-    seen: dict[str, str] = {}
-    return _UUID.sub(lambda m: seen.setdefault(m.group(0), f"hnb-id-{len(seen):04d}"), body)
+    return body  # no random ids to rename: figures carry fixed ids (a test compares reruns)
 
 
 def make_report(
@@ -129,6 +127,15 @@ def make_report(
     else:
         info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     nb_path, html_path = report_paths(Path(out), info, redact=redact)
+    inside = _inside(nb_path.parent, info.root)
+    if inside:  # e.g. `make audit` on a home that holds this checkout: add files, replace none
+        for target in (nb_path, html_path):
+            if os.path.lexists(target):
+                raise UsageError(
+                    f"{target} exists inside the scanned root {info.root}, and a report never "
+                    "replaces a file there: give --out outside the root, or move the old "
+                    "report away yourself."
+                )
     nb_path.parent.mkdir(parents=True, exist_ok=True)
     env = {"PLOTLY_RENDERER": "plotly_mimetype+notebook", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     if redact:  # paths reach the kernel through its environment, never as notebook parameters
@@ -143,9 +150,13 @@ def make_report(
     executed, failure = _execute(template, parameters, env, cwd=nb_path.parent, timeout=timeout)
     if redact:
         _scrub(executed)
-    write_private_file(nb_path, nbformat.writes(executed).encode())
-    write_private_file(html_path, _html(executed, title).encode())
-    suggested = _write_suggestion(st, info, nb_path, redact=redact) if failure is None else None
+    write_private_file(nb_path, nbformat.writes(executed).encode(), exclusive=inside)
+    write_private_file(html_path, _html(executed, title).encode(), exclusive=inside)
+    suggested = (
+        _write_suggestion(st, info, nb_path, redact=redact, exclusive=inside)
+        if failure is None
+        else None
+    )
     if failure is not None:
         where = "the HTML" if redact else str(html_path)
         raise ReportFailed(
@@ -155,14 +166,26 @@ def make_report(
     return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path), suggested)
 
 
-def _write_suggestion(st: Store, info: ScanInfo, nb_path: Path, *, redact: bool) -> str | None:
+def _write_suggestion(
+    st: Store, info: ScanInfo, nb_path: Path, *, redact: bool, exclusive: bool
+) -> str | None:
     """Automatic mode: the suggested plan's Markdown beside the report, when there is one."""
     found = suggest.suggested_plan(store=st, scan_id=info.scan_id)
     if found is None or not found.shown:
         return None
     path = nb_path.with_name(f"{info.scan_id}.suggested-plan.md")
-    write_private_file(path, suggest.suggestion_markdown(found, redact=redact).encode())
+    markdown = suggest.suggestion_markdown(found, redact=redact).encode()
+    write_private_file(path, markdown, exclusive=exclusive)
     return str(path)
+
+
+def _inside(folder: Path, root: str) -> bool:
+    """Whether ``folder`` (which may not exist yet) lies in the scanned root."""
+    existing = Path(os.path.abspath(folder))
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    real, top = os.path.realpath(existing), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip("/") + "/")
 
 
 class _LocalKernelManager(AsyncKernelManager):

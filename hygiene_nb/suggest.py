@@ -14,6 +14,7 @@ hygiene-nb moves or renames anything for this.
 from __future__ import annotations
 
 import hashlib
+import html
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -142,7 +143,7 @@ def suggested_plan(
 def suggestion_markdown(s: Suggestion, *, redact: bool = False) -> str:
     """The suggestion as Markdown (with ``redact``: counts and bytes only, no path or name)."""
     lines = [
-        f"# Suggested plan for {'(redacted)' if redact else s.root}",
+        f"# Suggested plan for {'(redacted)' if redact else _cell(s.root)}",
         "",
         f"Snapshot `{s.scan_id}`, cleanliness score {s.score} (threshold {s.threshold}): "
         f"{s.reason}.",
@@ -161,18 +162,35 @@ def suggestion_markdown(s: Suggestion, *, redact: bool = False) -> str:
     if redact:
         groups: dict[str, list[int]] = {}
         for c in s.candidates:
-            entry = groups.setdefault(str(c["group"]), [0, 0])
+            entry = groups.setdefault(str(c["group"]), [0, 0, 0])
             entry[0] += 1
-            entry[1] += int(c["bytes"] or 0)  # type: ignore[call-overload]
+            size = c["bytes"]
+            if isinstance(size, int):
+                entry[1] += size
+            else:
+                entry[2] += 1  # a size nobody could read: the sum is only a lower bound
         lines += ["| group | entries | bytes |", "|---|---|---|"]
-        lines += [f"| {g} | {n} | {b} |" for g, (n, b) in sorted(groups.items())]
+        lines += [
+            f"| {_cell(g)} | {n} | {'≥ ' if unknown else ''}{b} |"
+            for g, (n, b, unknown) in sorted(groups.items())
+        ]
     else:
         lines += ["| path | kind | bytes | group | why |", "|---|---|---|---|---|"]
         lines += [
-            f"| `{c['path']}` | {c['kind']} | {c['bytes']} | {c['group']} | {c['claim']} |"
+            f"| <code>{_cell(c['path'])}</code> | {_cell(c['kind'])} | {_cell(c['bytes'])} "
+            f"| {_cell(c['group'])} | {_cell(c['claim'])} |"
             for c in s.candidates
         ]
     return "\n".join(lines) + "\n"
+
+
+def _cell(value: object) -> str:
+    """Text safe inside Markdown (and the HTML it becomes): no markup, no table breaks.
+
+    A file may be named ``a`<img onerror=…>`` or ``a|b``; the report renders Markdown as HTML.
+    """
+    text = html.escape(str(value), quote=True)
+    return text.replace("|", "&#124;").replace("`", "&#96;").replace("\n", " ")
 
 
 def decline(root: str, digest: str, *, store: api.StoreArg = None) -> Suggestion:

@@ -18,13 +18,14 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import pyarrow.compute as pc
 
 from hygiene_nb import api, views
 from hygiene_nb.errors import HygieneError
 from hygiene_nb.figures import RISK_COLORS, treemap_trace
 from hygiene_nb.ledger import DECISIONS, Ledger
 from hygiene_nb.plan import select_candidates, selection_summary
-from hygiene_nb.snapshot import entry_paths
+from hygiene_nb.snapshot import entry_paths, raw_path
 from hygiene_nb.suggest import organize
 from hygiene_nb.summary import RISKS
 
@@ -134,6 +135,13 @@ class Annotator:
         self.root = self.info.root
         table = api.classify(store=self.store, scan_id=self.info.scan_id)
         self.table = table.append_column("path", entry_paths(table))  # computed once, reused
+        # text path → exact bytes, for the few names that are not valid UTF-8 (the ledger is
+        # keyed by the bytes; the text shows them escaped)
+        odd = self.table.filter(
+            pc.or_(pc.is_valid(self.table.column("name_raw")),
+                   pc.is_valid(self.table.column("parent_raw")))
+        )  # fmt: skip
+        self._raw = {row["path"]: raw_path(row) for row in odd.to_pylist()}
         self.frame = views.browse_frame(self.table)
         self.now_ns = api.scan_time_ns(self.info)
         self.page = page
@@ -282,8 +290,9 @@ class Annotator:
         if not paths:
             self.status.value = "nothing selected"
             return
+        exact = [self._raw.get(path, path) for path in paths]
         try:
-            api.annotate(paths, store=self.store, decision=decision, set_note=False)
+            api.annotate(exact, store=self.store, decision=decision, set_note=False)
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return
@@ -309,7 +318,8 @@ class Annotator:
     def set_note(self, path: str, note: str) -> None:
         """Write the note of ``path`` to the ledger now (an empty note clears it)."""
         try:
-            api.annotate([path], store=self.store, note=note or None, set_decision=False)
+            exact = self._raw.get(path, path)
+            api.annotate([exact], store=self.store, note=note or None, set_decision=False)
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return

@@ -79,13 +79,24 @@ def resolve_scan(
     return find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
 
 
-def _scans_of(root: str | None, store: api.StoreArg) -> list[ScanInfo]:
-    info = resolve_scan(root, store=store)
-    return list_scans(api.open_store(store), root=info.root)
+def _scans_of(root: str | None, store: api.StoreArg, until: str | None = None) -> list[ScanInfo]:
+    """The scans of ``root`` (or of ``until``'s root), oldest first, up to ``until`` if given.
+
+    A report on an older snapshot shows the history as it stood then, not scans made later.
+    """
+    info = resolve_scan(root, store=store, scan_id=until)
+    scans = list_scans(api.open_store(store), root=info.root)
+    if until is None:
+        return scans
+    return [s for s in scans if (s.started_at, s.scan_id) <= (info.started_at, info.scan_id)]
 
 
-def history(root: str | None = None, *, store: api.StoreArg = None) -> pd.DataFrame:
+def history(
+    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+) -> pd.DataFrame:
     """One row per scan of ``root``, oldest first: totals and the filesystem's free space.
+
+    With ``scan_id``, only the scans up to that one.
 
     Columns: ``scan_id``, ``scanned_at`` (finish time, UTC), ``bytes``, ``alloc``, ``files``,
     ``entries``, ``errors``, ``partial``, ``fs_free``, ``fs_total``. A partial scan's totals are
@@ -104,7 +115,7 @@ def history(root: str | None = None, *, store: api.StoreArg = None) -> pd.DataFr
             "fs_free": s.fs_free,
             "fs_total": s.fs_total,
         }
-        for s in _scans_of(root, store)
+        for s in _scans_of(root, store, scan_id)
     ]
     frame = pd.DataFrame(rows)
     for column in ("bytes", "alloc", "files"):
@@ -122,14 +133,21 @@ def _file_list(scans: list[ScanInfo]) -> str:
 
 
 def child_growth(
-    root: str | None = None, *, store: api.StoreArg = None, top: int = 10
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    top: int = 10,
+    scan_id: str | None = None,
 ) -> pd.DataFrame:
     """Recursive bytes of each direct child of ``root`` in every scan (long format).
+
+    With ``scan_id``, only the scans up to that one. A child whose size is unknown (an
+    unreadable directory) adds nothing to a sum: its bytes are a lower bound there.
 
     The ``top`` children largest in the latest scan are named; the rest are summed as
     ``(other)``. Columns: ``scan_id``, ``scanned_at``, ``child``, ``bytes``.
     """
-    scans = _scans_of(root, store)
+    scans = _scans_of(root, store, scan_id)
     query = f"""
         WITH kids AS (
             SELECT filename AS scan, name AS child,
@@ -363,7 +381,11 @@ def changed_entries(
 
 
 def risk_history(
-    root: str | None = None, *, store: api.StoreArg = None, rules: str | None = None
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    rules: str | None = None,
+    scan_id: str | None = None,
 ) -> pd.DataFrame:
     """Bytes and entries per risk level in every scan of ``root``, and the cleanliness score.
 
@@ -372,7 +394,7 @@ def risk_history(
     ``score`` (the scan's cleanliness score, repeated on its rows).
     """
     rows = []
-    for info in _scans_of(root, store):
+    for info in _scans_of(root, store, scan_id):
         table = api.classify(
             store=store, scan_id=info.scan_id, rules=rules, now_ns=api.scan_time_ns(info)
         )

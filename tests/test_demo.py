@@ -60,3 +60,21 @@ def test_the_demo_tree_is_never_shrunk_between_scans(tmp_path: Path) -> None:
     first = api.load(str(demo.root), store=demo.store, scan_id=demo.scans[0].scan_id,
                      columns=["path"]).column("path").to_pylist()  # fmt: skip
     assert all(os.path.lexists(p) for p in first)
+
+
+def test_the_shared_demo_refuses_a_directory_others_can_open(tmp_path: Path) -> None:
+    from hygiene_nb.demo import ensure_demo
+
+    base = tmp_path / "demo"
+    base.mkdir(mode=0o777)
+    base.chmod(0o777)
+    with pytest.raises(UsageError, match="not a private directory"):
+        ensure_demo(base)
+    assert list(base.iterdir()) == []
+    (tmp_path / "link").symlink_to(base)
+    with pytest.raises(UsageError, match="not a private directory"):
+        ensure_demo(tmp_path / "link")
+    base.chmod(0o700)
+    first = ensure_demo(base, scans=1)
+    again = ensure_demo(base, scans=1)  # built once, then reused
+    assert [s.scan_id for s in again.scans] == [s.scan_id for s in first.scans]

@@ -446,7 +446,9 @@ def test_candidates_are_grouped_and_each_workspace_searched_once(tmp_path: Path)
     }
 
 
-def test_other_filesystem_is_not_entered(ws: Path) -> None:
+def test_another_filesystem_inside_is_not_entered_and_leaves_the_check_incomplete(
+    ws: Path,
+) -> None:
     candidate = put(ws / "model.pt", "")
     mnt = ws / "mnt"
     mnt.mkdir()
@@ -461,7 +463,7 @@ def test_other_filesystem_is_not_entered(ws: Path) -> None:
     try:
         put(mnt / "uses.txt", "model.pt\n")
         verdict, _ = check_one(candidate)
-        assert verdict.status == "clear"
+        assert verdict.status == "unchecked" and "another filesystem" in verdict.detail
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
 

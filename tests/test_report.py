@@ -243,3 +243,40 @@ def test_the_report_draws_every_chart_in_a_browser_without_a_network(
     assert drawn == len(FIGURE_IDS)
     assert slices > 5  # the treemap really drew its boxes
     assert [u for u in requests if not u.startswith("file:")] == []
+
+
+def test_inside_the_scanned_root_a_report_adds_files_and_never_replaces_one(
+    demo: DemoStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = demo.root / "Documents" / "reports"  # e.g. `make audit` on a home holding a checkout
+    before = tree_state(demo.tree)
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store), "--out", str(out)],
+                    capsys)  # fmt: skip
+    assert code == 0
+    after = tree_state(demo.tree)
+    added = {p for p, *_ in after} - {p for p, *_ in before}
+    assert all(p.startswith(str(out)) for p in added) and len(added) == 4  # 2 dirs, 2 files
+    assert [e for e in before if not e[0].startswith(str(demo.root / "Documents"))] == [
+        e for e in after if not e[0].startswith(str(demo.root / "Documents"))
+    ]
+    html = Path(str(doc["html"]))
+    mine = html.read_bytes()
+    code, doc = run(["report", str(demo.root), "--store", str(demo.store), "--out", str(out)],
+                    capsys)  # fmt: skip
+    error = doc["error"]
+    assert code == 2 and isinstance(error, dict) and "never replaces" in str(error["message"])
+    assert html.read_bytes() == mine
+
+
+def test_a_report_on_an_older_snapshot_shows_history_as_it_stood_and_stays_the_same(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    oldest = demo.scans[0].scan_id
+    args = ["report", str(demo.root), "--snapshot", oldest, "--store", str(demo.store)]
+    code, doc = run([*args, "--out", str(tmp_path / "one")], capsys)
+    assert code == 0  # one snapshot up to then: no diff, no failure
+    first = Path(str(doc["html"])).read_bytes()
+    assert demo.scans[1].scan_id.encode() not in first  # no later scan in its history
+    api.scan_root(demo.root, store=demo.store)  # a newer scan changes nothing in this report
+    code, doc = run([*args, "--out", str(tmp_path / "two")], capsys)
+    assert code == 0 and Path(str(doc["html"])).read_bytes() == first

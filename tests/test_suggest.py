@@ -168,3 +168,49 @@ def test_organization_suggestions_name_a_place_and_a_reason(tmp_path: Path, stor
     assert tidy[str(root / "export_sales.csv")].startswith(str(root / "exports") + "/")
     assert all("outside" in reason for reason in frame["reason"])
     assert tree_state(root) == before  # suggestions only
+
+
+def test_a_hostile_file_name_cannot_inject_markup_into_the_suggestion(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "proj"
+    write(root / "pyproject.toml", 10)
+    hostile = "evil`<img src=x onerror=alert(1)>|x.txt~"
+    write(root / hostile, 300)
+    api.scan_root(root, store=store)
+    configure(store, root, "automatic = true\nthreshold = 100")
+    found = suggest.suggested_plan(str(root), store=store)
+    assert found is not None and found.shown
+    text = suggest.suggestion_markdown(found)
+    assert "<img" not in text and "`<" not in text and "&lt;img" in text
+    row = next(line for line in text.splitlines() if "evil" in line)
+    assert row.count("|") == 6  # the name's "|" does not split the table row
+
+
+def test_a_config_others_can_write_or_a_linked_config_is_not_trusted(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "r"
+    configure(store, root, 'verify = [["pytest"]]')
+    (store / "config.toml").chmod(0o666)
+    with pytest.raises(ConfigInvalid, match="only you can write"):
+        load_root_config(Store(store), str(root))
+    (store / "config.toml").chmod(0o600)
+    assert load_root_config(Store(store), str(root) + "/").verify == (("pytest",),)  # normalized
+    real = tmp_path / "elsewhere.toml"
+    (store / "config.toml").rename(real)
+    (store / "config.toml").symlink_to(real)
+    with pytest.raises(ConfigInvalid, match="a link"):
+        load_root_config(Store(store), str(root))
+
+
+def test_roots_must_be_tables_of_absolute_paths(tmp_path: Path, store: Path) -> None:
+    store.mkdir(parents=True)
+    for body, says in (('roots = "x"', "must be tables"),
+                       ('[roots."relative/dir"]\nautomatic = true', "not an absolute"),
+                       ('[roots."/a/"]\nautomatic = true\n[roots."/a"]\nautomatic = false',
+                        "two tables")):  # fmt: skip
+        (store / "config.toml").write_text(body)
+        (store / "config.toml").chmod(0o600)
+        with pytest.raises(ConfigInvalid, match=says):
+            load_root_config(Store(store), str(tmp_path))

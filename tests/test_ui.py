@@ -7,6 +7,7 @@ test is the canary for plotly upgrades).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +209,17 @@ def test_the_widget_suggests_a_tidy_place_for_scattered_logs(demo: DemoStore) ->
     assert "nothing is moved" in panel.tidy.value and "run-01.log" in panel.tidy.value
     row(panel, "results").buttons["delete"].click()
     assert not logs & set(panel.tidy_suggestions()["path"])  # going away: no tidy place
+
+
+def test_a_decision_on_a_name_that_is_not_utf8_reaches_the_plan(tmp_path: Path) -> None:
+    root, store = tmp_path / "r", tmp_path / "store"
+    root.mkdir()
+    with open(os.fsencode(root) + b"/caf\xe9.tmp", "wb") as handle:
+        handle.write(b"x" * 10)
+    api.scan_root(root, store=store)
+    panel = Annotator(str(root), store=store)
+    (only,) = panel.rows
+    only.buttons["delete"].click()
+    plan = api.make_plan(root, store=store)
+    assert plan.candidates == 1 and plan.excluded == 0
+    assert panel.decisions == {only.path: "delete"}

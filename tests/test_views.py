@@ -218,3 +218,13 @@ def test_browse_frame_keeps_unreadable_sizes_unknown(tmp_path: Path, store: Path
     assert frame["bytes"].dtype == pd.Int64Dtype()
     row = frame.set_index("path").loc[str(root / "ok")]
     assert row["files"] == 1 and row["kind"] == "dir"
+
+
+def test_history_views_can_stop_at_a_given_scan(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, first, second = changed
+    assert list(views.history(str(root), store=store, scan_id=first)["scan_id"]) == [first]
+    assert set(views.child_growth(str(root), store=store, scan_id=first)["scan_id"]) == {first}
+    assert set(views.risk_history(str(root), store=store, scan_id=first)["scan_id"]) == {first}
+    assert len(views.history(str(root), store=store, scan_id=second)) == 2
