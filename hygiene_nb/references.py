@@ -277,7 +277,11 @@ class _Matcher:
             rb"(?<!" + _WORD_CLASS + rb")(?=(" + _alternation(names) + rb")(?!"
             + _WORD_CLASS + rb"))"
         )  # fmt: skip
-        self.shorter = {n: [m for m in names if len(m) < len(n) and n.startswith(m)] for n in names}
+        known = set(names)  # names that are proper prefixes of a name: one set lookup each
+        self.shorter = {
+            n: sorted((n[:k] for k in range(1, len(n)) if n[:k] in known), key=len, reverse=True)
+            for n in names
+        }
         self.longest = len(names[0])
         self.back = max(len(rel) for rel in rels) + 1  # a whole path and the byte before it
 
