@@ -145,7 +145,8 @@ def child_growth(
     unreadable directory) adds nothing to a sum: its bytes are a lower bound there.
 
     The ``top`` children largest in the latest scan are named; the rest are summed as
-    ``(other)``. Columns: ``scan_id``, ``scanned_at``, ``child``, ``bytes``.
+    ``(other)``. Columns: ``scan_id``, ``scanned_at``, ``child``, ``bytes``, ``unknown`` (how
+    many of the children summed there could not be read: then ``bytes`` is a lower bound).
     """
     scans = _scans_of(root, store, scan_id)
     query = f"""
@@ -161,7 +162,8 @@ def child_growth(
         )
         SELECT k.scan AS scan_id,
                CASE WHEN r.rank <= ? THEN k.child ELSE '(other)' END AS child,
-               CAST(sum(k.bytes) AS BIGINT) AS bytes
+               CAST(sum(k.bytes) AS BIGINT) AS bytes,
+               CAST(sum(CASE WHEN k.bytes IS NULL THEN 1 ELSE 0 END) AS BIGINT) AS unknown
         FROM kids k LEFT JOIN ranked r ON k.child = r.child
         GROUP BY 1, 2
     """
@@ -176,7 +178,7 @@ def child_growth(
     frame["child"] = pd.Categorical(frame["child"], categories=list(order), ordered=True)
     frame = frame.sort_values(["scanned_at", "child"]).reset_index(drop=True)
     frame["child"] = frame["child"].astype(str)
-    return frame[["scan_id", "scanned_at", "child", "bytes"]]
+    return frame[["scan_id", "scanned_at", "child", "bytes", "unknown"]]
 
 
 def _side(store: api.StoreArg, info: ScanInfo, classified: bool, rules: str | None) -> pa.Table:
@@ -852,9 +854,16 @@ def _version(name: str) -> str:
 def pending_counts(
     root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
 ) -> pd.DataFrame:
-    """How many pending decisions of each kind, and their bytes (no paths, no notes)."""
+    """How many pending decisions of each kind, and their bytes (no paths, no notes).
+
+    ``unknown`` counts entries whose size is not known (not in the snapshot, or unreadable):
+    where it is not 0, ``bytes`` is a lower bound.
+    """
     pending = pending_decisions(root, store=store, scan_id=scan_id)
-    counts = pending.groupby("decision").agg(entries=("path", "size"), bytes=("bytes", "sum"))
+    pending = pending.assign(unknown=pending["bytes"].isna().astype("int64"))
+    counts = pending.groupby("decision").agg(
+        entries=("path", "size"), bytes=("bytes", "sum"), unknown=("unknown", "sum")
+    )
     return counts.reindex(["delete", "unsure"], fill_value=0).rename_axis("decision").reset_index()
 
 

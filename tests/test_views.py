@@ -228,3 +228,15 @@ def test_history_views_can_stop_at_a_given_scan(
     assert set(views.child_growth(str(root), store=store, scan_id=first)["scan_id"]) == {first}
     assert set(views.risk_history(str(root), store=store, scan_id=first)["scan_id"]) == {first}
     assert len(views.history(str(root), store=store, scan_id=second)) == 2
+
+
+def test_pending_counts_say_when_a_size_is_unknown(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, _, _ = changed
+    api.annotate([str(root / "a")], store=store, decision="unsure")
+    api.annotate([str(root / "gone-before-the-scan")], store=store, decision="unsure")
+    api.annotate([str(root / "b" / "log.txt")], store=store, decision="delete")
+    counts = views.pending_counts(str(root), store=store).set_index("decision")
+    assert counts.loc["unsure", "entries"] == 2 and counts.loc["unsure", "unknown"] == 1
+    assert counts.loc["delete", "bytes"] == 2_300 and counts.loc["delete", "unknown"] == 0
