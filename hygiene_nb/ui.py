@@ -188,6 +188,12 @@ class Annotator:
         self.export_button.on_click(lambda _b: self.export_plan())
         self.export_out = W.HTML()
         self.tidy = W.HTML()  # organization suggestions under the current directory
+        self.tidy_toggle = W.ToggleButton(
+            value=False,
+            description="tidying suggestions",
+            tooltip="names and places for scattered logs, exports and scratch files",
+        )
+        self.tidy_toggle.observe(lambda _ch: self._tidy(), names="value")
         trace = treemap_trace(self.tree_nodes())
         self.fig: go.Figure = go.FigureWidget([trace]) if figure_widget else go.Figure([trace])
         self.fig.update_layout(margin={"t": 10, "l": 0, "r": 0, "b": 0}, height=420)
@@ -390,6 +396,9 @@ class Annotator:
         return found[found["path"].str.startswith(inside)]
 
     def _tidy(self) -> None:
+        if not self.tidy_toggle.value:  # computed on demand: about a second on 1M entries
+            self.tidy.value = ""
+            return
         found = self.tidy_suggestions()
         if found.empty:
             self.tidy.value = ""
@@ -445,8 +454,8 @@ class Annotator:
         batch = W.HBox([self.select_all_box, *self.batch_buttons.values()])
         parts: list[W.Widget] = [header, self.breadcrumb, filters, batch, self.listing, self.more,
                                  self.status, self.summary,
-                                 W.HBox([self.export_button]), self.export_out,
-                                 self.tidy]  # fmt: skip
+                                 W.HBox([self.export_button, self.tidy_toggle]),
+                                 self.export_out, self.tidy]  # fmt: skip
         if isinstance(self.fig, W.DOMWidget):
             parts.insert(2, self.fig)
         return W.VBox(parts)

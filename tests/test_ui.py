@@ -200,6 +200,8 @@ def test_export_shows_a_refusal_with_its_code_and_writes_no_plan(demo: DemoStore
 def test_the_widget_suggests_a_tidy_place_for_scattered_logs(demo: DemoStore) -> None:
     panel = Annotator(str(demo.root), store=demo.store)
     panel.open(str(demo.root / "projects" / "analysis"))
+    assert panel.tidy.value == ""  # on demand only
+    panel.tidy_toggle.value = True
     found = panel.tidy_suggestions()
     logs = {str(demo.root / "projects" / "analysis" / "results" / f"run-0{i}.log") for i in (1, 2)}
     assert logs <= set(found["path"])
