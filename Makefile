@@ -49,7 +49,8 @@ $(CHROMIUM):
 test: lint $(CHROMIUM)
 	$(VENV)/bin/pytest
 	$(NBVAL) --nbval-lax --ignore=notebooks/golden notebooks/
-	$(NBVAL) --nbval --nbval-sanitize-with notebooks/golden/nbval-sanitize.cfg notebooks/golden/
+	$(PY) notebooks/golden/golden.py build
+	$(NBVAL) --nbval --nbval-sanitize-with notebooks/golden/nbval-sanitize.cfg notebooks/golden/.build/
 
 ## bench: the 1M-entry benchmark against du/find (BENCH_ENTRIES= to resize)
 bench: $(STAMP)

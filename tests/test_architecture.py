@@ -111,7 +111,8 @@ def executor_imports(notebook: Path) -> list[str]:
 
 
 def all_notebooks() -> list[Path]:
-    return sorted(NOTEBOOKS.glob("*.ipynb")) + sorted((PACKAGE / "notebooks").glob("*.ipynb"))
+    committed = [NOTEBOOKS, NOTEBOOKS / "golden", PACKAGE / "notebooks"]  # not golden/.build
+    return [path for folder in committed for path in sorted(folder.glob("*.ipynb"))]
 
 
 def test_no_notebook_imports_the_executor() -> None:
