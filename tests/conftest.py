@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,26 @@ def as_nobody(work: Callable[[], Any]) -> Any:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     return json.loads(data)
+
+
+@contextmanager
+def tmpfs(where: Path, options: str = "size=1m") -> Iterator[Path]:
+    """A small tmpfs mounted on ``where`` for the block; skips the test where that is impossible.
+
+    Another filesystem inside a tree is what mount-point handling is about; only root can make
+    one here.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "hygiene-nb-test",
+                               str(where)], capture_output=True, text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"mount is not usable here ({exc})")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)

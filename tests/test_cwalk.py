@@ -34,6 +34,7 @@ from hygiene_nb.walk.spec import (
     ExcludeRule,
     WalkOptions,
 )
+from tests.conftest import tmpfs
 
 CORE_BUILT = cwalk.is_available()
 needs_core = pytest.mark.skipif(
@@ -421,15 +422,7 @@ def test_one_file_system_records_mount_point_without_descending(tmp_path: Path) 
     mnt = root / "mnt"
     mnt.mkdir(parents=True)
     _write(root / "f", 10)
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("needs root and mount(8) to create a tmpfs mount point")
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "cwalk-test", os.fsdecode(mnt)],
-        capture_output=True,
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode(errors='replace').strip()}")
-    try:
+    with tmpfs(mnt):
         _write(mnt / "inside", 100)
         rows = _assert_same_as_python(root, one_file_system=True, threads=4)
         by_path = _by_path(rows)
@@ -438,8 +431,6 @@ def test_one_file_system_records_mount_point_without_descending(tmp_path: Path) 
         assert rm + b"/inside" not in by_path
         by_path = _by_path(_assert_same_as_python(root, threads=4))
         assert by_path[rm]["flags"] == 0 and rm + b"/inside" in by_path
-    finally:
-        subprocess.run(["umount", os.fsdecode(mnt)], check=False)
 
 
 def _walk_as_nobody(root: Path) -> tuple[list[Row], list[Row]]:

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -25,7 +24,7 @@ from hygiene_nb.references import (
     check_references,
     find_workspace,
 )
-from tests.conftest import as_nobody, write
+from tests.conftest import as_nobody, tmpfs, write
 
 
 def put(path: Path, text: str | bytes) -> Path:
@@ -452,20 +451,10 @@ def test_another_filesystem_inside_is_not_entered_and_leaves_the_check_incomplet
     candidate = put(ws / "model.pt", "")
     mnt = ws / "mnt"
     mnt.mkdir()
-    if (
-        shutil.which("mount") is None
-        or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m", "hygiene-nb-test", str(mnt)],
-            capture_output=True,
-        ).returncode
-    ):
-        pytest.skip("cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)")
-    try:
+    with tmpfs(mnt):
         put(mnt / "uses.txt", "model.pt\n")
         verdict, _ = check_one(candidate)
         assert verdict.status == "unchecked" and "another filesystem" in verdict.detail
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
 
 
 # -- what a plan and an execution do with the verdicts -----------------------------------------

@@ -17,7 +17,7 @@ from hygiene_nb.errors import ExcludeInvalid, RootInvalid
 from hygiene_nb.scan import parse_ignore_lines
 from hygiene_nb.snapshot import raw_path
 from hygiene_nb.walk import pywalk
-from tests.conftest import as_nobody, du_bytes, write
+from tests.conftest import as_nobody, du_bytes, tmpfs, write
 
 
 def rows_of(store: Path, root: Path, walker: str, **kwargs: Any) -> dict[bytes, dict[str, Any]]:
@@ -204,23 +204,13 @@ def test_mount_point_is_recorded_and_not_crossed(tmp_path: Path, store: Path, wa
     mnt = root / "mnt"
     mnt.mkdir(parents=True)
     write(root / "f", 10)
-    if (
-        shutil.which("mount") is None
-        or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m", "hygiene-nb-test", str(mnt)],
-            capture_output=True,
-        ).returncode
-    ):
-        pytest.skip("cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)")
-    try:
+    with tmpfs(mnt):
         write(mnt / "inside", 100)
         rows = rows_of(store, root, walker, one_file_system=True)
         assert rows[os.fsencode(mnt)]["mount_point"] is True
         assert os.fsencode(mnt / "inside") not in rows
         crossing = rows_of(store, root, walker)
         assert os.fsencode(mnt / "inside") in crossing
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
 
 
 def _walk_as_nobody(root: Path, walker: str) -> list[dict[str, Any]]:

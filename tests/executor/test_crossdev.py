@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,24 +29,8 @@ from hygiene_nb.executor.batches import (
 )
 from hygiene_nb.executor.fileops import DIR_FLAGS, remove_original_after_verified_copy
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.conftest import tmpfs, write
 from tests.executor.test_execute import confirm_for, make_plan
-
-
-def _mount_tmpfs(where: Path) -> str | None:
-    """Mount a small tmpfs on ``where``; the reason it cannot be done, or None."""
-    if os.geteuid() != 0:
-        return "mounting a tmpfs needs root"
-    try:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=32m,mode=1777", "tmpfs", str(where)],
-            capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"mount is not usable here ({exc})"
-    if done.returncode != 0:
-        return f"mount -t tmpfs failed here: {done.stderr.strip()}"
-    return None
 
 
 @pytest.fixture
@@ -57,10 +40,7 @@ def xworld(tmp_path: Path) -> Iterator[dict[str, Path]]:
     mnt = root / "mnt"
     mnt.mkdir(parents=True)
     write(root / "local.log", 30)
-    why = _mount_tmpfs(mnt)
-    if why is not None:
-        pytest.skip(why)
-    try:
+    with tmpfs(mnt, "size=32m,mode=1777"):
         write(mnt / "cache" / "a.bin", data=b"a" * 1000)
         write(mnt / "cache" / "sub" / "b.bin", data=os.urandom(70_000))
         write(mnt / "cache" / "sub" / "empty", 0)
@@ -70,9 +50,6 @@ def xworld(tmp_path: Path) -> Iterator[dict[str, Path]]:
         write(mnt / "old.log", data=b"old log line\n" * 10)
         assert os.stat(mnt / "cache").st_dev != os.stat(root).st_dev
         yield {"root": root, "mnt": mnt, "store": tmp_path / "store", "tmp": tmp_path}
-    finally:
-        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def contents(path: Path) -> dict[str, tuple[str, int]]:
