@@ -25,11 +25,12 @@ from hygiene_nb.errors import HygieneError
 from hygiene_nb.figures import RISK_COLORS, treemap_trace
 from hygiene_nb.ledger import DECISIONS, Ledger
 from hygiene_nb.plan import select_candidates, selection_summary
+from hygiene_nb.render import human_bytes
 from hygiene_nb.snapshot import entry_paths, raw_path
 from hygiene_nb.suggest import organize
 from hygiene_nb.summary import RISKS
 
-__all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator", "human_size"]
+__all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator"]
 
 SORTS = ("bytes", "name", "age", "files")
 SIZE_FILTERS = {"any size": 0, "≥ 1 MB": 10**6, "≥ 10 MB": 10**7, "≥ 100 MB": 10**8,
@@ -40,16 +41,9 @@ _ALL = "all"
 _NS_PER_DAY = 86_400 * 10**9
 
 
-def human_size(n: int | None) -> str:
-    """``1.5 MB``-style decimal size; ``?`` for unknown (never 0)."""
-    if n is None or pd.isna(n):
-        return "?"
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} PB"  # pragma: no cover - the loop returns at TB
+def _size(n: Any) -> str:
+    """A size for display: ``1.5 MiB``; ``unknown`` where it could not be read (never 0)."""
+    return human_bytes(None if n is None or pd.isna(n) else int(n))
 
 
 class _Row:
@@ -70,7 +64,7 @@ class _Row:
         risk = str(entry.risk)
         colour = RISK_COLORS.get(risk, RISK_COLORS[""])
         self.info = W.HTML(
-            f"<span style='display:inline-block;width:90px'>{human_size(entry.bytes)}</span>"
+            f"<span style='display:inline-block;width:90px'>{_size(entry.bytes)}</span>"
             f"<span style='display:inline-block;width:80px'>{_files(entry.files)}</span>"
             f"<span style='display:inline-block;width:70px'>{_age(age)}</span>"
             f"<span style='background:{colour};color:white;padding:0 4px'>{risk}</span> "
@@ -356,7 +350,7 @@ class Annotator:
             return None
         self.export_out.value = (
             f"Plan <code>{html.escape(result.plan_id)}</code>: {result.candidates} candidates, "
-            f"{human_size(result.reclaim_bytes)} to reclaim, {result.excluded} left out, "
+            f"{_size(result.reclaim_bytes)} to reclaim, {result.excluded} left out, "
             f"expires {html.escape(result.expires_at)}.<br>"
             f"File: <code>{html.escape(result.plan_path)}</code><br>"
             "Review it, then run in a terminal (nothing has moved yet):<br>"
@@ -383,7 +377,7 @@ class Annotator:
         self.summary.value = (
             f"<b>Plan now</b>: {s['delete_count']} delete, {s['keep_count']} keep, "
             f"{s['unsure_count']} unsure, {s['unreviewed_count']} unreviewed · "
-            f"{s['candidates']} candidates would reclaim {human_size(s['reclaim_bytes'])} "
+            f"{s['candidates']} candidates would reclaim {_size(s['reclaim_bytes'])} "
             f"({s['reclaim_bytes']} bytes, each inode once)"
         )
 
