@@ -579,6 +579,12 @@ def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None,
     return None, ""
 
 
+def within(path: str | os.PathLike[str], root: str) -> bool:
+    """Whether ``path`` (existing or not) lies in ``root`` once links on the way are resolved."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip("/") + "/")
+
+
 def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
     """Where ``--out`` really points; refused inside the root (links resolved) or if taken.
 
@@ -590,8 +596,7 @@ def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
     if given.suffix == ".md":
         raise UsageError("--out names the plan's JSON file; its Markdown list goes beside it.")
     target = Path(os.path.realpath(given.parent)) / given.name
-    real_root = os.path.realpath(root)
-    if str(target) == real_root or str(target).startswith(real_root.rstrip("/") + "/"):
+    if within(target, root):
         raise UsageError(f"write the plan outside the tree being cleaned ({root}), not {out}.")
     for path in (target, target.with_suffix(".md")):
         if os.path.lexists(path):

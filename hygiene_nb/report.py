@@ -127,7 +127,7 @@ def make_report(
     else:
         info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     nb_path, html_path = report_paths(Path(out), info, redact=redact)
-    inside = _inside(nb_path.parent, info.root)
+    inside = api.within(nb_path.parent, info.root)
     if inside:  # e.g. `make audit` on a home that holds this checkout: add files, replace none
         for target in (nb_path, html_path):
             if os.path.lexists(target):
@@ -177,15 +177,6 @@ def _write_suggestion(
     markdown = suggest.suggestion_markdown(found, redact=redact).encode()
     write_private_file(path, markdown, exclusive=exclusive)
     return str(path)
-
-
-def _inside(folder: Path, root: str) -> bool:
-    """Whether ``folder`` (which may not exist yet) lies in the scanned root."""
-    existing = Path(os.path.abspath(folder))
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    real, top = os.path.realpath(existing), os.path.realpath(root)
-    return real == top or real.startswith(top.rstrip("/") + "/")
 
 
 class _LocalKernelManager(AsyncKernelManager):

@@ -29,6 +29,7 @@ from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.ledger import DECISIONS, Ledger
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
+from hygiene_nb.receipts import read_receipt
 from hygiene_nb.rules import rules_table_markdown
 from hygiene_nb.snapshot import ScanInfo, entry_paths, find_scan, list_scans
 from hygiene_nb.summary import cleanliness, kept_bytes, risk_mix
@@ -568,8 +569,8 @@ def executions(
 def _batch_present(receipt_path: str) -> bool | None:
     """Whether a quarantine batch of a receipt still exists (read-only: ``lstat`` only)."""
     try:
-        receipt = json.loads(Path(receipt_path).read_bytes())
-    except (OSError, ValueError):
+        receipt = read_receipt(Path(receipt_path))
+    except UsageError:  # gone or unreadable: nothing to say about its batch
         return None
     batches = [b for b in receipt.get("batches") or [] if isinstance(b, dict)]
     where = [str(b["batch_path"]) for b in batches if isinstance(b.get("batch_path"), str)]
