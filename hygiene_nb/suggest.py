@@ -89,7 +89,7 @@ def suggested_plan(
     config = load_root_config(st, info.root)
     if not config.automatic:
         return None
-    table = api.classify(store=st, scan_id=info.scan_id, now_ns=api.scan_time_ns(info))
+    table = views.classified_as_of_scan(info, store=st)
     score = cleanliness(table, partial=info.partial).score
 
     def verdict(**found: Any) -> Suggestion:
@@ -258,7 +258,7 @@ def organization_suggestions(
     """
     st = api.open_store(store)
     info = views.resolve_scan(root, store=st, scan_id=scan_id)
-    table = api.classify(store=st, scan_id=info.scan_id, now_ns=api.scan_time_ns(info))
+    table = views.classified_as_of_scan(info, store=st)
     decisions = views.human_decisions(st, info.root)
     return organize(table, views.browse_frame(table), decisions, info.root, under=under)
 

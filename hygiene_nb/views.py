@@ -40,6 +40,7 @@ __all__ = [
     "browse_frame",
     "changed_entries",
     "child_growth",
+    "classified_as_of_scan",
     "decided_rows",
     "diff",
     "entries_frame",
@@ -78,6 +79,18 @@ def resolve_scan(
     """
     st = api.open_store(store)
     return find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
+
+
+def classified_as_of_scan(
+    info: ScanInfo, *, store: api.StoreArg = None, rules: str | None = None
+) -> pa.Table:
+    """A snapshot classified with ages measured when it was taken (what reports show).
+
+    Rerunning a report later then says the same; the widget, which is about acting now,
+    classifies as of now instead.
+    """
+    return api.classify(store=store, scan_id=info.scan_id, rules=rules,
+                        now_ns=api.scan_time_ns(info))  # fmt: skip
 
 
 def _scans_of(root: str | None, store: api.StoreArg, until: str | None = None) -> list[ScanInfo]:
@@ -186,10 +199,9 @@ def _side(store: api.StoreArg, info: ScanInfo, classified: bool, rules: str | No
     """One snapshot's rows for a diff: the diff columns, plus risk and group if classified."""
     if not classified:
         return api.load(store=store, scan_id=info.scan_id, columns=_DIFF_COLUMNS)
-    table = api.classify(
-        store=store, scan_id=info.scan_id, rules=rules, now_ns=api.scan_time_ns(info)
+    return classified_as_of_scan(info, store=store, rules=rules).select(
+        [*_DIFF_COLUMNS, "risk", "group"]
     )
-    return table.select([*_DIFF_COLUMNS, "risk", "group"])
 
 
 def _pair(
@@ -398,9 +410,7 @@ def risk_history(
     """
     rows = []
     for info in _scans_of(root, store, scan_id):
-        table = api.classify(
-            store=store, scan_id=info.scan_id, rules=rules, now_ns=api.scan_time_ns(info)
-        )
+        table = classified_as_of_scan(info, store=store, rules=rules)
         score = cleanliness(table, partial=info.partial).score
         for level, stats in risk_mix(table).items():
             rows.append(
@@ -794,7 +804,7 @@ def treemap_of(
 ) -> pd.DataFrame:
     """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root)."""
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    table = api.classify(store=store, scan_id=info.scan_id, now_ns=api.scan_time_ns(info))
+    table = classified_as_of_scan(info, store=store)
     return treemap_nodes(browse_frame(table), under or info.root,
                          decisions=human_decisions(store, info.root))  # fmt: skip
 
