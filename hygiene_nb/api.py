@@ -282,13 +282,37 @@ def classify(
     Ages are measured at ``now_ns`` (default: now); a report passes the scan's own time so that
     rerunning it later gives the same verdicts.
 
+    With an explicit ``now_ns`` the last result is reused while the snapshot, that time and the
+    rules files are the same (a report classifies one snapshot for several sections). Plans
+    never come from here: ``make_plan`` classifies afresh and re-checks the disk.
+
     Raises:
         SnapshotNotFound: no snapshot matches.
         RuleInvalid: a rules file is malformed.
     """
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    return _classified(st, info, rules, now_ns=now_ns)[0]
+    if now_ns is None:
+        return _classified(st, info, rules)[0]
+    key = (str(st.root), info.scan_id, now_ns, _file_state(st.rules),
+           _file_state(Path(rules)) if rules else None)  # fmt: skip
+    if _LAST_CLASSIFIED.get("key") != key:
+        _LAST_CLASSIFIED.clear()  # one table at a time: a 1M-row table is large
+        _LAST_CLASSIFIED.update(key=key, table=_classified(st, info, rules, now_ns=now_ns)[0])
+    table: pa.Table = _LAST_CLASSIFIED["table"]
+    return table
+
+
+_LAST_CLASSIFIED: dict[str, Any] = {}
+
+
+def _file_state(path: Path) -> tuple[str, int, int, int] | None:
+    """What changes when a rules file is edited (None: there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _classified(
@@ -327,7 +351,8 @@ def summarize(
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     now_ns = scan_time_ns(info) if as_of_scan else time.time_ns()
-    table = classify(store=st, scan_id=info.scan_id, rules=rules, now_ns=now_ns)
+    table = classify(store=st, scan_id=info.scan_id, rules=rules,
+                     now_ns=now_ns if as_of_scan else None)  # fmt: skip
     return summarize_table(table, info, top=top, now_ns=now_ns)
 
 

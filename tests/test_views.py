@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.compute as pc
 import pytest
 
 from hygiene_nb import api, views
@@ -240,3 +241,20 @@ def test_pending_counts_say_when_a_size_is_unknown(
     counts = views.pending_counts(str(root), store=store).set_index("decision")
     assert counts.loc["unsure", "entries"] == 2 and counts.loc["unsure", "unknown"] == 1
     assert counts.loc["delete", "bytes"] == 2_300 and counts.loc["delete", "unknown"] == 0
+
+
+def test_a_report_classifies_a_snapshot_once_until_the_rules_change(
+    changed: tuple[Path, str, str], store: Path
+) -> None:
+    root, _, _ = changed
+    info = views.resolve_scan(str(root), store=store)
+    first = views.classified_as_of_scan(info, store=store)
+    assert views.classified_as_of_scan(info, store=store) is first  # reused, not recomputed
+    assert api.classify(str(root), store=store) is not first  # "now" is never reused
+    (store / "rules.toml").write_text(
+        '[[rule]]\nid = "mine"\nname = "*.bin"\nrisk = "safe"\nclaim = "mine"\n'
+    )
+    again = views.classified_as_of_scan(info, store=store)
+    assert again is not first
+    kept = again.filter(pc.equal(again.column("name"), "kept.bin"))
+    assert kept.column("rule").to_pylist() == ["user:mine"]  # the new rules are in force
