@@ -165,8 +165,8 @@ def scan_root(
         walk = open_walker(options, walker=walker)
         info.walker = walk.name
         for batch in walk.batches():
-            rows = writer.write(batch)
-            _take_root_totals(rows, info)
+            writer.write(batch)
+            _take_root_totals(batch, info)
             if report is not None:
                 report(walk.stats.entries)
         info.entries = walk.stats.entries
@@ -199,7 +199,7 @@ def _progress(progress: Progress | bool) -> tuple[Progress | None, Callable[[], 
 
 
 def _take_root_totals(rows: pa.RecordBatch, info: ScanInfo) -> None:
-    """Copy the root row's totals into ``info`` when this batch holds it (it comes last)."""
+    """Copy the root row's totals into ``info`` when this walk batch holds it (it comes last)."""
     found = rows.filter(pc.equal(rows.column("depth"), 0))
     if found.num_rows:
         root = found.to_pylist()[0]

@@ -224,6 +224,21 @@ def test_directories_come_after_their_contents(tmp_path: Path) -> None:
 
 
 @needs_core
+def test_a_listing_is_statted_and_emitted_in_inode_order(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    for i in range(300):
+        (root / f"f{(i * 7919) % 1000:03d}").write_bytes(b"")
+    listed = [e.inode() for e in os.scandir(root)]
+    if listed == sorted(listed):
+        pytest.skip("this filesystem already lists the directory in inode order")
+    rows = [d for d in _dicts(_walk(root, threads=4, batch_rows=64)) if d["kind"] != KIND_DIR]
+    assert len(rows) == 300
+    inodes = [d["inode"] for d in rows]
+    assert inodes == sorted(inodes)
+
+
+@needs_core
 def test_batches_follow_schema_and_batch_rows(tmp_path: Path) -> None:
     root = _mixed_tree(tmp_path)
     walker = cwalk.CWalker(WalkOptions(root=os.fsencode(root), batch_rows=333, threads=4))

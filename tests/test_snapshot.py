@@ -56,6 +56,23 @@ def test_duckdb_reads_the_dataset_as_is(tmp_path: Path, store: Path) -> None:
     assert result == [(2, 6)]  # r, r/a, r/a/f in each scan
 
 
+def test_directories_and_other_entries_are_written_to_separate_row_groups(
+    tmp_path: Path, store: Path
+) -> None:
+    for d in range(30):
+        for f in range(3):
+            write(tmp_path / "r" / f"d{d}" / f"f{f}", f)
+    info = api.scan_root(tmp_path / "r", store=store)
+    parquet = pq.ParquetFile(Path(info.path) / "part-0.parquet")
+    kinds = [
+        set(parquet.read_row_group(i, columns=["kind"]).column("kind").to_pylist())
+        for i in range(parquet.metadata.num_row_groups)
+    ]
+    assert {"dir"} in kinds and {"file"} in kinds
+    assert all(k == {"dir"} or "dir" not in k for k in kinds)
+    assert sum(parquet.metadata.row_group(i).num_rows for i in range(len(kinds))) == 121
+
+
 def test_load_reads_only_the_columns_asked_for(tmp_path: Path, store: Path) -> None:
     write(tmp_path / "r" / "f", 3)
     api.scan_root(tmp_path / "r", store=store)
