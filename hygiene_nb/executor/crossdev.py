@@ -226,9 +226,17 @@ def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, tuple[int, i
 
 
 def copy_verified(
-    src_dir: int, name: bytes, dst_dir: int, planned: dict[bytes, Entry], ops: FileOps
+    src_dir: int,
+    name: bytes,
+    dst_dir: int,
+    planned: dict[bytes, Entry],
+    ops: FileOps,
+    *,
+    dst_name: bytes | None = None,
 ) -> dict[bytes, Entry]:
-    """Copy ``name`` from ``src_dir`` into ``dst_dir`` (same name, never replacing), then verify.
+    """Copy ``name`` from ``src_dir`` into ``dst_dir`` (never replacing anything), then verify.
+
+    The copy is named ``dst_name``, by default ``name``.
 
     ``planned`` is the original's inventory taken just before. Verification re-reads both
     sides: the original must be unchanged (same entries, identities, sizes, mtimes), the copy
@@ -243,20 +251,21 @@ def copy_verified(
         Unverifiable: the original now holds a link, special file or mount.
         OSError: the copy could not be made (the partial copy stays).
     """
-    _copy(src_dir, name, dst_dir, b"", planned, _children(planned), ops)
+    target = dst_name or name
+    _copy(src_dir, name, dst_dir, b"", planned, _children(planned), ops, target)
     os.fsync(dst_dir)
     dev = planned[b""].dev
     now = inventory(src_dir, name, dev)
     if now != planned:
         raise CopyMismatch("the original changed while it was copied")
-    copied = inventory(dst_dir, name, os.fstat(dst_dir).st_dev)
+    copied = inventory(dst_dir, target, os.fstat(dst_dir).st_dev)
     if set(copied) != set(now) or any(copied[r].is_dir != now[r].is_dir for r in now):
         raise CopyMismatch("the copy does not hold the same entries")
     files = [r for r, e in now.items() if not e.is_dir]
     if sum(now[r].size for r in files) != sum(copied[r].size for r in files):
         raise CopyMismatch("the copy does not hold the same number of bytes")
     for rel in files:
-        if _hash(src_dir, name, rel) != _hash(dst_dir, name, rel):
+        if _hash(src_dir, name, rel) != _hash(dst_dir, target, rel):
             shown = (rel or name).decode("utf-8", "backslashreplace")
             raise CopyMismatch(f"{shown} differs from its copy")
     return now
@@ -274,22 +283,23 @@ def _children(planned: dict[bytes, Entry]) -> dict[bytes, list[bytes]]:
 
 def _copy(
     src_dir: int, name: bytes, dst_dir: int, rel: bytes, planned: dict[bytes, Entry],
-    kids: dict[bytes, list[bytes]], ops: FileOps,
+    kids: dict[bytes, list[bytes]], ops: FileOps, dst_name: bytes,
 ) -> None:  # fmt: skip
     entry = planned[rel]
     if not entry.is_dir:
-        _copy_file(src_dir, name, dst_dir, entry)
+        _copy_file(src_dir, name, dst_dir, entry, dst_name)
         return
-    ops.make_dir(dst_dir, name)  # EEXIST if anything is there: never merged into
+    ops.make_dir(dst_dir, dst_name)  # EEXIST if anything is there: never merged into
     src = open_dir_at(src_dir, name)
     try:
-        dst = open_dir_at(dst_dir, name)
+        dst = open_dir_at(dst_dir, dst_name)
         try:
             opened = os.fstat(src)
             if (opened.st_dev, opened.st_ino) != (entry.dev, entry.ino):
                 raise CopyMismatch("a directory was replaced while it was copied")
             for child in kids[rel]:
-                _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops)
+                _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops,
+                      child)  # fmt: skip
             os.chmod(dst, (entry.mode & 0o1777) | 0o700)  # the owner can always read it back
             os.fsync(dst)
             src_st = os.fstat(src)
@@ -300,14 +310,14 @@ def _copy(
         os.close(src)
 
 
-def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry) -> None:
+def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: bytes) -> None:
     src = os.open(name, _READ_FLAGS, dir_fd=src_dir)
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (entry.dev, entry.ino):
             raise CopyMismatch("a file was replaced while it was copied")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        dst = os.open(name, flags, 0o600, dir_fd=dst_dir)
+        dst = os.open(dst_name, flags, 0o600, dir_fd=dst_dir)
         try:
             while chunk := os.read(src, _CHUNK):
                 view = memoryview(chunk)

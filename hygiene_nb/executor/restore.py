@@ -8,7 +8,9 @@ each selected item is checked and moved back with ``rename_noreplace``:
 * the target is reached from ``/`` one component at a time, never through a symlink (a link or
   a file on the way → ``target-unusable``; a missing directory is recreated, 0700);
 * anything at the target name (a file, an empty directory, a dangling link) → ``target-occupied``,
-  and the kernel's no-replace rename closes the window between that check and the move.
+  and the kernel's no-replace rename closes the window between that check and the move;
+* a target on another filesystem than the batch (an item copied in with ``--allow-copy``) is
+  restored by a verified copy instead of a rename (``_copy_back``).
 
 Each restore is recorded (``restored``) in the manifest at once. An item already back (recorded
 ``restored``/``returned``, or gone from the batch while its original path holds the same device
@@ -24,6 +26,7 @@ import errno
 import fcntl
 import os
 import re
+import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,12 +44,20 @@ from hygiene_nb.executor.batches import (
     read_manifest,
     write_manifest,
 )
+from hygiene_nb.executor.crossdev import (
+    CopyMismatch,
+    Unverifiable,
+    copy_verified,
+    inventory,
+    verified_identities,
+)
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
     FileOps,
     LocalFileOps,
     open_dir_at,
     open_dirs_at,
+    remove_original_after_verified_copy,
     remove_own_empty_dir,
     remove_own_file,
 )
@@ -532,18 +543,69 @@ def _move(batch: Batch, item: ManifestItem, where: tuple[int, int, bytes], ops: 
     except OSError as exc:
         if exc.errno in _OCCUPIED:
             raise _occupied(item) from exc
-        if exc.errno == errno.EXDEV:
+        if exc.errno != errno.EXDEV:
             raise _Block(
-                "cross-device",
-                f"{item.original} is now on another filesystem than "
-                f"the batch; copy it back by hand from {batch.path}.",
+                "restore-failed",
+                f"{item.original} could not be moved back "
+                f"({exc.strerror}); fix that and run restore again.",
             ) from exc
+        _copy_back(batch, item, where, ops)
+        return
+    _record(batch, item, "restored")
+
+
+def _copy_back(
+    batch: Batch, item: ManifestItem, where: tuple[int, int, bytes], ops: FileOps
+) -> None:
+    """Restore across filesystems: copy → verify → no-replace rename → record → remove.
+
+    The target is on another filesystem than the batch (an item copied in with
+    ``--allow-copy``, or a mount that changed). The batch's copy is copied beside the target
+    under a private temporary name and verified (every entry, byte count and SHA-256), then
+    renamed onto the original name without replacing anything. The item is recorded
+    ``restored`` before the batch's copy is removed, with the same verified-copy removal the
+    executor uses; if that removal fails, the batch keeps a duplicate until it is purged.
+    A failure before the rename leaves the batch's copy as it was.
+
+    Raises:
+        _Block: it could not be copied back (``restore-copy-failed``) or the target was taken
+            meanwhile (``target-occupied``; the verified copy is left beside it and named).
+    """
+    src, dst, name = where
+    temp = b".hygiene-nb-restoring-" + secrets.token_hex(6).encode()
+    shown = os.fsdecode(os.path.join(os.path.dirname(item.original_raw), temp))
+    try:
+        planned = inventory(src, name, os.fstat(src).st_dev)
+    except (Unverifiable, OSError) as exc:
         raise _Block(
-            "restore-failed",
-            f"{item.original} could not be moved back "
-            f"({exc.strerror}); fix that and run restore again.",
+            "restore-copy-failed",
+            f"{item.original} is on another filesystem than batch {batch.batch_id} and its "
+            f"copy there cannot be copied back ({exc}); nothing was changed, inspect "
+            f"{batch.path} by hand.",
+        ) from exc
+    try:
+        verified = copy_verified(src, name, dst, planned, ops, dst_name=temp)
+    except (CopyMismatch, Unverifiable, OSError) as exc:
+        raise _Block(
+            "restore-copy-failed",
+            f"copying {item.original} back from batch {batch.batch_id} failed ({exc}); the "
+            f"batch still holds it. A partial copy may be left at {shown}: remove it, then "
+            "run restore again.",
+        ) from exc
+    try:
+        ops.rename_noreplace(dst, temp, dst, name)
+    except OSError as exc:
+        code = "target-occupied" if exc.errno in _OCCUPIED else "restore-copy-failed"
+        raise _Block(
+            code,
+            f"{item.original} could not take the verified copy ({exc.strerror}; anything there "
+            f"was left untouched); the copy is at {shown} and the batch still holds the item. "
+            "Move one of them aside and run restore again.",
         ) from exc
     _record(batch, item, "restored")
+    write_manifest(batch)  # recorded back before the batch's copy goes
+    with contextlib.suppress(OSError):  # a leftover duplicate stays in the batch until purged
+        remove_original_after_verified_copy(src, name, verified_identities(verified))
 
 
 def _record(batch: Batch, item: ManifestItem, state: str) -> None:

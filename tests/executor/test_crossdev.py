@@ -221,6 +221,31 @@ def test_allow_copy_copies_verifies_and_only_then_removes(
     assert not (mnt / QUARANTINE_NAME).exists()
 
 
+def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mnt = xworld["mnt"]
+    volume_unusable(monkeypatch)
+    before = contents(mnt / "cache")
+    a_mtime = os.stat(mnt / "cache" / "a.bin").st_mtime_ns
+    plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert result.status == "done" and not (mnt / "cache").exists()
+
+    back = restore_batch(store, result.batch_id, execute=True)
+
+    assert back.status == "done" and back.blocked == []
+    assert sorted(back.restored) == sorted([str(mnt / "cache"), str(mnt / "old.log")])
+    assert contents(mnt / "cache") == before
+    assert os.stat(mnt / "cache" / "a.bin").st_mtime_ns == a_mtime
+    assert os.stat(mnt / "cache").st_dev == os.stat(mnt).st_dev
+    assert [p.name for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-")] == []
+    assert list(store.quarantine.iterdir()) == []  # every copy went back, the batch is gone
+    check = verify_receipt(str(result.receipt_path))  # as after any restore: they are back
+    assert sorted(check.reappeared) == sorted(back.restored)
+
+
 @pytest.mark.parametrize("trouble", ["hard-link-inside", "hard-link-outside", "symlink"])
 def test_a_tree_a_copy_cannot_verify_is_kept(
     xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch, trouble: str
@@ -262,11 +287,11 @@ def test_a_crash_mid_copy_leaves_the_original_and_a_pending_partial_copy(
     real = crossdev._copy_file
     calls: list[bytes] = []
 
-    def dies_on_second(src_dir: int, name: bytes, dst_dir: int, entry: Any) -> None:
+    def dies_on_second(src_dir: int, name: bytes, dst_dir: int, entry: Any, dst: bytes) -> None:
         calls.append(name)
         if len(calls) == 2:
             raise Crash
-        real(src_dir, name, dst_dir, entry)
+        real(src_dir, name, dst_dir, entry, dst)
 
     monkeypatch.setattr(crossdev, "_copy_file", dies_on_second)
     with pytest.raises(Crash):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb.errors import BatchInvalid, BatchNotFound
-from hygiene_nb.executor import batches, restore
+from hygiene_nb.executor import batches, list_store_batches, restore
 from hygiene_nb.executor.batches import ManifestItem, claim_batch, write_manifest
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
 from hygiene_nb.executor.restore import restore_batch
@@ -274,20 +274,115 @@ def test_missing_parents_are_recreated(qstore: Store, root: Path) -> None:
     assert stat.S_IMODE(os.lstat(root / "x").st_mode) == 0o700
 
 
-def test_cross_device_is_reported(
+def _exdev_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first rename out of the batch fails as if the target were on another filesystem."""
+    real = LocalFileOps.rename_noreplace
+    calls: list[bytes] = []
+
+    def rename(self: LocalFileOps, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        calls.append(src)
+        if len(calls) == 1:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real(self, src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(LocalFileOps, "rename_noreplace", rename)
+
+
+def _restoring_temps(root: Path) -> list[Path]:
+    return [p for p in root.rglob(".hygiene-nb-restoring-*")]
+
+
+def test_across_filesystems_an_item_comes_back_by_a_verified_copy(
     qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (root / "f").write_bytes(b"x")
-    bid = quarantine_items(qstore, [root / "f"])
+    (root / "d" / "sub").mkdir(parents=True)
+    (root / "d" / "sub" / "g").write_bytes(b"nested")
+    (root / "d" / "f").write_bytes(b"file bytes\x00\xff")
+    (root / "d" / "f").chmod(0o640)
+    before = snapshot(root)
+    bid = quarantine_items(qstore, [root / "d"])
+    _exdev_once(monkeypatch)
 
-    def exdev(*_: object) -> None:
-        raise OSError(errno.EXDEV, "Invalid cross-device link")
-
-    monkeypatch.setattr(LocalFileOps, "rename_noreplace", exdev)
     result = restore_batch(qstore, bid, execute=True)
 
-    assert codes(result) == ["cross-device"] and result.status == "partial"
+    assert result.status == "done" and result.restored == [str(root / "d")]
+    after = snapshot(root)
+
+    def essence(snap: dict[bytes, tuple[Any, ...]]) -> dict[bytes, tuple[Any, ...]]:
+        # mode, size and bytes everywhere, file mtimes too; inodes differ (it is a copy)
+        return {p: (v[0], v[1], v[5], v[3] if stat.S_ISREG(v[0]) else None)
+                for p, v in snap.items()}  # fmt: skip
+
+    assert essence(after) == essence(before)
+    assert os.stat(root / "d").st_ino != before[os.fsencode(root / "d")][2]
+    assert _restoring_temps(root) == []
+    assert not (qstore.quarantine / bid).exists()  # the batch's copy went, then the empty batch
+
+
+def test_a_copy_back_never_replaces_what_appeared_at_the_target(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f").write_bytes(b"ours")
+    bid = quarantine_items(qstore, [root / "f"])
+    _exdev_once(monkeypatch)
+    real_copy = restore.copy_verified
+
+    def copy_then_someone_writes(*args: Any, **kwargs: Any) -> Any:
+        verified = real_copy(*args, **kwargs)
+        (root / "f").write_bytes(b"theirs")
+        return verified
+
+    monkeypatch.setattr(restore, "copy_verified", copy_then_someone_writes)
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["target-occupied"] and result.status == "partial"
+    assert (root / "f").read_bytes() == b"theirs"
     assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}
+    assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
+    (temp,) = _restoring_temps(root)
+    assert temp.read_bytes() == b"ours" and str(temp) in result.blocked[0].message
+
+
+def test_a_copy_back_that_does_not_verify_leaves_the_batch_as_it_was(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.executor import crossdev
+
+    (root / "f").write_bytes(b"ours")
+    bid = quarantine_items(qstore, [root / "f"])
+    before = snapshot(qstore.quarantine / bid)
+    _exdev_once(monkeypatch)
+    hashes = iter(["sha256:batch", "sha256:something-else"])
+    monkeypatch.setattr(crossdev, "_hash", lambda *_: next(hashes))
+
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["restore-copy-failed"] and result.status == "partial"
+    assert "differs from its copy" in result.blocked[0].message
+    assert not (root / "f").exists()
+    assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}
+    assert contents(snapshot(qstore.quarantine / bid)) == contents(before)
+
+
+def test_when_the_batch_copy_cannot_be_removed_the_item_is_still_back_and_recorded(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f").write_bytes(b"ours")
+    bid = quarantine_items(qstore, [root / "f"])
+    _exdev_once(monkeypatch)
+
+    def fails(*_: object) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(restore, "remove_original_after_verified_copy", fails)
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert result.status == "done" and (root / "f").read_bytes() == b"ours"
+    assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "restored"}
+    # the duplicate stays recorded in the batch (purge destroys it), never unrecorded
+    assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
+    (info,) = [b for b in list_store_batches(qstore) if b.batch_id == bid]
+    assert info.manifest == "ok"
 
 
 # -- the batch side --------------------------------------------------------------------------
