@@ -231,7 +231,7 @@ def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
     plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
     store = Store(xworld["store"])
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
-    assert result.status == "done" and not (mnt / "cache").exists()
+    assert result.status == "done" and result.batch_id and not (mnt / "cache").exists()
 
     back = restore_batch(store, result.batch_id, execute=True)
 

@@ -325,14 +325,14 @@ def test_a_copy_back_never_replaces_what_appeared_at_the_target(
     (root / "f").write_bytes(b"ours")
     bid = quarantine_items(qstore, [root / "f"])
     _exdev_once(monkeypatch)
-    real_copy = restore.copy_verified
+    from hygiene_nb.executor.crossdev import copy_verified as real_copy
 
     def copy_then_someone_writes(*args: Any, **kwargs: Any) -> Any:
         verified = real_copy(*args, **kwargs)
         (root / "f").write_bytes(b"theirs")
         return verified
 
-    monkeypatch.setattr(restore, "copy_verified", copy_then_someone_writes)
+    monkeypatch.setattr("hygiene_nb.executor.restore.copy_verified", copy_then_someone_writes)
     result = restore_batch(qstore, bid, execute=True)
 
     assert codes(result) == ["target-occupied"] and result.status == "partial"
@@ -374,7 +374,7 @@ def test_when_the_batch_copy_cannot_be_removed_the_item_is_still_back_and_record
     def fails(*_: object) -> int:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(restore, "remove_original_after_verified_copy", fails)
+    monkeypatch.setattr("hygiene_nb.executor.restore.remove_original_after_verified_copy", fails)
     result = restore_batch(qstore, bid, execute=True)
 
     assert result.status == "done" and (root / "f").read_bytes() == b"ours"
