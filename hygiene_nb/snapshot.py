@@ -4,9 +4,9 @@ Walk rows become snapshot rows here; each scan is one Hive partition
 ``snapshots/host=…/root=…/scan=…/part-0.parquet`` with its metadata in the file footer and in
 ``index.jsonl``. Only this module reads or writes Parquet.
 
-Row order is not part of the contract. Directories are written to row groups of their own, and
-the other rows keep the walker's order (a listing's entries together, in inode order), which is
-what lets zstd find the runs in names, inodes, sizes and mtimes.
+Row order is not part of the contract. In each row group the directories come last, and the
+other rows keep the walker's order (a listing's entries together, in inode order), which is what
+lets zstd find the runs in names, inodes, sizes and mtimes.
 """
 
 from __future__ import annotations
@@ -254,34 +254,37 @@ class SnapshotWriter:
         make_private_dir(self._staging)
         self._file = self._staging / "part-0.parquet"
         self._writer = _parquet_writer(self._file)
-        # Directories and everything else go to separate row groups: a directory row among a
-        # listing's files breaks every column's run (names, inodes, mtimes, sizes), and the
-        # tree_* columns are dense in directory row groups and all null elsewhere.
-        self._pending: dict[bool, list[pa.RecordBatch]] = {False: [], True: []}
-        self._pending_rows = {False: 0, True: 0}
+        # Within each row group, directories come after everything else: a directory row among
+        # a listing's files breaks every column's run (names, inodes, mtimes, sizes), and the
+        # tree_* columns (null for files) become one dense stretch. One row group, not two, so
+        # both share the group's dictionary of parent paths.
+        self._files: list[pa.RecordBatch] = []
+        self._dirs: list[pa.RecordBatch] = []
+        self._pending_rows = 0
 
     def write(self, walk_batch: pa.RecordBatch) -> None:
         """Convert and buffer one walk batch (a row group is written once enough rows wait)."""
         is_dir = pc.equal(walk_batch.column("kind"), KIND_DIR)
-        for dirs, mask in ((False, pc.invert(is_dir)), (True, is_dir)):
+        for pending, mask in ((self._files, pc.invert(is_dir)), (self._dirs, is_dir)):
             part = walk_batch.filter(mask)  # before converting: far cheaper on raw columns
             if part.num_rows:
-                self._pending[dirs].append(convert_batch(part))
-                self._pending_rows[dirs] += part.num_rows
-                if self._pending_rows[dirs] >= _ROW_GROUP_ROWS:
-                    self._flush(dirs)
+                pending.append(convert_batch(part))
+        self._pending_rows += walk_batch.num_rows
+        if self._pending_rows >= _ROW_GROUP_ROWS:
+            self._flush()
 
-    def _flush(self, dirs: bool) -> None:
-        if self._pending[dirs]:
-            table = pa.Table.from_batches(self._pending[dirs], schema=SNAPSHOT_SCHEMA)
+    def _flush(self) -> None:
+        if self._pending_rows:
+            table = pa.Table.from_batches(self._files + self._dirs, schema=SNAPSHOT_SCHEMA)
+            # one dictionary of parents per group, not one per walk batch (-0.45 B/entry)
+            table = table.unify_dictionaries()
             # one row group per flush (a fixed size would leave a tiny group of the remainder)
             self._writer.write_table(table, row_group_size=table.num_rows)
-        self._pending[dirs], self._pending_rows[dirs] = [], 0
+        self._files, self._dirs, self._pending_rows = [], [], 0
 
     def close(self) -> ScanInfo:
         """Finish the file, move it into its partition and append the scan to the index."""
-        self._flush(False)
-        self._flush(True)
+        self._flush()
         final = partition_dir(self.store, self.info)
         self.info.path = str(final)
         self._writer.add_key_value_metadata({_META_KEY: self.info.to_json().encode()})

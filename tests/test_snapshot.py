@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
+from hygiene_nb.scan import walk_options
 from hygiene_nb.snapshot import read_scan_info
 from hygiene_nb.store import resolve_store
 from tests.conftest import write
@@ -56,21 +58,26 @@ def test_duckdb_reads_the_dataset_as_is(tmp_path: Path, store: Path) -> None:
     assert result == [(2, 6)]  # r, r/a, r/a/f in each scan
 
 
-def test_directories_and_other_entries_are_written_to_separate_row_groups(
-    tmp_path: Path, store: Path
+@pytest.mark.parametrize("walker", ["c", "python"])
+def test_each_row_group_holds_its_directories_after_everything_else(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch, walker: str
 ) -> None:
     for d in range(30):
         for f in range(3):
             write(tmp_path / "r" / f"d{d}" / f"f{f}", f)
-    info = api.scan_root(tmp_path / "r", store=store)
+    (tmp_path / "r" / "d0" / "link").symlink_to("f0")
+    # small walk batches, so directories and files arrive interleaved batch after batch
+    monkeypatch.setattr(
+        "hygiene_nb.api.walk_options", lambda *a: replace(walk_options(*a), batch_rows=8)
+    )
+    info = api.scan_root(tmp_path / "r", store=store, walker=walker)  # type: ignore[arg-type]
     parquet = pq.ParquetFile(Path(info.path) / "part-0.parquet")
-    kinds = [
-        set(parquet.read_row_group(i, columns=["kind"]).column("kind").to_pylist())
-        for i in range(parquet.metadata.num_row_groups)
-    ]
-    assert {"dir"} in kinds and {"file"} in kinds
-    assert all(k == {"dir"} or "dir" not in k for k in kinds)
-    assert sum(parquet.metadata.row_group(i).num_rows for i in range(len(kinds))) == 121
+    assert parquet.metadata.num_rows == 122
+    for group in range(parquet.metadata.num_row_groups):
+        kinds = parquet.read_row_group(group, columns=["kind"]).column("kind").to_pylist()
+        first_dir = kinds.index("dir")
+        assert set(kinds[first_dir:]) == {"dir"}
+        assert set(kinds[:first_dir]) == {"file", "symlink"}
 
 
 def test_load_reads_only_the_columns_asked_for(tmp_path: Path, store: Path) -> None:
