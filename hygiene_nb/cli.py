@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -391,6 +392,7 @@ def execute(
     lines += [f"  {verb:<10} {m['path']}" for m in result.moved]
     lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
     if result.status == "dry-run":
+        lines += _destinations(result.moved)
         lines += ["", result.warning, "To confirm:", f"  {result.confirm_command}"]
     else:
         lines += [f"batch: {result.batch_id}", f"receipt: {result.receipt_path}"]
@@ -398,6 +400,14 @@ def execute(
     _out(as_json, payload, "\n".join(lines))
     if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
         raise _Exit(4)
+
+
+def _destinations(moved: list[dict[str, Any]]) -> list[str]:
+    """One line per quarantine a dry run would use, with its item count."""
+    counts = Counter((m["quarantine"], m["method"]) for m in moved if "quarantine" in m)
+    how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
+    return [f"  into {where}: {n} item(s), {how.get(method, method)}"
+            for (where, method), n in sorted(counts.items())]  # fmt: skip
 
 
 @cli.command()

@@ -39,6 +39,7 @@ __all__ = [
     "crossdev_skip",
     "inventory",
     "open_volume_quarantine",
+    "predict_volume_quarantine",
     "verified_identities",
 ]
 
@@ -57,6 +58,10 @@ CROSSDEV_HINTS = {
         "verified; the original was kept"
     ),
     "copy-failed": "the copy could not be made or verified; the original was kept",
+    "read-only-filesystem": (
+        "its filesystem is mounted read-only, so nothing on it can be moved or removed; "
+        "remount it read-write and plan again. Nothing was copied"
+    ),
 }
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
@@ -154,6 +159,49 @@ def open_volume_quarantine(parent_fd: int, parent_path: bytes, ops: FileOps) -> 
         os.close(qfd)
         raise
     return VolumeQuarantine(path, qfd, top.st_dev)
+
+
+def predict_volume_quarantine(parent_fd: int, parent_path: bytes) -> Path:
+    """Where ``open_volume_quarantine`` would put an item, found without changing anything.
+
+    For the dry run: the quarantine at the top of ``parent_fd``'s filesystem, if it exists and
+    is trusted, or if it could be created there (the top is writable by us on a writable
+    filesystem).
+
+    Raises:
+        QuarantineUntrusted: as ``open_volume_quarantine`` would.
+        OSError: it does not exist and could not be created (``EROFS``, ``EACCES``).
+    """
+    top_fd, levels = _top_of_filesystem(parent_fd)
+    try:
+        top = os.fstat(top_fd)
+        top_path = parent_path
+        for _ in range(levels):
+            top_path = os.path.dirname(top_path)
+        if top.st_mode & 0o002 and not top.st_mode & stat.S_ISVTX:
+            raise QuarantineUntrusted(f"{os.fsdecode(top_path)} is writable by anyone, not sticky")
+        path = Path(os.fsdecode(os.path.join(top_path, QUARANTINE_NAME.encode())))
+        if os.fstatvfs(top_fd).f_flag & os.ST_RDONLY:  # no batch could be made in it
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        try:
+            qfd = open_dir_at(top_fd, QUARANTINE_NAME.encode())
+        except FileNotFoundError:
+            if not os.access(".", os.W_OK | os.X_OK, dir_fd=top_fd, effective_ids=True):
+                raise OSError(errno.EACCES, os.strerror(errno.EACCES), path) from None
+            return path
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise QuarantineUntrusted(
+                    f"{QUARANTINE_NAME} is a symlink or not a directory"
+                ) from exc
+            raise
+    finally:
+        os.close(top_fd)
+    try:
+        _check_quarantine(qfd, top, path)
+    finally:
+        os.close(qfd)
+    return path
 
 
 def _check_quarantine(qfd: int, top: os.stat_result, path: Path) -> None:

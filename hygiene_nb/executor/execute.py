@@ -8,6 +8,7 @@ each move is a no-replace rename bracketed by manifest writes, and a receipt rec
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import secrets
 import shlex
@@ -48,6 +49,7 @@ from hygiene_nb.executor.crossdev import (
     crossdev_skip,
     inventory,
     open_volume_quarantine,
+    predict_volume_quarantine,
     verified_identities,
 )
 from hygiene_nb.executor.fileops import (
@@ -269,7 +271,7 @@ def execute_plan(
             verification=_planned_verification(config),
         )
         if confirm is None:
-            _dry_run(plan, store, config, result)
+            _dry_run(plan, store, config, result, allow_copy)
             return result
         if config.verify:
             result.verification["baseline"] = _baseline(config, plan.plan)
@@ -308,9 +310,13 @@ def _baseline(config: RootConfig, p: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def _dry_run(plan: LoadedPlan, store: Store, config: RootConfig, result: ExecuteResult) -> None:
+def _dry_run(
+    plan: LoadedPlan, store: Store, config: RootConfig, result: ExecuteResult, allow_copy: bool
+) -> None:
+    """Check every candidate as execution would, and say which quarantine it would go to."""
     root = plan.plan["root"]["path"].encode()
     referenced = _reference_skips(store, config, plan.plan["candidates"], result)
+    predict = _Destinations(store, allow_copy)
     root_fd = os.open(root, DIR_FLAGS)
     git = GitCache({})
     try:
@@ -318,18 +324,78 @@ def _dry_run(plan: LoadedPlan, store: Store, config: RootConfig, result: Execute
             if cand["path"] in referenced:
                 _record(result, cand, referenced[cand["path"]])
                 continue
-            parent, skip = check_candidate(root_fd, root, cand, _raw(cand), git)
-            if parent >= 0:
-                os.close(parent)
-            _record(result, cand, skip)
+            raw = _raw(cand)
+            parent, skip = check_candidate(root_fd, root, cand, raw, git)
+            where: dict[str, str] = {}
+            try:
+                if skip is None:
+                    where, skip = predict.where(parent, raw, cand)
+            finally:
+                if parent >= 0:
+                    os.close(parent)
+            _record(result, cand, skip, where)
     finally:
         os.close(root_fd)
 
 
-def _record(result: ExecuteResult, cand: dict[str, Any], skip: Skip | None) -> None:
+class _Destinations:
+    """The dry run's answer to "which quarantine?", with the executor's rules, read-only.
+
+    The store's quarantine for items on its filesystem; else the quarantine at the top of the
+    item's filesystem if it exists and is trusted or could be made; else, with ``allow_copy``,
+    a verified copy into the store's quarantine; else a ``cross-device`` skip.
+    """
+
+    def __init__(self, store: Store, allow_copy: bool) -> None:
+        self.store, self.allow_copy = store, allow_copy
+        here = store.quarantine if store.quarantine.exists() else store.root
+        self.dev = os.stat(here).st_dev
+        self.volumes: dict[int, tuple[str, str]] = {}  # dev → (method, quarantine or skip code)
+        self.details: dict[int, str] = {}
+
+    def where(
+        self, parent: int, raw: bytes, cand: dict[str, Any]
+    ) -> tuple[dict[str, str], Skip | None]:
+        """``{"quarantine", "method"}`` for an item that would move, else why it would not."""
+        dev = os.fstat(parent).st_dev
+        if dev == self.dev:
+            return {"quarantine": str(self.store.quarantine), "method": "rename"}, None
+        if dev not in self.volumes:
+            self.volumes[dev] = self._volume(dev, parent, raw)
+        method, target = self.volumes[dev]
+        if method == "skip":
+            return {}, crossdev_skip(cand["path"], target, self.details[dev])
+        if method == "copy":
+            _, skip = _copyable(parent, raw, cand)
+            if skip is not None:
+                return {}, skip
+        return {"quarantine": target, "method": method}, None
+
+    def _volume(self, dev: int, parent: int, raw: bytes) -> tuple[str, str]:
+        try:
+            return "rename", str(predict_volume_quarantine(parent, os.path.dirname(raw)))
+        except QuarantineUntrusted as exc:
+            self.details[dev] = str(exc)
+            return "skip", "quarantine-untrusted"
+        except OSError as exc:
+            if exc.errno == errno.EROFS:
+                self.details[dev] = ""
+                return "skip", "read-only-filesystem"
+            if self.allow_copy:
+                return "copy", str(self.store.quarantine)
+            self.details[dev] = f"no quarantine at the top of its filesystem ({exc.strerror})"
+            return "skip", "cross-device"
+
+
+def _record(
+    result: ExecuteResult,
+    cand: dict[str, Any],
+    skip: Skip | None,
+    where: dict[str, str] | None = None,
+) -> None:
     size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
     if skip is None:
-        result.moved.append({"path": cand["path"], "bytes": size})
+        result.moved.append({"path": cand["path"], "bytes": size, **(where or {})})
         result.bytes += size
     else:
         result.skipped.append({"path": skip.path, "code": skip.code, "message": skip.message})
@@ -572,6 +638,8 @@ class _Run:
         except QuarantineUntrusted as exc:
             return _Dest(skip=("quarantine-untrusted", str(exc)))
         except OSError as exc:
+            if exc.errno == errno.EROFS:
+                return _Dest(skip=("read-only-filesystem", ""))
             return self._unusable(f"no quarantine at the top of its filesystem ({exc.strerror})")
         try:
             register_quarantine(self.store, volume.path)
@@ -581,6 +649,8 @@ class _Run:
         except StoreError as exc:
             return self._unusable(f"{volume.path} cannot be registered ({exc.message})")
         except OSError as exc:
+            if exc.errno == errno.EROFS:
+                return _Dest(skip=("read-only-filesystem", ""))
             return self._unusable(f"no batch can be made in {volume.path} ({exc.strerror})")
         finally:
             volume.close()

@@ -88,12 +88,14 @@ def in_batch(batch: Path, original: Path) -> Path:
 
 
 def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The quarantine at the top of the other filesystem cannot be made (as on a read-only top)."""
+    """The quarantine at the top of the other filesystem cannot be made (a top we may not write:
+    only root can be refused that way here, and root is never refused)."""
 
     def refuse(*_: object) -> None:
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES))
 
     monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
+    monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
 
 
 def test_a_per_filesystem_quarantine_takes_items_by_rename(xworld: dict[str, Path]) -> None:
@@ -142,6 +144,65 @@ def test_verify_finds_items_in_a_single_volume_batch(xworld: dict[str, Path]) ->
     assert verify_receipt(str(result.receipt_path)).status == "verified"
 
 
+def outcomes(result: Any) -> dict[str, str]:
+    """Each candidate's fate: ``moved`` or its skip code."""
+    return {**{m["path"]: "moved" for m in result.moved},
+            **{s["path"]: s["code"] for s in result.skipped}}  # fmt: skip
+
+
+def test_the_dry_run_names_each_items_quarantine_and_makes_none(xworld: dict[str, Path]) -> None:
+    root, mnt = xworld["root"], xworld["mnt"]
+    plan = make_plan(xworld, "mnt/cache", "mnt/old.log", "local.log")
+    store = Store(xworld["store"])
+    dry = execute_plan(plan.plan_path, store=store)
+    where = {m["path"]: (m["quarantine"], m["method"]) for m in dry.moved}
+    assert where == {
+        str(root / "local.log"): (str(store.quarantine), "rename"),
+        str(mnt / "cache"): (str(mnt / QUARANTINE_NAME), "rename"),
+        str(mnt / "old.log"): (str(mnt / QUARANTINE_NAME), "rename"),
+    }
+    assert not (mnt / QUARANTINE_NAME).exists()
+    done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert outcomes(done) == outcomes(dry)
+    assert (mnt / QUARANTINE_NAME).is_dir()
+
+
+@pytest.mark.parametrize("allow_copy", [False, True])
+def test_on_a_read_only_filesystem_the_dry_run_predicts_what_execute_does(
+    xworld: dict[str, Path], allow_copy: bool
+) -> None:
+    import subprocess
+
+    mnt = xworld["mnt"]
+    plan = make_plan(xworld, "mnt/cache", "local.log")
+    store = Store(xworld["store"])
+    remount = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True)
+    if remount.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only: {remount.stderr!r}")
+    try:
+        dry = execute_plan(plan.plan_path, store=store, allow_copy=allow_copy)
+        done = execute_plan(
+            plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=allow_copy
+        )
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
+    # nothing can leave a read-only filesystem, with or without --allow-copy (a copy could
+    # never remove its original): both say so, and no copy is made
+    assert (
+        outcomes(dry)
+        == outcomes(done)
+        == {
+            str(xworld["root"] / "local.log"): "moved",
+            str(mnt / "cache"): "read-only-filesystem",
+        }
+    )
+    (skip,) = done.skipped
+    assert "read-only" in skip["message"] and "--allow-copy" not in skip["message"]
+    assert (mnt / "cache" / "a.bin").exists()
+    (batch,) = [Path(b["batch_path"]) for b in done.batches]
+    assert batch.parent == store.quarantine and list(batch.rglob("*.bin")) == []
+
+
 @pytest.mark.parametrize("kind", ["symlink", "world-writable", "group-readable", "a-file"])
 def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], kind: str) -> None:
     mnt = xworld["mnt"]
@@ -158,6 +219,8 @@ def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], k
     before = contents(mnt / "cache")
     plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
     store = Store(xworld["store"])
+    dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
+    assert {s["code"] for s in dry.skipped} == {"quarantine-untrusted"} and dry.moved == []
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert result.status == "partial" and result.moved == []
     assert {s["code"] for s in result.skipped} == {"quarantine-untrusted"}
@@ -174,7 +237,9 @@ def test_without_allow_copy_an_unusable_volume_quarantine_skips_cross_device(
     volume_unusable(monkeypatch)
     plan = make_plan(xworld, "mnt/cache", "local.log")
     store = Store(xworld["store"])
+    dry = execute_plan(plan.plan_path, store=store)
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert outcomes(dry) == outcomes(result)
     assert result.status == "partial"
     (skip,) = result.skipped
     assert skip["code"] == "cross-device" and "--allow-copy" in skip["message"]
@@ -206,6 +271,8 @@ def test_allow_copy_copies_verifies_and_only_then_removes(
         return real(dir_fd, name, verified)
 
     monkeypatch.setattr("hygiene_nb.executor.execute.remove_original_after_verified_copy", checked)
+    dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
+    assert {(m["quarantine"], m["method"]) for m in dry.moved} == {(str(store.quarantine), "copy")}
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert result.status == "done" and result.skipped == []
     assert sorted(seen) == ["cache", "old.log"]
@@ -264,7 +331,9 @@ def test_a_tree_a_copy_cannot_verify_is_kept(
     plan = make_plan(xworld, "mnt/cache")
     assert plan.candidates == 1
     store = Store(xworld["store"])
+    dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert outcomes(dry) == outcomes(result)
     assert [s["code"] for s in result.skipped] == ["copy-unverifiable"]
     assert contents(cache) == before
     assert result.batches == [] and list(store.quarantine.iterdir()) == []

@@ -61,6 +61,9 @@ def test_dry_run_creates_nothing(world: dict[str, Path]) -> None:
         [str(world["root"] / "web" / "node_modules"), str(world["root"] / "web" / "app.log")]
     )
     assert "--acknowledge-risk quarantine" in result.confirm_command
+    assert {(m["quarantine"], m["method"]) for m in result.moved} == {
+        (str(store.quarantine), "rename")
+    }
     assert snapshot_of(world["root"], world["canary"], store.quarantine, store.receipts) == before
 
 
@@ -236,6 +239,18 @@ def test_cli_exit_codes_for_refused_and_partial(world: dict[str, Path]) -> None:
     assert done.returncode == 4
     out = json.loads(done.stdout)
     assert out["status"] == "partial" and out["skipped"][0]["code"] == "changed-since-plan"
+
+
+def test_cli_dry_run_says_which_quarantine_takes_the_items(world: dict[str, Path]) -> None:
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    shown = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
+         str(world["store"])], capture_output=True, text=True,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    quarantine = Store(world["store"]).quarantine
+    assert f"into {quarantine}: 2 item(s), moved by rename" in shown.stdout
+    assert not quarantine.exists() or list(quarantine.iterdir()) == []
 
 
 HOSTILE = [b"with space", b"new\nline", b"-leading-dash", b"tab\there", b"quote'\"s",
