@@ -222,9 +222,10 @@ def _parquet_writer(path: Path) -> pq.ParquetWriter:
         # One dictionary page holds a row group's distinct parents (the 1 MiB default would
         # fall back to plain strings on a wide tree).
         dictionary_pagesize_limit=_DICTIONARY_PAGE_LIMIT,
-        # Listings come in inode order: byte-stream split lets zstd see the shared high bytes
-        # of neighbouring inodes and sizes.
-        column_encoding={"inode": "BYTE_STREAM_SPLIT", "size": "BYTE_STREAM_SPLIT"},
+        # Listings come in inode order, so inodes delta-encode well; names are stored without
+        # their lengths interleaved. (BYTE_STREAM_SPLIT on inode and size saves 0.5 B/entry
+        # more, but Spark before 4.0 cannot read it: CONTRACT §2 wants Spark to read as-is.)
+        column_encoding={"inode": "DELTA_BINARY_PACKED", "name": "DELTA_LENGTH_BYTE_ARRAY"},
         write_statistics=["depth", "size", "tree_bytes", "mtime_ns"],
     )
 
