@@ -131,33 +131,8 @@ def open_volume_quarantine(parent_fd: int, parent_path: bytes, ops: FileOps) -> 
             without the sticky bit; or its path does not lead to it.
         OSError: it cannot be created or opened (read-only, no permission…): unusable.
     """
-    top_fd, levels = _top_of_filesystem(parent_fd)
-    try:
-        top = os.fstat(top_fd)
-        top_path = parent_path
-        for _ in range(levels):
-            top_path = os.path.dirname(top_path)
-        if top.st_mode & 0o002 and not top.st_mode & stat.S_ISVTX:
-            raise QuarantineUntrusted(f"{os.fsdecode(top_path)} is writable by anyone, not sticky")
-        name = QUARANTINE_NAME.encode()
-        with contextlib.suppress(FileExistsError):
-            ops.make_dir(top_fd, name)
-        try:
-            qfd = open_dir_at(top_fd, name)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise QuarantineUntrusted(
-                    f"{QUARANTINE_NAME} is a symlink or not a directory"
-                ) from exc
-            raise
-    finally:
-        os.close(top_fd)
-    path = Path(os.fsdecode(os.path.join(top_path, name)))
-    try:
-        _check_quarantine(qfd, top, path)
-    except BaseException:
-        os.close(qfd)
-        raise
+    path, qfd, top = _volume_quarantine(parent_fd, parent_path, ops)
+    assert qfd is not None  # with ops, it exists now or OSError was raised
     return VolumeQuarantine(path, qfd, top.st_dev)
 
 
@@ -170,7 +145,21 @@ def predict_volume_quarantine(parent_fd: int, parent_path: bytes) -> Path:
 
     Raises:
         QuarantineUntrusted: as ``open_volume_quarantine`` would.
-        OSError: it does not exist and could not be created (``EROFS``, ``EACCES``).
+        OSError: no batch could be made there (``EROFS``, ``EACCES``).
+    """
+    path, qfd, _ = _volume_quarantine(parent_fd, parent_path, None)
+    if qfd is not None:
+        os.close(qfd)
+    return path
+
+
+def _volume_quarantine(
+    parent_fd: int, parent_path: bytes, ops: FileOps | None
+) -> tuple[Path, int | None, os.stat_result]:
+    """(path, handle, the top's stat) of the quarantine at the top of the filesystem.
+
+    With ``ops`` None nothing is changed, and a missing quarantine that could be made gives no
+    handle.
     """
     top_fd, levels = _top_of_filesystem(parent_fd)
     try:
@@ -180,15 +169,21 @@ def predict_volume_quarantine(parent_fd: int, parent_path: bytes) -> Path:
             top_path = os.path.dirname(top_path)
         if top.st_mode & 0o002 and not top.st_mode & stat.S_ISVTX:
             raise QuarantineUntrusted(f"{os.fsdecode(top_path)} is writable by anyone, not sticky")
-        path = Path(os.fsdecode(os.path.join(top_path, QUARANTINE_NAME.encode())))
-        if os.fstatvfs(top_fd).f_flag & os.ST_RDONLY:  # no batch could be made in it
+        name = QUARANTINE_NAME.encode()
+        path = Path(os.fsdecode(os.path.join(top_path, name)))
+        if ops is not None:
+            with contextlib.suppress(FileExistsError):
+                ops.make_dir(top_fd, name)
+        elif os.fstatvfs(top_fd).f_flag & os.ST_RDONLY:  # no batch could be made in it
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
         try:
-            qfd = open_dir_at(top_fd, QUARANTINE_NAME.encode())
+            qfd = open_dir_at(top_fd, name)
         except FileNotFoundError:
+            if ops is not None:
+                raise
             if not os.access(".", os.W_OK | os.X_OK, dir_fd=top_fd, effective_ids=True):
                 raise OSError(errno.EACCES, os.strerror(errno.EACCES), path) from None
-            return path
+            return path, None, top
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise QuarantineUntrusted(
@@ -199,9 +194,10 @@ def predict_volume_quarantine(parent_fd: int, parent_path: bytes) -> Path:
         os.close(top_fd)
     try:
         _check_quarantine(qfd, top, path)
-    finally:
+    except BaseException:
         os.close(qfd)
-    return path
+        raise
+    return path, qfd, top
 
 
 def _check_quarantine(qfd: int, top: os.stat_result, path: Path) -> None:
