@@ -127,18 +127,40 @@ class _Tree:
         order = pc.sort_indices(paths).to_numpy()
         self.order = order
         self.sorted = paths.take(pa.array(order)).to_pylist()
+        # some name is not valid UTF-8, so two text paths may stand for different bytes
+        self.undecodable = any(
+            self.table.column(c).null_count < self.table.num_rows
+            for c in ("parent_raw", "name_raw")
+            if c in self.table.column_names
+        )
 
-    def row_of(self, path: str) -> int | None:
+    def row_of(self, path: str, raw: bytes | None = None) -> int | None:
+        """The row of ``path``; where text paths collide, the one whose exact bytes are ``raw``.
+
+        Text paths collide only when a name is not valid UTF-8 (its text shows the bad bytes
+        as backslash escapes) and a sibling is literally named that way.
+        """
         i = bisect.bisect_left(self.sorted, path)
-        if i < len(self.sorted) and self.sorted[i] == path:
-            return int(self.order[i])
-        return None
+        hits = []
+        while i < len(self.sorted) and self.sorted[i] == path:
+            hits.append(int(self.order[i]))
+            i += 1
+        if len(hits) > 1 and raw is not None:
+            for hit, row in zip(hits, self.rows(hits), strict=True):
+                if raw_path(row) == raw:
+                    return hit
+        return hits[0] if hits else None
 
-    def below(self, path: str) -> np.ndarray[Any, np.dtype[np.int64]]:
+    def below(self, path: str, raw: bytes | None = None) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """The rows inside directory ``path`` (only those below the exact bytes ``raw``)."""
         prefix = path.rstrip("/") + "/"
         lo = bisect.bisect_left(self.sorted, prefix)
         hi = bisect.bisect_left(self.sorted, prefix[:-1] + "0")  # "0" sorts right after "/"
         found: np.ndarray[Any, np.dtype[np.int64]] = self.order[lo:hi].astype(np.int64)
+        if raw is not None and self.undecodable and len(found):
+            inside = raw.rstrip(b"/") + b"/"
+            mine = [raw_path(r).startswith(inside) for r in self.rows(found)]
+            found = found[np.array(mine, dtype=bool)]
         return found
 
     def rows(self, indices: Sequence[int] | np.ndarray[Any, Any]) -> list[dict[str, Any]]:
@@ -182,14 +204,14 @@ def select_candidates(
     sel.counts = {
         d: sum(a.decision == d for a in annotations) for d in ("delete", "keep", "unsure")
     }
-    kept_paths = sorted(a.path for a in keeps)
+    kept_paths = sorted(a.path_raw for a in keeps)
     deletes = sorted(deletes, key=lambda a: a.path)
-    found = {a.path: tree.row_of(a.path) for a in deletes}
+    found = {a.path_raw: tree.row_of(a.path, a.path_raw) for a in deletes}
     present = sorted({i for i in found.values() if i is not None})
     rows = dict(zip(present, tree.rows(present), strict=True))  # one take for all of them
     ok: list[dict[str, Any]] = []
     for ann in deletes:
-        index = found[ann.path]
+        index = found[ann.path_raw]
         row = rows.get(index) if index is not None else None
         candidate = _check_one(ann, row, index, tree, root, kept_paths, sel)
         if candidate is not None:
@@ -214,7 +236,7 @@ def _check_one(
     index: int | None,
     tree: _Tree,
     root: str,
-    kept_paths: list[str],
+    kept_paths: list[bytes],
     sel: Selection,
 ) -> dict[str, Any] | None:
     normal = os.path.normpath(ann.path)
@@ -237,24 +259,26 @@ def _check_one(
     if row["kind"] == "other":
         _exclude(sel, ann, "special-file")
         return None
-    below = tree.rows(tree.below(ann.path)) if row["kind"] == "dir" else []
+    inside = tree.below(ann.path, ann.path_raw) if row["kind"] == "dir" else None
+    below = tree.rows(inside) if inside is not None else []
     if _is_incomplete(row) or any(_is_incomplete(r) for r in below):
         _exclude(sel, ann, "incomplete-scan")
         return None
-    kept = _first_kept_inside(ann.path, kept_paths)
+    kept = _first_kept_inside(ann.path_raw, kept_paths)
     if kept is not None:
-        _exclude(sel, ann, "contains-kept-entry", f"{kept} is marked keep")
+        shown = kept.decode("utf-8", "backslashreplace")
+        _exclude(sel, ann, "contains-kept-entry", f"{shown} is marked keep")
         return None
     row.update(note=ann.note, decided_by=ann.by, decided_at=ann.at, path=ann.path,
                path_raw=ann.path_raw, row_index=index)  # fmt: skip
     if row["kind"] == "dir":
         row["fingerprint"] = _subtree_fingerprint(row, below)
-        row["subtree_rows"] = tree.below(ann.path)
+        row["subtree_rows"] = inside
     return row
 
 
-def _first_kept_inside(path: str, kept_paths: list[str]) -> str | None:
-    prefix = path.rstrip("/") + "/"
+def _first_kept_inside(path: bytes, kept_paths: list[bytes]) -> bytes | None:
+    prefix = path.rstrip(b"/") + b"/"
     i = bisect.bisect_left(kept_paths, prefix)
     if i < len(kept_paths) and kept_paths[i].startswith(prefix):
         return kept_paths[i]
@@ -273,10 +297,10 @@ def _keep_bytes(tree: _Tree, keeps: Sequence[Annotation]) -> int:
     """Bytes under the kept entries: their subtrees' union, each inode once."""
     chosen = np.zeros(tree.table.num_rows, dtype=bool)
     for ann in keeps:
-        index = tree.row_of(ann.path)
+        index = tree.row_of(ann.path, ann.path_raw)
         if index is not None:
             chosen[index] = True
-            chosen[tree.below(ann.path)] = True
+            chosen[tree.below(ann.path, ann.path_raw)] = True
     return kept_bytes(tree.table, chosen)
 
 

@@ -355,3 +355,37 @@ def test_an_entry_that_cannot_be_read_now_is_excluded(
 
     monkeypatch.setattr(api, "lstat_beneath", denied)
     assert excluded(plan_of(tree, store)) == {str(tree / "web" / "app.log"): "unreadable-now"}
+
+
+def test_names_that_read_alike_but_differ_in_bytes_are_planned_apart(
+    tmp_path: Path, store: Path
+) -> None:
+    from hygiene_nb.executor import Confirmation, execute_plan
+    from hygiene_nb.store import Store
+
+    root = os.fsencode(tmp_path / "r")
+    binary, literal = root + b"/d\xff", root + b"/d\\xff"  # both read "d\xff" as text
+    for base, tag in ((binary, b"b"), (literal, b"l")):
+        os.makedirs(base + b"/sub")
+        for name in (b"/a", b"/sub/c"):
+            with open(base + name, "wb") as handle:
+                handle.write(tag * 10)
+    api.scan_root(os.fsdecode(root), store=store)
+    decide(store, literal, decision="delete")
+    decide(store, binary + b"/a", decision="keep")  # inside the other one only by its text
+
+    plan = api.make_plan(os.fsdecode(root), store=store)
+
+    assert plan.candidates == 1 and plan.excluded == 0
+    doc = json.loads(Path(plan.plan_path).read_text())
+    (cand,) = doc["candidates"]
+    assert "path_b64" not in cand and os.fsencode(cand["path"]) == literal
+    result = execute_plan(
+        plan.plan_path,
+        store=Store(store),
+        confirm=Confirmation(plan.plan_id, plan.plan_digest, "quarantine"),
+    )
+    assert result.skipped == [] and [m["path"] for m in result.moved] == [cand["path"]]
+    assert not os.path.lexists(literal)
+    for name in (b"/a", b"/sub/c"):  # the look-alike is untouched
+        assert Path(os.fsdecode(binary + name)).read_bytes() == b"b" * 10
