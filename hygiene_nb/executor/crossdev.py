@@ -367,7 +367,9 @@ def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: 
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(dst, view) :]
-            os.fchmod(dst, (entry.mode & 0o1777) | 0o600)  # never setuid; readable back
+            # its own bits (a read-only file stays read-only, through restore too), never
+            # setuid or setgid, and always readable by the owner, who verifies it
+            os.fchmod(dst, (entry.mode & 0o777) | 0o400)
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             os.fsync(dst)
         finally:

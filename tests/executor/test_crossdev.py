@@ -45,7 +45,7 @@ def xworld(tmp_path: Path) -> Iterator[dict[str, Path]]:
         write(mnt / "cache" / "sub" / "b.bin", data=os.urandom(70_000))
         write(mnt / "cache" / "sub" / "empty", 0)
         (mnt / "cache" / "emptydir").mkdir()
-        os.chmod(mnt / "cache" / "a.bin", 0o640)
+        os.chmod(mnt / "cache" / "a.bin", 0o440)  # read-only: copies must keep it so
         os.utime(mnt / "cache" / "a.bin", ns=(1_600_000_000_000_000_000,) * 2)
         write(mnt / "old.log", data=b"old log line\n" * 10)
         assert os.stat(mnt / "cache").st_dev != os.stat(root).st_dev
