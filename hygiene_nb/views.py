@@ -459,16 +459,21 @@ def decided_rows(paths: pa.ChunkedArray | pa.Array, decided: dict[str, str]) -> 
     out = np.full(text.shape, None, dtype=object)
     if not decided or not text.size:
         return out
-    order = np.argsort(text, kind="stable")
+    # Arrow sorts UTF-8 bytes, which is code point order: the order numpy compares str in
+    order = pc.sort_indices(paths).to_numpy()
     ordered = text[order]
-    for path in sorted(decided, key=len):  # ancestors first, so nearer decisions win
-        own_lo = np.searchsorted(ordered, path, side="left")
-        own_hi = np.searchsorted(ordered, path, side="right")
-        base = path.rstrip("/") + "/"
-        lo = np.searchsorted(ordered, base, side="left")
-        hi = np.searchsorted(ordered, base[:-1] + "0", side="left")  # '0' follows '/'
-        out[order[own_lo:own_hi]] = decided[path]
-        out[order[lo:hi]] = decided[path]
+    keys = sorted(decided, key=len)  # ancestors first, so nearer decisions win
+    bases = [k.rstrip("/") + "/" for k in keys]
+    ends = [b[:-1] + "0" for b in bases]  # '0' sorts right after '/'
+    found = [
+        np.searchsorted(ordered, np.array(keys, dtype=object), side="left"),
+        np.searchsorted(ordered, np.array(keys, dtype=object), side="right"),
+        np.searchsorted(ordered, np.array(bases, dtype=object), side="left"),
+        np.searchsorted(ordered, np.array(ends, dtype=object), side="left"),
+    ]
+    for key, own_lo, own_hi, lo, hi in zip(keys, *found, strict=True):
+        out[order[own_lo:own_hi]] = decided[key]
+        out[order[lo:hi]] = decided[key]
     return out
 
 

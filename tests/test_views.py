@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.compute as pc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hygiene_nb import api, views
 from hygiene_nb.errors import SnapshotNotFound, UsageError
@@ -148,6 +150,35 @@ def test_a_nearer_decision_overrides_its_ancestors() -> None:
     paths = pa.array(["/r", "/r/a", "/r/a/x", "/r/a-b", "/r/a/y/z", "/r/ab"])
     got = views.decided_rows(paths, {"/r/a": "delete", "/r/a/y": "keep"})
     assert list(got) == [None, "delete", "delete", None, "keep", None]
+
+
+_SEGMENTS = st.sampled_from(["a", "b", "a-b", "ab", "é", "z0", "a.b"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tree=st.lists(st.lists(_SEGMENTS, min_size=1, max_size=4), min_size=1, max_size=30),
+    picks=st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["keep", "delete"])),
+                   max_size=8),
+)  # fmt: skip
+def test_each_path_gets_the_decision_of_its_nearest_decided_ancestor(
+    tree: list[list[str]], picks: list[tuple[int, str]]
+) -> None:
+    import pyarrow as pa
+
+    paths = sorted({"/r/" + "/".join(parts) for parts in tree})
+    decided = {paths[i % len(paths)]: d for i, d in picks}
+
+    def nearest(path: str) -> str | None:
+        while path != "/r":
+            if path in decided:
+                return decided[path]
+            path = path.rsplit("/", 1)[0]
+        return None
+
+    shuffled = paths[::-1]
+    got = views.decided_rows(pa.array(shuffled), decided)
+    assert list(got) == [nearest(p) for p in shuffled]
 
 
 def test_pending_decisions_lists_unsure_and_deletes_still_present(
