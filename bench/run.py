@@ -220,6 +220,7 @@ class Report:
     cold: bool  # cold-cache runs requested and possible
     cold_note: str
     timeout: float
+    real_tree: Path | None = None  # a real directory whose snapshot size is shown beside
     tools: dict[str, ToolResult] = field(default_factory=dict)
     sections: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -403,6 +404,34 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
             internal["cold" if cold else "warm"].append(float(out["seconds"]))
         finally:
             shutil.rmtree(store, ignore_errors=True)
+    if report.real_tree is not None:
+        report.sections["scan"]["real_tree"] = _real_tree_size(exe, report.real_tree, store_dir)
+
+
+def _real_tree_size(exe: Path, tree: Path, store_dir: Path) -> dict[str, Any]:
+    """Snapshot bytes per entry on a real directory (not a target: what a real tree costs).
+
+    The generated tree's names end in unique numbers and many of its mtimes are random
+    nanoseconds, so it compresses worse than real trees do; this line shows by how much.
+    """
+    if not tree.is_dir():
+        print(f"  real tree {tree}: not a directory, skipped")
+        return {"path": str(tree), "skipped": "not a directory"}
+    store = Path(tempfile.mkdtemp(prefix="store-real-", dir=store_dir))
+    try:
+        done = subprocess.run([str(exe), "scan", str(tree), "--store", str(store), "--json"],
+                              capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        if done.returncode not in (0, 4):
+            print(f"  real tree {tree}: scan failed ({done.stderr.strip()[-200:]}), skipped")
+            return {"path": str(tree), "skipped": "scan failed"}
+        out = json.loads(done.stdout)
+        size = _snapshot_bytes(out, store) or 0
+        per = size / max(1, int(out["entries"]))
+        print(f"  real tree {tree}: {int(out['entries']):,} entries, {per:.2f} B/entry "
+              "(not a target; shown for comparison)")  # fmt: skip
+        return {"path": str(tree), "entries": out["entries"], "bytes_per_entry": round(per, 2)}
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
 
 
 # Later issues append classification, plan building and executor timing here.
@@ -570,6 +599,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure with a dropped page cache (needs root)",
     )
     parser.add_argument("--timeout", type=float, default=3600.0, help="per-command timeout, s")
+    parser.add_argument(
+        "--real-tree",
+        type=Path,
+        default=Path("/usr"),
+        help="a real directory whose snapshot bytes/entry is shown beside the generated tree's "
+        "(default /usr; '' to skip)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 if any target is MISS")
     args = parser.parse_args(argv)
     if args.rounds < 1:
@@ -598,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         cold=cold,
         cold_note=cold_note if cold else f"skipped: {cold_note}",
         timeout=args.timeout,
+        real_tree=args.real_tree if str(args.real_tree) not in ("", ".") else None,
     )
 
     store_dir = Path(tempfile.mkdtemp(prefix="stores-", dir=bench_dir))
