@@ -216,14 +216,15 @@ def select_candidates(
         candidate = _check_one(ann, row, index, tree, root, kept_paths, sel)
         if candidate is not None:
             ok.append(candidate)
-    outer: list[str] = []
+    outer: list[tuple[bytes, str]] = []  # exact bytes: look-alike texts must not fold
     for cand in ok:  # sorted by path: an outer directory comes before what it contains
-        holder = next((o for o in outer if _inside(cand["path"], o)), None)
+        raw = cand["path_raw"]
+        holder = next((text for o, text in outer if raw.startswith(o.rstrip(b"/") + b"/")), None)
         if holder is not None:
             sel.folded.append((cand["path"], holder))
             continue
         if cand["kind"] == "dir":
-            outer.append(cand["path"])
+            outer.append((raw, cand["path"]))
         sel.candidates.append(cand)
     sel.counts["unreviewed"] = _unreviewed(table, annotations)
     sel.keep_bytes = _keep_bytes(tree, keeps)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
@@ -389,3 +390,26 @@ def test_names_that_read_alike_but_differ_in_bytes_are_planned_apart(
     assert not os.path.lexists(literal)
     for name in (b"/a", b"/sub/c"):  # the look-alike is untouched
         assert Path(os.fsdecode(binary + name)).read_bytes() == b"b" * 10
+
+
+def test_look_alike_directories_are_never_folded_into_each_other(
+    tmp_path: Path, store: Path
+) -> None:
+    root = os.fsencode(tmp_path / "r")
+    binary, literal = root + b"/d\xff", root + b"/d\\xff"
+    for base in (binary, literal):
+        os.makedirs(base)
+        with open(base + b"/a", "wb") as handle:
+            handle.write(b"x")
+    api.scan_root(os.fsdecode(root), store=store)
+    decide(store, binary, literal + b"/a", decision="delete")
+
+    plan = api.make_plan(os.fsdecode(root), store=store)
+
+    doc = json.loads(Path(plan.plan_path).read_text())
+    assert doc["folded"] == []
+    planned = {
+        base64.b64decode(c["path_b64"]) if "path_b64" in c else os.fsencode(c["path"])
+        for c in doc["candidates"]
+    }
+    assert planned == {binary, literal + b"/a"}

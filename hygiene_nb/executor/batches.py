@@ -82,6 +82,7 @@ class ManifestItem:
     note: str | None = None
     state: str = "pending"  # pending → moved → restored (or returned: moved back at once)
     at: str = ""
+    restored_as: list[int] | None = None  # (dev, inode) of a copy restored across filesystems
 
     @property
     def original_raw(self) -> bytes:

@@ -41,6 +41,7 @@ __all__ = [
     "open_volume_quarantine",
     "predict_volume_quarantine",
     "verified_identities",
+    "verify_copy",
 ]
 
 CROSSDEV_HINTS = {
@@ -216,7 +217,7 @@ def _check_quarantine(qfd: int, top: os.stat_result, path: Path) -> None:
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of a tree to copy: kind, identity, size, mtime and permission bits."""
+    """One entry of a tree to copy: kind, identity, size, mtime, permission bits and owner."""
 
     is_dir: bool
     dev: int
@@ -224,6 +225,8 @@ class Entry:
     size: int
     mtime_ns: int
     mode: int
+    uid: int = -1
+    gid: int = -1
 
 
 def inventory(dir_fd: int, name: bytes, dev: int) -> dict[bytes, Entry]:
@@ -249,9 +252,13 @@ def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, 
         raise Unverifiable(f"{shown} is on another filesystem")
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         raise Unverifiable(f"{shown} has {st.st_nlink} hard links")
+    if st.st_uid != os.geteuid() and os.geteuid() != 0:
+        # only root can give a copy its owner back; a copy owned by us would lock them out
+        raise Unverifiable(f"{shown} belongs to another user")
     is_dir = stat.S_ISDIR(st.st_mode)
     out[rel] = Entry(is_dir, st.st_dev, st.st_ino, st.st_size if not is_dir else -1,
-                     st.st_mtime_ns if not is_dir else -1, stat.S_IMODE(st.st_mode))  # fmt: skip
+                     st.st_mtime_ns if not is_dir else -1, stat.S_IMODE(st.st_mode),
+                     st.st_uid, st.st_gid)  # fmt: skip
     if not is_dir:
         return
     fd = open_dir_at(dir_fd, name)
@@ -298,6 +305,24 @@ def copy_verified(
     target = dst_name or name
     _copy(src_dir, name, dst_dir, b"", planned, _children(planned), ops, target)
     os.fsync(dst_dir)
+    return verify_copy(src_dir, name, dst_dir, target, planned)
+
+
+def verify_copy(
+    src_dir: int, name: bytes, dst_dir: int, dst_name: bytes, planned: dict[bytes, Entry]
+) -> dict[bytes, Entry]:
+    """Check that ``dst_name`` in ``dst_dir`` is a whole copy of ``name`` in ``src_dir``.
+
+    The original must still match ``planned``; the copy must hold the same entries, the same
+    number of bytes and every file the same SHA-256. Read-only.
+
+    Returns:
+        The original's inventory as verified.
+
+    Raises:
+        CopyMismatch, Unverifiable, OSError: as ``copy_verified``.
+    """
+    target = dst_name
     dev = planned[b""].dev
     now = inventory(src_dir, name, dev)
     if now != planned:
@@ -344,6 +369,8 @@ def _copy(
             for child in kids[rel]:
                 _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops,
                       child)  # fmt: skip
+            if os.geteuid() == 0:
+                os.fchown(dst, entry.uid, entry.gid)  # before chmod: chown clears mode bits
             os.chmod(dst, (entry.mode & 0o1777) | 0o700)  # the owner can always read it back
             os.fsync(dst)
             src_st = os.fstat(src)
@@ -367,6 +394,8 @@ def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: 
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(dst, view) :]
+            if os.geteuid() == 0:
+                os.fchown(dst, entry.uid, entry.gid)  # its owner, as restore gives it back
             # its own bits (a read-only file stays read-only, through restore too), never
             # setuid or setgid, and always readable by the owner, who verifies it
             os.fchmod(dst, (entry.mode & 0o777) | 0o400)

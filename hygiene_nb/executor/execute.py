@@ -357,6 +357,8 @@ class _Destinations:
         self, parent: int, raw: bytes, cand: dict[str, Any]
     ) -> tuple[dict[str, str], Skip | None]:
         """``{"quarantine", "method"}`` for an item that would move, else why it would not."""
+        if _read_only(parent):  # as ``_Run.dest_for``
+            return {}, crossdev_skip(cand["path"], "read-only-filesystem")
         dev = os.fstat(parent).st_dev
         if dev == self.dev:
             return {"quarantine": str(self.store.quarantine), "method": "rename"}, None
@@ -385,6 +387,11 @@ class _Destinations:
                 return "copy", str(self.store.quarantine)
             self.details[dev] = f"no quarantine at the top of its filesystem ({exc.strerror})"
             return "skip", "cross-device"
+
+
+def _read_only(fd: int) -> bool:
+    """Whether the directory open at ``fd`` is on a read-only mount (nothing can leave it)."""
+    return bool(os.fstatvfs(fd).f_flag & os.ST_RDONLY)
 
 
 def _record(
@@ -624,6 +631,8 @@ class _Run:
 
     def dest_for(self, parent: int, raw: bytes) -> _Dest:
         """Where an item whose parent is open at ``parent`` goes (decided once per device)."""
+        if _read_only(parent):  # a read-only mount of part of a filesystem, too
+            return _Dest(skip=("read-only-filesystem", ""))
         dev = os.fstat(parent).st_dev
         if dev == self.dev:
             return _Dest()

@@ -46,10 +46,12 @@ from hygiene_nb.executor.batches import (
 )
 from hygiene_nb.executor.crossdev import (
     CopyMismatch,
+    Entry,
     Unverifiable,
     copy_verified,
     inventory,
     verified_identities,
+    verify_copy,
 )
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
@@ -96,6 +98,10 @@ class RestoreResult:
     batch_id: str
     restored: list[str]
     blocked: list[Blocked]
+
+
+class _Left(Exception):
+    """The item is back, but a duplicate stays in the batch (internal; ``batch-copy-left``)."""
 
 
 class _Block(Exception):
@@ -217,6 +223,9 @@ def restore_batch(
                     _restore_one(batch, item, ops)
                 except _Block as block:
                     blocked.append(Blocked(item.original, block.code, block.message))
+                except _Left as left:
+                    restored.append(item.original)
+                    blocked.append(Blocked(item.original, "batch-copy-left", str(left)))
                 else:
                     restored.append(item.original)
                 if execute and number % max(_GROUP, -(-len(selected) // _MAX_GROUPS)) == 0:
@@ -348,7 +357,19 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
         if dst is None:
             return  # dry run: a parent is missing, so the target is free
         try:
-            _check_free(item, dst, parts[-1])
+            try:
+                _check_free(item, dst, parts[-1])
+            except _Block as block:
+                if block.code != "target-occupied" or not _copied_back_before(
+                    batch, item, src, dst, parts[-1]
+                ):
+                    raise
+                if ops is not None:
+                    verified = inventory(src, parts[-1], os.fstat(src).st_dev)
+                    _finish_copy_back(batch, item, src, parts[-1], verified)
+                raise _Block(
+                    "already", f"{item.original} is already back at its original path."
+                ) from None
             if ops is not None:
                 _move(batch, item, (src, dst, parts[-1]), ops)
         finally:
@@ -592,6 +613,12 @@ def _copy_back(
             f"batch still holds it. A partial copy may be left at {shown}: remove it, then "
             "run restore again.",
         ) from exc
+    arrived = os.stat(temp, dir_fd=dst, follow_symlinks=False)
+    # Recorded before the rename: after a crash between the rename and the manifest write, the
+    # next restore recognizes the target as this very copy (and re-verifies it) instead of
+    # calling it occupied.
+    item.restored_as = [signed64(arrived.st_dev), signed64(arrived.st_ino)]
+    write_manifest(batch)
     try:
         ops.rename_noreplace(dst, temp, dst, name)
     except OSError as exc:
@@ -602,10 +629,44 @@ def _copy_back(
             f"was left untouched); the copy is at {shown} and the batch still holds the item. "
             "Move one of them aside and run restore again.",
         ) from exc
+    _finish_copy_back(batch, item, src, name, verified)
+
+
+def _copied_back_before(batch: Batch, item: ManifestItem, src: int, dst: int, name: bytes) -> bool:
+    """Whether the target's occupant is this item's own copy from an interrupted restore.
+
+    A restore that stopped between its rename and its manifest write left it: the occupant
+    has the identity recorded in ``restored_as`` and the same content as the batch's copy.
+    """
+    if item.restored_as is None:
+        return False
+    try:
+        st = os.stat(name, dir_fd=dst, follow_symlinks=False)
+        if [signed64(st.st_dev), signed64(st.st_ino)] != list(item.restored_as):
+            return False
+        verify_copy(src, name, dst, name, inventory(src, name, os.fstat(src).st_dev))
+    except (CopyMismatch, Unverifiable, OSError):
+        return False
+    return True
+
+
+def _finish_copy_back(
+    batch: Batch, item: ManifestItem, src: int, name: bytes, verified: dict[bytes, Entry]
+) -> None:
+    """Record the item back, then remove the batch's copy (it is a duplicate now).
+
+    Raises:
+        _Left: the batch's copy could not be removed; it stays, recorded, until purged.
+    """
     _record(batch, item, "restored")
     write_manifest(batch)  # recorded back before the batch's copy goes
-    with contextlib.suppress(OSError):  # a leftover duplicate stays in the batch until purged
+    try:
         remove_original_after_verified_copy(src, name, verified_identities(verified))
+    except OSError as exc:
+        raise _Left(
+            f"{item.original} is back, but its copy in batch {batch.batch_id} could not be "
+            f"removed ({exc.strerror}); it stays there, recorded, until you purge the batch."
+        ) from exc
 
 
 def _record(batch: Batch, item: ManifestItem, state: str) -> None:

@@ -203,6 +203,32 @@ def test_on_a_read_only_filesystem_the_dry_run_predicts_what_execute_does(
     assert batch.parent == store.quarantine and list(batch.rglob("*.bin")) == []
 
 
+def test_a_read_only_bind_mount_inside_the_root_is_read_only_in_dry_run_and_execution(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    world = {"root": tmp_path / "r", "store": tmp_path / "store"}
+    sub = world["root"] / "sub"
+    write(sub / "f", data=b"kept")
+    write(world["root"] / "g", data=b"goes")
+    plan = make_plan(world, "sub/f", "g")
+    store = Store(world["store"])
+    mounted = subprocess.run(["mount", "--bind", str(sub), str(sub)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr!r}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(sub)], check=True)
+        assert os.stat(sub).st_dev == os.stat(world["root"]).st_dev  # same filesystem
+        dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    finally:
+        subprocess.run(["umount", str(sub)], check=True)
+    expected = {str(sub / "f"): "read-only-filesystem", str(world["root"] / "g"): "moved"}
+    assert outcomes(dry) == outcomes(done) == expected
+    assert (sub / "f").read_bytes() == b"kept"
+
+
 @pytest.mark.parametrize("kind", ["symlink", "world-writable", "group-readable", "a-file"])
 def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], kind: str) -> None:
     mnt = xworld["mnt"]
@@ -293,12 +319,16 @@ def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
 ) -> None:
     mnt = xworld["mnt"]
     volume_unusable(monkeypatch)
+    os.chown(mnt / "old.log", 4321, 4322)  # someone else's file: root copies keep its owner
+    os.chown(mnt / "cache" / "sub", 4321, 4322)
     before = contents(mnt / "cache")
     a_mtime = os.stat(mnt / "cache" / "a.bin").st_mtime_ns
     plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
     store = Store(xworld["store"])
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert result.status == "done" and result.batch_id and not (mnt / "cache").exists()
+    in_store = in_batch(store.quarantine / result.batch_id, mnt / "old.log")
+    assert (os.stat(in_store).st_uid, os.stat(in_store).st_gid) == (4321, 4322)
 
     back = restore_batch(store, result.batch_id, execute=True)
 
@@ -307,6 +337,8 @@ def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
     assert contents(mnt / "cache") == before
     assert os.stat(mnt / "cache" / "a.bin").st_mtime_ns == a_mtime
     assert os.stat(mnt / "cache").st_dev == os.stat(mnt).st_dev
+    for owned in (mnt / "old.log", mnt / "cache" / "sub"):
+        assert (os.stat(owned).st_uid, os.stat(owned).st_gid) == (4321, 4322)
     assert [p.name for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-")] == []
     assert list(store.quarantine.iterdir()) == []  # every copy went back, the batch is gone
     check = verify_receipt(str(result.receipt_path))  # as after any restore: they are back

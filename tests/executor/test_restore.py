@@ -364,7 +364,7 @@ def test_a_copy_back_that_does_not_verify_leaves_the_batch_as_it_was(
     assert contents(snapshot(qstore.quarantine / bid)) == contents(before)
 
 
-def test_when_the_batch_copy_cannot_be_removed_the_item_is_still_back_and_recorded(
+def test_when_the_batch_copy_cannot_be_removed_the_item_is_back_and_the_leftover_reported(
     qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (root / "f").write_bytes(b"ours")
@@ -377,12 +377,55 @@ def test_when_the_batch_copy_cannot_be_removed_the_item_is_still_back_and_record
     monkeypatch.setattr("hygiene_nb.executor.restore.remove_original_after_verified_copy", fails)
     result = restore_batch(qstore, bid, execute=True)
 
-    assert result.status == "done" and (root / "f").read_bytes() == b"ours"
+    assert result.status == "partial" and (root / "f").read_bytes() == b"ours"
+    assert result.restored == [str(root / "f")] and codes(result) == ["batch-copy-left"]
+    assert "purge" in result.blocked[0].message
     assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "restored"}
     # the duplicate stays recorded in the batch (purge destroys it), never unrecorded
     assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
     (info,) = [b for b in list_store_batches(qstore) if b.batch_id == bid]
     assert info.manifest == "ok"
+
+
+class Crash(BaseException):
+    """Stands for the process dying at that instant."""
+
+
+def test_a_copy_back_interrupted_after_its_rename_is_recognized_next_time(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "f").write_bytes(b"ours")
+    bid = quarantine_items(qstore, [root / "d"])
+    _exdev_once(monkeypatch)
+
+    def dies_after_the_rename(*_: object) -> None:
+        raise Crash  # the rename is done; nothing recorded it yet
+
+    monkeypatch.setattr("hygiene_nb.executor.restore._record", dies_after_the_rename)
+    with pytest.raises(Crash):
+        restore_batch(qstore, bid, execute=True)
+    assert (root / "d" / "f").read_bytes() == b"ours"  # back, but not recorded yet
+    assert manifest_states(qstore, bid) == {os.fsencode(root / "d"): "moved"}
+    assert Path(os.fsdecode(in_batch(qstore, bid, root / "d"))).is_dir()  # and still there
+    monkeypatch.undo()
+
+    again = restore_batch(qstore, bid, execute=True)
+
+    assert again.status == "done" and codes(again) == ["already"]
+    assert (root / "d" / "f").read_bytes() == b"ours"
+    assert not (qstore.quarantine / bid).exists()  # the duplicate went, then the empty batch
+
+
+def test_an_occupant_that_only_looks_like_the_copy_is_left_alone(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "f").write_bytes(b"ours")
+    bid = quarantine_items(qstore, [root / "f"])
+    (root / "f").write_bytes(b"ours")  # same bytes, but someone else's file
+    result = restore_batch(qstore, bid, execute=True)
+    assert codes(result) == ["target-occupied"]
+    assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
 
 
 # -- the batch side --------------------------------------------------------------------------
