@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,6 +80,20 @@ def tricky_tree(tmp_path: Path) -> Iterator[Path]:
         deep = deep / f"level{i:02d}"
     write(deep / "bottom", 11)
     yield root
+
+
+@contextmanager
+def world_readable_tmpdir() -> Iterator[Path]:
+    """A scratch directory another user can reach (pytest's tmp_path is under a 0700 one)."""
+    path = Path(tempfile.mkdtemp(prefix="hygiene-nb-nobody-", dir="/tmp"))
+    try:
+        path.chmod(0o755)
+        yield path
+    finally:
+        for dirpath, dirnames, _ in os.walk(path):
+            for name in dirnames:
+                os.chmod(os.path.join(dirpath, name), 0o755)
+        shutil.rmtree(path)
 
 
 def as_nobody(work: Callable[[], Any]) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import pickle
@@ -11,9 +10,7 @@ import shutil
 import socket
 import stat
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +31,7 @@ from hygiene_nb.walk.spec import (
     ExcludeRule,
     WalkOptions,
 )
-from tests.conftest import tmpfs
+from tests.conftest import tmpfs, world_readable_tmpdir
 
 CORE_BUILT = cwalk.is_available()
 needs_core = pytest.mark.skipif(
@@ -151,20 +148,6 @@ def _mixed_tree(base: Path) -> Path:
 def _du(path: bytes, *args: str) -> int:
     out = subprocess.run([DU, *args, path], check=True, capture_output=True).stdout
     return int(out.split(b"\t", 1)[0])
-
-
-@contextlib.contextmanager
-def _world_readable_tmpdir() -> Iterator[Path]:
-    # pytest's tmp_path lives under a 0700 directory, so another user cannot reach it.
-    path = Path(tempfile.mkdtemp(prefix="cwalk-nobody-", dir="/tmp"))
-    try:
-        path.chmod(0o755)
-        yield path
-    finally:
-        for dirpath, dirnames, _ in os.walk(path):
-            for name in dirnames:
-                os.chmod(os.path.join(dirpath, name), 0o755)
-        shutil.rmtree(path)
 
 
 # -- the build ----------------------------------------------------------------------------------
@@ -492,7 +475,7 @@ def test_unreadable_directories_report_errno_and_partial() -> None:
         pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no 'nobody' user to walk as (root ignores directory permissions)")
-    with _world_readable_tmpdir() as base:
+    with world_readable_tmpdir() as base:
         root = base / "perm"
         (root / "locked").mkdir(parents=True)
         _write(root / "locked" / "secret", 10)

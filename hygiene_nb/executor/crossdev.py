@@ -195,6 +195,8 @@ def _volume_quarantine(
         os.close(top_fd)
     try:
         _check_quarantine(qfd, top, path)
+        if ops is None and not os.access(".", os.W_OK | os.X_OK, dir_fd=qfd, effective_ids=True):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)  # no batch fits in
     except BaseException:
         os.close(qfd)
         raise

@@ -229,6 +229,47 @@ def test_a_read_only_bind_mount_inside_the_root_is_read_only_in_dry_run_and_exec
     assert (sub / "f").read_bytes() == b"kept"
 
 
+@pytest.mark.parametrize(
+    ("quarantine_mode", "top_mode", "expected"),
+    [
+        (0o700, 0o755, "usable"),  # exists, ours, writable
+        (0o500, 0o755, "EACCES"),  # exists, ours, but no batch can be made in it
+        (None, 0o777 | 0o1000, "usable"),  # missing; a sticky top anyone may write: creatable
+        (None, 0o755, "EACCES"),  # missing; a top we may not write
+    ],
+)
+def test_the_dry_runs_volume_quarantine_prediction_applies_permissions(
+    quarantine_mode: int | None, top_mode: int, expected: str
+) -> None:
+    from hygiene_nb.executor.crossdev import predict_volume_quarantine
+    from tests.conftest import as_nobody, world_readable_tmpdir
+
+    with world_readable_tmpdir() as base:
+        mnt = base / "mnt"
+        mnt.mkdir()
+        with tmpfs(mnt, f"size=1m,mode={top_mode:o}"):
+            (mnt / "data").mkdir()
+            os.chown(mnt / "data", 65534, 65534)
+            if quarantine_mode is not None:
+                (mnt / QUARANTINE_NAME).mkdir()
+                os.chown(mnt / QUARANTINE_NAME, 65534, 65534)
+                (mnt / QUARANTINE_NAME).chmod(quarantine_mode)
+            before = sorted(p.name for p in mnt.iterdir())
+
+            def predict() -> str:
+                fd = os.open(mnt / "data", DIR_FLAGS)
+                try:
+                    predict_volume_quarantine(fd, os.fsencode(mnt / "data"))
+                    return "usable"
+                except OSError as exc:
+                    return errno.errorcode[exc.errno or 0]
+                finally:
+                    os.close(fd)
+
+            assert as_nobody(predict) == expected
+            assert sorted(p.name for p in mnt.iterdir()) == before  # it creates nothing
+
+
 @pytest.mark.parametrize("kind", ["symlink", "world-writable", "group-readable", "a-file"])
 def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], kind: str) -> None:
     mnt = xworld["mnt"]
