@@ -435,6 +435,7 @@ def _carry_out(
     root_fd = os.open(root, DIR_FLAGS)
     run = _Run(store, p, ops, quarantine_dev, allow_copy)
     aborted = ""
+    unexpected: Exception | None = None
     cands = p["candidates"]
     try:
         root_st = os.fstat(root_fd)
@@ -454,11 +455,13 @@ def _carry_out(
             for cand, skip, where in run.group(root_fd, root, group):
                 _record(result, cand, skip)
                 run.outcomes.append({**_outcome(cand, skip), **where})
-    except (OSError, HygieneError) as exc:
+    except Exception as exc:  # noqa: BLE001 - re-raised below when unexpected
         # Stop moving (what is moved is recorded in its batch), but always write the receipt:
         # the rest is reported as aborted, and the plan can never act again.
         aborted = f"the run stopped: {exc}"
         _abort_rest(result, run, cands, aborted)
+        if not isinstance(exc, (OSError, HygieneError)):
+            unexpected = exc  # a bug: written down in the receipt first, then exit 1
     finally:
         os.close(root_fd)
         for batch in run.batches:
@@ -468,6 +471,8 @@ def _carry_out(
     checkpoint("before-receipt")
     _finish(plan, store, ledger, result, run.batches, run.outcomes,
             (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+    if unexpected is not None:
+        raise unexpected
 
 
 def _reference_skips(

@@ -253,6 +253,29 @@ def test_cli_dry_run_says_which_quarantine_takes_the_items(world: dict[str, Path
     assert not quarantine.exists() or list(quarantine.iterdir()) == []
 
 
+def test_an_unexpected_error_still_writes_the_receipt_then_surfaces(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.errors import PlanAlreadyExecuted
+
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    store = Store(world["store"])
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug in a check")
+
+    monkeypatch.setattr("hygiene_nb.executor.execute.check_candidate", broken)
+    with pytest.raises(RuntimeError, match="a bug in a check"):
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    (receipt,) = [json.loads(p.read_text()) for p in store.receipts.glob("*.json")]
+    assert [(i["outcome"], i["code"]) for i in receipt["items"]] == [("skipped", "aborted")] * 2
+    assert "a bug in a check" in receipt["aborted"]
+    assert (world["root"] / "web" / "app.log").exists()
+    monkeypatch.undo()
+    with pytest.raises(PlanAlreadyExecuted):  # the plan was used up, as after any abort
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+
+
 HOSTILE = [b"with space", b"new\nline", b"-leading-dash", b"tab\there", b"quote'\"s",
            b"n" * 255, b"caf\xe9", b"\xff\xfe"]  # fmt: skip
 
