@@ -357,25 +357,36 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
         if dst is None:
             return  # dry run: a parent is missing, so the target is free
         try:
-            try:
-                _check_free(item, dst, parts[-1])
-            except _Block as block:
-                if block.code != "target-occupied" or not _copied_back_before(
-                    batch, item, src, dst, parts[-1]
-                ):
-                    raise
-                if ops is not None:
-                    verified = inventory(src, parts[-1], os.fstat(src).st_dev)
-                    _finish_copy_back(batch, item, src, parts[-1], verified)
-                raise _Block(
-                    "already", f"{item.original} is already back at its original path."
-                ) from None
+            _check_target(batch, item, (src, dst, parts[-1]), ops)
             if ops is not None:
                 _move(batch, item, (src, dst, parts[-1]), ops)
         finally:
             os.close(dst)
     finally:
         os.close(src)
+
+
+def _check_target(
+    batch: Batch, item: ManifestItem, where: tuple[int, int, bytes], ops: FileOps | None
+) -> None:
+    """The target must be free, unless it holds this item's own copy from a copy-back.
+
+    A copy-back interrupted between its rename and its record left that copy there; it is
+    recorded back now and the batch's duplicate removed.
+
+    Raises:
+        _Block: ``target-occupied`` (or ``target-unusable``); ``already`` for the own copy.
+    """
+    src, dst, name = where
+    try:
+        _check_free(item, dst, name)
+        return
+    except _Block as block:
+        if block.code != "target-occupied" or not _copied_back_before(batch, item, src, dst, name):
+            raise
+    if ops is not None:
+        _finish_copy_back(batch, item, src, name, inventory(src, name, os.fstat(src).st_dev))
+    raise _Block("already", f"{item.original} is already back at its original path.")
 
 
 def _components(item: ManifestItem) -> list[bytes]:
