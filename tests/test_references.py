@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +22,7 @@ from hygiene_nb.references import (
     check_references,
     find_workspace,
 )
-from tests.conftest import as_nobody, tmpfs, write
+from tests.conftest import as_nobody, tmpfs, world_readable_tmpdir, write
 
 
 def put(path: Path, text: str | bytes) -> Path:
@@ -321,17 +319,10 @@ def _check_as_nobody(candidates: list[str]) -> dict[str, dict[str, object]]:
 @pytest.fixture
 def shared_ws() -> Iterator[Path]:
     """A workspace 'nobody' can reach (pytest's tmp_path is private to its owner)."""
-    base = Path(tempfile.mkdtemp(prefix="hygiene-nb-refs-"))
-    base.chmod(0o755)
-    root = base / "proj"
-    put(root / "pyproject.toml", "[project]\n")
-    try:
+    with world_readable_tmpdir() as base:
+        root = base / "proj"
+        put(root / "pyproject.toml", "[project]\n")
         yield root
-    finally:
-        for dirpath, dirnames, _ in os.walk(base):
-            for name in dirnames:
-                os.chmod(os.path.join(dirpath, name), 0o755)
-        shutil.rmtree(base)
 
 
 @pytest.mark.parametrize("locked", ["file", "dir"])

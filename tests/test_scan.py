@@ -17,7 +17,7 @@ from hygiene_nb.errors import ExcludeInvalid, RootInvalid
 from hygiene_nb.scan import parse_ignore_lines
 from hygiene_nb.snapshot import raw_path
 from hygiene_nb.walk import pywalk
-from tests.conftest import as_nobody, du_bytes, tmpfs, write
+from tests.conftest import as_nobody, du_bytes, tmpfs, world_readable_tmpdir, write
 
 
 def rows_of(store: Path, root: Path, walker: str, **kwargs: Any) -> dict[bytes, dict[str, Any]]:
@@ -234,11 +234,7 @@ def _walk_as_nobody(root: Path, walker: str) -> list[dict[str, Any]]:
 def test_unreadable_directory_is_unknown_not_empty(tmp_path: Path, walker: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to user 'nobody' (root itself bypasses permissions)")
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="hygiene-nb-perm-"))
-    try:
-        base.chmod(0o755)
+    with world_readable_tmpdir() as base:
         root = base / "r"
         write(root / "open" / "f", 10)
         write(root / "locked" / "secret", 1000)
@@ -251,9 +247,6 @@ def test_unreadable_directory_is_unknown_not_empty(tmp_path: Path, walker: str) 
         top = next(r for r in rows.values() if r["depth"] == 0)
         assert top["partial"] is True
         assert rows[str(root / "open")]["partial"] is False
-    finally:
-        (base / "r" / "locked").chmod(0o755)
-        shutil.rmtree(base)
 
 
 def test_entry_that_vanishes_mid_scan_is_an_error_not_zero(
