@@ -44,7 +44,13 @@ from hygiene_nb.plan import (
     select_candidates,
     selection_summary,
 )
-from hygiene_nb.protect import KEEP_MARKER, ProtectContext, find_git_tracked, protection_above
+from hygiene_nb.protect import (
+    KEEP_MARKER,
+    ProtectContext,
+    account_homes,
+    find_git_tracked,
+    protection_above,
+)
 from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
@@ -247,9 +253,12 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
     if enclosing is not None:
         worktrees.append(enclosing)
     home, git = os.path.expanduser("~"), find_git_tracked(worktrees)
-    ctx = ProtectContext(root=info.root, home=home, store=str(store.root), git=git)
+    homes = account_homes(info.root)
+    ctx = ProtectContext(info.root, home, str(store.root), git, other_homes=homes)
     above = protection_above(info.root, ctx)
-    return ProtectContext(info.root, home, str(store.root), git, above_root=above)
+    return ProtectContext(
+        info.root, home, str(store.root), git, above_root=above, other_homes=homes
+    )
 
 
 def _enclosing_worktree(root: str) -> str | None:

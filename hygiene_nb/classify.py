@@ -107,23 +107,16 @@ def _weak(rule: Rule) -> Verdict:
     return Verdict(Risk.CAUTION, rule.rule_id, rule.group, ev.missing_claim, ev.missing_confidence)
 
 
-def _home_rel(path: str, home: str) -> str | None:
-    if path == home:
-        return ""
-    prefix = home.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else None
-
-
 def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> bool:
     if rule.names and name not in rule.names:
         return False
     if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
         return False
-    if rule.under_home and _home_rel(parent, ctx.home) not in rule.under_home:
+    if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
         return False
-    if rule.not_home_child and parent == ctx.home:
+    if rule.not_home_child and parent in ctx.homes:
         return False
-    return not rule.home_child or parent == ctx.home
+    return not rule.home_child or parent in ctx.homes
 
 
 def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[int, Rule]]]:
@@ -251,7 +244,8 @@ def _file_protection(table: pa.Table, ctx: ProtectContext, t: _Table) -> Ids:
         put(pc.starts_with(name, prefix), CREDENTIAL)
     for ext in CREDENTIAL_EXTENSIONS:
         put(pc.ends_with(lower, ext), CREDENTIAL)
-    in_home = pc.equal(table.column("parent").cast(pa.string()), ctx.home)
+    homes = pa.array(sorted(ctx.homes), pa.string())
+    in_home = pc.is_in(table.column("parent").cast(pa.string()), homes)
     put(pc.and_(pc.fill_null(in_home, False), pc.starts_with(name, ".")), CONFIG)
     return out
 
@@ -369,9 +363,8 @@ def classify_table(
     is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
     siblings = _siblings(table, _evidence_names(user_rules))
     keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
-    ctx = ProtectContext(
-        ctx.root, ctx.home, ctx.store, ctx.git, ctx.keep_dirs | keep_dirs, ctx.above_root
-    )
+    ctx = ProtectContext(ctx.root, ctx.home, ctx.store, ctx.git, ctx.keep_dirs | keep_dirs,
+                         ctx.above_root, ctx.other_homes)  # fmt: skip
 
     own = np.full(n, -1, dtype=np.int32)
     prot = np.full(n, -1, dtype=np.int32)

@@ -8,10 +8,12 @@ everything under a protected directory, and every ancestor of a protected entry.
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 
 __all__ = [
     "CREDENTIAL_DIRS",
@@ -25,6 +27,7 @@ __all__ = [
     "GitInfo",
     "ProtectContext",
     "Protection",
+    "account_homes",
     "find_git_tracked",
     "protect_dir",
     "protect_file",
@@ -98,6 +101,21 @@ class ProtectContext:
     git: GitInfo = field(default_factory=GitInfo)
     keep_dirs: frozenset[str] = frozenset()  # directories holding a .hygiene-nb-keep marker
     above_root: Protection | None = None  # the root lies inside something protected
+    other_homes: frozenset[str] = frozenset()  # other accounts' homes in or around the root
+
+    @cached_property
+    def homes(self) -> frozenset[str]:
+        """Every home directory protection and the home-relative rules apply to."""
+        return self.other_homes | {self.home}
+
+    def home_rel(self, path: str) -> str | None:
+        """``path`` relative to the nearest home holding it ("" for a home), else None."""
+        best: str | None = None
+        for home in self.homes:
+            rel = _home_rel(path, home)
+            if rel is not None and (best is None or len(rel) < len(best)):
+                best = rel
+        return best
 
 
 PASSES_DOWN = frozenset(
@@ -111,7 +129,7 @@ def protection_above(root: str, ctx: ProtectContext) -> Protection | None:
     A protected ancestor (or the root's own name), or a keep marker in the root or an ancestor.
     Reads the disk (``lexists``), read-only.
     """
-    probe = ProtectContext("", ctx.home, ctx.store, ctx.git)  # no ROOT short-cut
+    probe = ProtectContext("", ctx.home, ctx.store, ctx.git, other_homes=ctx.other_homes)
     path = root
     while True:
         name = os.path.basename(path) or path
@@ -145,7 +163,7 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
         return ROOT
     if path == "/":
         return FILESYSTEM_ROOT
-    if path == ctx.home:
+    if path in ctx.homes:
         return HOME
     if path in SYSTEM_DIRS:
         return SYSTEM
@@ -157,7 +175,7 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
         return STORE
     if path in ctx.keep_dirs:
         return KEEP
-    rel = _home_rel(path, ctx.home)
+    rel = ctx.home_rel(path)
     if rel is not None and rel in HOME_CONFIG:
         return CONFIG
     return None
@@ -173,9 +191,29 @@ def protect_file(name: str, parent: str, ctx: ProtectContext) -> Protection | No
         return CREDENTIAL
     if name.lower().endswith(CREDENTIAL_EXTENSIONS):
         return CREDENTIAL
-    if parent == ctx.home and name.startswith("."):
+    if parent in ctx.homes and name.startswith("."):
         return CONFIG
     return None
+
+
+def account_homes(root: str) -> frozenset[str]:
+    """The home directories of this machine's accounts that lie in ``root`` or hold it.
+
+    When root audits ``/home``, every user's home, dotfiles and caches are recognized as such,
+    not only root's own. "/" and homes that do not exist are left out.
+    """
+    try:
+        entries = pwd.getpwall()
+    except OSError:
+        return frozenset()
+    out = set()
+    for entry in entries:
+        home = os.path.normpath(entry.pw_dir or "/")
+        if home == "/" or not home.startswith("/") or not os.path.isdir(home):
+            continue
+        if _home_rel(home, root) is not None or _home_rel(root, home) is not None:
+            out.add(home)
+    return frozenset(out)
 
 
 _GIT_PARALLEL = 4  # git ls-files processes at a time

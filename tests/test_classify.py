@@ -433,3 +433,28 @@ def test_a_missing_rules_file_given_explicitly_is_an_error(tmp_path: Path, store
     api.scan_root(root, store=store)
     with pytest.raises(RuleInvalid, match="no rules file"):
         api.classify(str(root), store=store, rules=tmp_path / "nope.toml")
+
+
+def test_other_accounts_homes_in_the_root_are_protected_like_your_own(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pwd
+
+    root = tmp_path / "homes"
+    alice = root / "alice"
+    build(root, ["alice/.bashrc", "alice/.config/app.ini", "alice/.cache/pip/wheel.whl",
+                 "alice/notes.txt", "bob/.bashrc"])  # fmt: skip
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))  # the auditor's own home is elsewhere
+    real = pwd.getpwall()
+    fake = pwd.struct_passwd(("alice", "x", 4321, 4321, "", str(alice), "/bin/sh"))
+    monkeypatch.setattr(pwd, "getpwall", lambda: [*real, fake])
+
+    rows = classified(root, store)
+
+    assert lookup(rows, root, "alice")["rule"] == "home"
+    assert lookup(rows, root, "alice/.bashrc")["rule"] == "config"
+    assert lookup(rows, root, "alice/.config")["rule"] == "config"
+    assert lookup(rows, root, "alice/.cache/pip")["risk"] == "safe"
+    assert lookup(rows, root, "alice/notes.txt")["risk"] == "unknown"
+    # bob has no account here: his directory is just a directory
+    assert lookup(rows, root, "bob/.bashrc")["rule"] != "config"
