@@ -459,13 +459,26 @@ def _leaf_items(dir_fd: int, recorded: set[bytes]) -> list[bytes]:
     return out
 
 
-def _item_bytes(doc: dict[str, Any] | None) -> int:
+def _held(doc: dict[str, Any] | None, fd: int) -> list[dict[str, Any]]:
+    """The items the batch holds: moved ones, and copies left behind after a copy-back."""
     if doc is None:
-        return 0
+        return []
+    out = []
+    for item in doc["items"]:
+        if item.get("state") == "moved":
+            out.append(item)
+        elif item.get("state") == "restored" and item.get("restored_as"):
+            where = TREE_NAME + base64.b64decode(item["original_b64"])
+            with contextlib.suppress(OSError):
+                os.stat(where, dir_fd=fd, follow_symlinks=False)
+                out.append(item)  # batch-copy-left: a duplicate waiting for purge
+    return out
+
+
+def _item_bytes(items: list[dict[str, Any]]) -> int:
     return sum(
         (i.get("tree_bytes") if i.get("tree_bytes") is not None else i.get("size", 0)) or 0
-        for i in doc["items"]
-        if i.get("state") == "moved"
+        for i in items
     )
 
 
@@ -500,10 +513,10 @@ def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
             if doc
             else datetime.fromtimestamp(os.fstat(fd).st_mtime, UTC).isoformat()
         )
-        moved = [i for i in doc["items"] if i.get("state") == "moved"] if doc else []
+        held = _held(doc, fd)
         extra = len([p for p in problems if p.endswith("not in its manifest")])
-        return BatchInfo(name, str(quarantine / name), created, len(moved) + extra,
-                         _item_bytes(doc), state, doc.get("plan_id") if doc else None,
+        return BatchInfo(name, str(quarantine / name), created, len(held) + extra,
+                         _item_bytes(held), state, doc.get("plan_id") if doc else None,
                          problems)  # fmt: skip
     finally:
         os.close(fd)

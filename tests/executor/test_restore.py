@@ -385,6 +385,7 @@ def test_when_the_batch_copy_cannot_be_removed_the_item_is_back_and_the_leftover
     assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
     (info,) = [b for b in list_store_batches(qstore) if b.batch_id == bid]
     assert info.manifest == "ok"
+    assert (info.items, info.bytes) == (1, 4)  # `quarantine list` shows the duplicate it holds
 
 
 class Crash(BaseException):
