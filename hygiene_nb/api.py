@@ -253,7 +253,7 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
     if enclosing is not None:
         worktrees.append(enclosing)
     home, git = os.path.expanduser("~"), find_git_tracked(worktrees)
-    homes = account_homes(info.root)
+    homes = account_homes(info.root) | set(load_root_config(store, info.root).homes)
     ctx = ProtectContext(info.root, home, str(store.root), git, other_homes=homes)
     above = protection_above(info.root, ctx)
     return ProtectContext(
@@ -291,9 +291,10 @@ def classify(
     Ages are measured at ``now_ns`` (default: now); a report passes the scan's own time so that
     rerunning it later gives the same verdicts.
 
-    With an explicit ``now_ns`` the last result is reused while the snapshot, that time and the
-    rules files are the same (a report classifies one snapshot for several sections). Plans
-    never come from here: ``make_plan`` classifies afresh and re-checks the disk.
+    With an explicit ``now_ns`` the last result is reused while the snapshot, that time, the
+    rules files and the store's ``config.toml`` are the same (a report classifies one snapshot
+    for several sections). Plans never come from here: ``make_plan`` classifies afresh and
+    re-checks the disk.
 
     Raises:
         SnapshotNotFound: no snapshot matches.
@@ -304,6 +305,7 @@ def classify(
     if now_ns is None:
         return _classified(st, info, rules)[0]
     key = (str(st.root), info.scan_id, now_ns, _file_state(st.rules),
+           _file_state(st.root / "config.toml"),  # its homes take part in protection
            _file_state(Path(rules)) if rules else None)  # fmt: skip
     if _LAST_CLASSIFIED.get("key") != key:
         _LAST_CLASSIFIED.clear()  # one table at a time: a 1M-row table is large

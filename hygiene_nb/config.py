@@ -40,6 +40,7 @@ class RootConfig:
     threshold: int = 80
     reference_max_files: int = 10_000
     reference_max_text_bytes: int = 128 * 1024**2
+    homes: tuple[str, ...] = ()  # more home directories (e.g. a backup of one, or the demo's)
 
 
 DEFAULTS = RootConfig(root="")
@@ -50,6 +51,7 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
     "threshold": int,
     "reference_max_files": int,
     "reference_max_text_bytes": int,
+    "homes": list,
 }
 
 
@@ -74,6 +76,13 @@ def _check(table: dict[str, Any], where: str) -> dict[str, Any]:
                 "(no shell: each command is its program and arguments)."
             )
         out["verify"] = tuple(tuple(c) for c in commands)
+    if "homes" in table:
+        homes = table["homes"]
+        if not all(isinstance(h, str) and os.path.isabs(h) for h in homes):
+            raise ConfigInvalid(
+                f'{where}: homes must be a list of absolute paths, e.g. ["/backup/alice"].'
+            )
+        out["homes"] = tuple(os.path.normpath(h) for h in homes)
     for key in ("verify_timeout", "threshold", "reference_max_files", "reference_max_text_bytes"):
         if key in table and not (math.isfinite(table[key]) and table[key] > 0):
             raise ConfigInvalid(f"{where}: {key} must be a positive, finite number.")

@@ -8,6 +8,7 @@ renames or truncates anything.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import random
 import stat
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from hygiene_nb.errors import UsageError
 from hygiene_nb.snapshot import ScanInfo
+from hygiene_nb.store import Store, write_private_file
 
 __all__ = [
     "DEMO_DIR_ENV",
@@ -146,12 +148,17 @@ def make_demo_store(
         walker: ``auto``, ``c`` or ``python``.
 
     Returns:
-        The tree, the store and the scans (of ``home``), oldest first. Set ``HOME`` to
-        ``home`` to classify the demo the way it would be classified on a real home directory.
+        The tree, the store and the scans (of ``home``), oldest first. The store's
+        ``config.toml`` names ``home`` as a home directory, so the demo is classified the way
+        a real home directory would be (its ``.cache``, its dotfiles).
     """
     from hygiene_nb import api
 
     home = make_demo_tree(root, seed=seed)
+    config = Store(Path(store)).ensure().root / "config.toml"
+    if not config.exists():
+        table = f"[roots.{json.dumps(str(home))}]\nhomes = [{json.dumps(str(home))}]\n"
+        write_private_file(config, table.encode(), exclusive=True)
     rng = random.Random(seed + 1)
     demo = DemoStore(tree=Path(root), store=Path(store), home=home)
     for step in range(scans):

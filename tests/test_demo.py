@@ -45,7 +45,8 @@ def test_the_demo_store_has_a_growing_history_and_every_kind_of_risk(
     assert len(demo.scans) == 3
     totals = [s.tree_bytes or 0 for s in demo.scans]
     assert totals == sorted(totals) and totals[0] < totals[-1]
-    monkeypatch.setenv("HOME", str(demo.home))
+    # the analyst's own home is elsewhere: the demo store's config.toml names the demo's home
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
     summary = api.summarize(str(demo.root), store=demo.store)
     assert {r for r, s in summary.risk.items() if s.entries} == {
         "safe", "caution", "personal", "high", "unknown"

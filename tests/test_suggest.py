@@ -45,6 +45,8 @@ def test_config_defaults_and_per_root_values(tmp_path: Path, store: Path) -> Non
     config = load_root_config(Store(store), str(root))
     assert config.verify == (("pytest", "-q"),) and config.automatic and config.threshold == 70
     assert load_root_config(Store(store), str(tmp_path / "other")).automatic is False
+    configure(store, root, 'homes = ["/backup/alice/", "/backup/bob"]')
+    assert load_root_config(Store(store), str(root)).homes == ("/backup/alice", "/backup/bob")
 
 
 @pytest.mark.parametrize(
@@ -58,6 +60,8 @@ def test_config_defaults_and_per_root_values(tmp_path: Path, store: Path) -> Non
         ("threshold = 101", "1 to 100"),
         ("shell = true", "unknown key"),
         ("verify = [[", "not valid TOML"),
+        ('homes = ["relative/home"]', "absolute paths"),
+        ('homes = "/backup/alice"', "wrong type"),
     ],
 )
 def test_a_malformed_setting_is_refused_with_its_reason(
