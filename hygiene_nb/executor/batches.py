@@ -83,6 +83,7 @@ class ManifestItem:
     state: str = "pending"  # pending → moved → restored (or returned: moved back at once)
     at: str = ""
     restored_as: list[int] | None = None  # (dev, inode) of a copy restored across filesystems
+    modes: list[list[str | int]] | None = None  # a copy's entries whose original bits differ
 
     @property
     def original_raw(self) -> bytes:

@@ -16,6 +16,7 @@ a hard link, a special file or a mount is not verifiable and stays where it is
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import hashlib
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hygiene_nb.executor.batches import QUARANTINE_NAME
-from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at
+from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at, open_dirs_at
 from hygiene_nb.executor.guards import Skip
 
 __all__ = [
@@ -35,6 +36,9 @@ __all__ = [
     "QuarantineUntrusted",
     "Unverifiable",
     "VolumeQuarantine",
+    "altered_modes",
+    "apply_modes",
+    "copy_mode",
     "copy_verified",
     "crossdev_skip",
     "inventory",
@@ -273,6 +277,49 @@ def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, 
         os.close(fd)
 
 
+def copy_mode(entry: Entry) -> int:
+    """The permission bits a copy gets.
+
+    The entry's own, never setuid or setgid, and enough for its owner to verify it (read a
+    file; list, enter and fill a directory).
+    """
+    if entry.is_dir:
+        return (entry.mode & 0o1777) | 0o700
+    return (entry.mode & 0o777) | 0o400
+
+
+def altered_modes(entries: dict[bytes, Entry]) -> list[list[str | int]]:
+    """``[relative path (base64), original mode]`` of every entry whose copy has other bits.
+
+    Kept in the manifest so that a restore by copy gives them back (a read-only directory,
+    a setgid one).
+    """
+    return [[base64.b64encode(rel).decode("ascii"), e.mode]
+            for rel, e in sorted(entries.items()) if copy_mode(e) != e.mode]  # fmt: skip
+
+
+def apply_modes(dir_fd: int, name: bytes, modes: list[list[str | int]]) -> None:
+    """Give the copy ``name`` under ``dir_fd`` its recorded original bits, deepest first.
+
+    Every entry is opened without following a link and changed through its handle.
+
+    Raises:
+        OSError: an entry is missing, not what was copied, or cannot be changed.
+    """
+    decoded = [(base64.b64decode(str(rel)), int(mode)) for rel, mode in modes]
+    for rel, mode in sorted(decoded, key=lambda m: -m[0].count(b"/") - bool(m[0])):
+        parts = [name, *rel.split(b"/")] if rel else [name]
+        parent = open_dirs_at(dir_fd, parts[:-1])
+        try:
+            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
+        finally:
+            os.close(parent)
+        try:
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
+
 def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, tuple[int, int, int, int]]:
     """What ``remove_original_after_verified_copy`` checks each original entry against."""
     return {rel: (e.dev, e.ino, e.size, e.mtime_ns) for rel, e in entries.items()}
@@ -373,7 +420,7 @@ def _copy(
                       child)  # fmt: skip
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # before chmod: chown clears mode bits
-            os.chmod(dst, (entry.mode & 0o1777) | 0o700)  # the owner can always read it back
+            os.chmod(dst, copy_mode(entry))  # the owner can always read it back
             os.fsync(dst)
             src_st = os.fstat(src)
             os.utime(dst, ns=(src_st.st_atime_ns, src_st.st_mtime_ns))
@@ -398,9 +445,7 @@ def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: 
                     view = view[os.write(dst, view) :]
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # its owner, as restore gives it back
-            # its own bits (a read-only file stays read-only, through restore too), never
-            # setuid or setgid, and always readable by the owner, who verifies it
-            os.fchmod(dst, (entry.mode & 0o777) | 0o400)
+            os.fchmod(dst, copy_mode(entry))  # a read-only file stays read-only
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             os.fsync(dst)
         finally:

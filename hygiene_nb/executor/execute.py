@@ -45,6 +45,7 @@ from hygiene_nb.executor.crossdev import (
     Entry,
     QuarantineUntrusted,
     Unverifiable,
+    altered_modes,
     copy_verified,
     crossdev_skip,
     inventory,
@@ -821,6 +822,7 @@ def _copy(
         os.close(target)
     item.dev, item.inode = signed64(arrived.st_dev), signed64(arrived.st_ino)
     item.size, item.state, item.at = arrived.st_size, "moved", _now().isoformat()
+    item.modes = altered_modes(verified) or None  # for a restore to give them back
     write_batch_manifest(batch)  # the verified copy is recorded before the original goes
     try:
         remove_original_after_verified_copy(parent, name, verified_identities(verified))

@@ -48,6 +48,7 @@ from hygiene_nb.executor.crossdev import (
     CopyMismatch,
     Entry,
     Unverifiable,
+    apply_modes,
     copy_verified,
     inventory,
     verified_identities,
@@ -622,6 +623,16 @@ def _copy_back(
             "restore-copy-failed",
             f"copying {item.original} back from batch {batch.batch_id} failed ({exc}); the "
             f"batch still holds it. A partial copy may be left at {shown}: remove it, then "
+            "run restore again.",
+        ) from exc
+    try:
+        if item.modes:
+            apply_modes(dst, temp, item.modes)  # the bits the copy into the batch had to change
+    except OSError as exc:
+        raise _Block(
+            "restore-copy-failed",
+            f"the copy of {item.original} at {shown} could not get its original permissions "
+            f"back ({exc.strerror}); the batch still holds the item. Remove that copy, then "
             "run restore again.",
         ) from exc
     arrived = os.stat(temp, dir_fd=dst, follow_symlinks=False)

@@ -362,6 +362,8 @@ def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
     volume_unusable(monkeypatch)
     os.chown(mnt / "old.log", 4321, 4322)  # someone else's file: root copies keep its owner
     os.chown(mnt / "cache" / "sub", 4321, 4322)
+    (mnt / "cache" / "sub").chmod(0o2775)  # setgid: a copy drops it, a restore gives it back
+    (mnt / "cache" / "emptydir").chmod(0o555)  # read-only: a copy must add u+w to fill it
     before = contents(mnt / "cache")
     a_mtime = os.stat(mnt / "cache" / "a.bin").st_mtime_ns
     plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
@@ -380,6 +382,8 @@ def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
     assert os.stat(mnt / "cache").st_dev == os.stat(mnt).st_dev
     for owned in (mnt / "old.log", mnt / "cache" / "sub"):
         assert (os.stat(owned).st_uid, os.stat(owned).st_gid) == (4321, 4322)
+    assert stat.S_IMODE(os.stat(mnt / "cache" / "sub").st_mode) == 0o2775
+    assert stat.S_IMODE(os.stat(mnt / "cache" / "emptydir").st_mode) == 0o555
     assert [p.name for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-")] == []
     assert list(store.quarantine.iterdir()) == []  # every copy went back, the batch is gone
     check = verify_receipt(str(result.receipt_path))  # as after any restore: they are back
