@@ -84,6 +84,7 @@ class ManifestItem:
     at: str = ""
     restored_as: list[int] | None = None  # (dev, inode) of a copy restored across filesystems
     modes: list[list[str | int]] | None = None  # a copy's entries whose original bits differ
+    restoring_at: str | None = None  # the temporary name of a copy-back under way, beside it
 
     @property
     def original_raw(self) -> bytes:

@@ -605,8 +605,11 @@ def _copy_back(
             meanwhile (``target-occupied``; the verified copy is left beside it and named).
     """
     src, dst, name = where
+    _no_leftover(batch, item, dst)
     temp = b".hygiene-nb-restoring-" + secrets.token_hex(6).encode()
     shown = os.fsdecode(os.path.join(os.path.dirname(item.original_raw), temp))
+    item.restoring_at = temp.decode("ascii")
+    write_manifest(batch)  # a crash mid-copy leaves a named, recorded partial copy
     try:
         planned = inventory(src, name, os.fstat(src).st_dev)
     except (Unverifiable, OSError) as exc:
@@ -654,6 +657,26 @@ def _copy_back(
     _finish_copy_back(batch, item, src, name, verified)
 
 
+def _no_leftover(batch: Batch, item: ManifestItem, dst: int) -> None:
+    """Refuse to copy again beside a partial copy an interrupted copy-back left (named)."""
+    if not item.restoring_at:
+        return
+    left = item.restoring_at.encode("ascii")
+    try:
+        os.stat(left, dir_fd=dst, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    shown = os.fsdecode(os.path.join(os.path.dirname(item.original_raw), left))
+    raise _Block(
+        "restore-leftover",
+        f"an interrupted restore left a copy (maybe partial) of {item.original} at {shown}; it is "
+        f"only a duplicate (batch {batch.batch_id} holds the item): remove it, then run restore "
+        "again.",
+    )
+
+
 def _copied_back_before(batch: Batch, item: ManifestItem, src: int, dst: int, name: bytes) -> bool:
     """Whether the target's occupant is this item's own copy from an interrupted restore.
 
@@ -681,6 +704,7 @@ def _finish_copy_back(
         _Left: the batch's copy could not be removed; it stays, recorded, until purged.
     """
     _record(batch, item, "restored")
+    item.restoring_at = None
     write_manifest(batch)  # recorded back before the batch's copy goes
     try:
         remove_original_after_verified_copy(src, name, verified_identities(verified))

@@ -6,6 +6,7 @@ import base64
 import errno
 import json
 import os
+import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -350,7 +351,7 @@ def test_a_copy_back_that_does_not_verify_leaves_the_batch_as_it_was(
 
     (root / "f").write_bytes(b"ours")
     bid = quarantine_items(qstore, [root / "f"])
-    before = snapshot(qstore.quarantine / bid)
+    before = snapshot(qstore.quarantine / bid / "tree")
     _exdev_once(monkeypatch)
     hashes = iter(["sha256:batch", "sha256:something-else"])
     monkeypatch.setattr(crossdev, "_hash", lambda *_: next(hashes))
@@ -361,7 +362,7 @@ def test_a_copy_back_that_does_not_verify_leaves_the_batch_as_it_was(
     assert "differs from its copy" in result.blocked[0].message
     assert not (root / "f").exists()
     assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}
-    assert contents(snapshot(qstore.quarantine / bid)) == contents(before)
+    assert contents(snapshot(qstore.quarantine / bid / "tree")) == contents(before)
 
 
 def test_when_the_batch_copy_cannot_be_removed_the_item_is_back_and_the_leftover_reported(
@@ -416,6 +417,43 @@ def test_a_copy_back_interrupted_after_its_rename_is_recognized_next_time(
     assert again.status == "done" and codes(again) == ["already"]
     assert (root / "d" / "f").read_bytes() == b"ours"
     assert not (qstore.quarantine / bid).exists()  # the duplicate went, then the empty batch
+
+
+def test_a_copy_back_that_died_mid_copy_names_its_leftover_and_copies_nothing_more(
+    qstore: Store, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.executor import crossdev
+
+    (root / "d").mkdir()
+    for name in ("a", "b"):
+        (root / "d" / name).write_bytes(name.encode() * 5)
+    bid = quarantine_items(qstore, [root / "d"])
+    _exdev_once(monkeypatch)
+    real = crossdev._copy_file
+    calls: list[bytes] = []
+
+    def dies_on_second(src: int, name: bytes, dst: int, entry: Any, dst_name: bytes) -> None:
+        calls.append(name)
+        if len(calls) == 2:
+            raise Crash
+        real(src, name, dst, entry, dst_name)
+
+    monkeypatch.setattr(crossdev, "_copy_file", dies_on_second)
+    with pytest.raises(Crash):
+        restore_batch(qstore, bid, execute=True)
+    monkeypatch.undo()
+    (leftover,) = _restoring_temps(root)
+    _exdev_once(monkeypatch)
+
+    again = restore_batch(qstore, bid, execute=True)
+
+    assert codes(again) == ["restore-leftover"] and str(leftover) in again.blocked[0].message
+    assert _restoring_temps(root) == [leftover] and not (root / "d").exists()
+    assert manifest_states(qstore, bid) == {os.fsencode(root / "d"): "moved"}
+    shutil.rmtree(leftover)  # as the message says
+    _exdev_once(monkeypatch)
+    done = restore_batch(qstore, bid, execute=True)
+    assert done.status == "done" and (root / "d" / "b").read_bytes() == b"bbbbb"
 
 
 def test_an_occupant_that_only_looks_like_the_copy_is_left_alone(
