@@ -253,7 +253,8 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
     if enclosing is not None:
         worktrees.append(enclosing)
     home, git = os.path.expanduser("~"), find_git_tracked(worktrees)
-    homes = account_homes(info.root) | set(load_root_config(store, info.root).homes)
+    named = [home, *load_root_config(store, info.root).homes]
+    homes = account_homes(info.root) | {os.path.realpath(h) for h in named}
     ctx = ProtectContext(info.root, home, str(store.root), git, other_homes=homes)
     above = protection_above(info.root, ctx)
     return ProtectContext(

@@ -78,9 +78,11 @@ def _check(table: dict[str, Any], where: str) -> dict[str, Any]:
         out["verify"] = tuple(tuple(c) for c in commands)
     if "homes" in table:
         homes = table["homes"]
-        if not all(isinstance(h, str) and os.path.isabs(h) for h in homes):
+        if not all(isinstance(h, str) and os.path.isabs(h) and os.path.normpath(h) != "/"
+                   for h in homes):  # fmt: skip
             raise ConfigInvalid(
-                f'{where}: homes must be a list of absolute paths, e.g. ["/backup/alice"].'
+                f'{where}: homes must be a list of absolute paths other than "/", '
+                'e.g. ["/backup/alice"].'
             )
         out["homes"] = tuple(os.path.normpath(h) for h in homes)
     for key in ("verify_timeout", "threshold", "reference_max_files", "reference_max_text_bytes"):

@@ -109,13 +109,19 @@ class ProtectContext:
         return self.other_homes | {self.home}
 
     def home_rel(self, path: str) -> str | None:
-        """``path`` relative to the nearest home holding it ("" for a home), else None."""
-        best: str | None = None
-        for home in self.homes:
-            rel = _home_rel(path, home)
-            if rel is not None and (best is None or len(rel) < len(best)):
-                best = rel
-        return best
+        """``path`` relative to the nearest home holding it ("" for a home), else None.
+
+        Walks up ``path`` (a few set lookups), so many homes cost nothing per entry.
+        """
+        homes = self.homes
+        current = path
+        while True:
+            if current in homes:
+                return _home_rel(path, current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                return None
+            current = parent
 
 
 PASSES_DOWN = frozenset(
@@ -208,8 +214,12 @@ def account_homes(root: str) -> frozenset[str]:
         return frozenset()
     out = set()
     for entry in entries:
-        home = os.path.normpath(entry.pw_dir or "/")
-        if home == "/" or not home.startswith("/") or not os.path.isdir(home):
+        if not (entry.pw_dir or "").startswith("/"):
+            continue
+        # scanned paths never go through a symlink (the root is refused if it is one), so a
+        # home given as /home/bob where /home -> /data/home is matched as /data/home/bob
+        home = os.path.realpath(entry.pw_dir)
+        if home == "/" or not os.path.isdir(home):
             continue
         if _home_rel(home, root) is not None or _home_rel(root, home) is not None:
             out.add(home)

@@ -435,8 +435,9 @@ def test_a_missing_rules_file_given_explicitly_is_an_error(tmp_path: Path, store
         api.classify(str(root), store=store, rules=tmp_path / "nope.toml")
 
 
+@pytest.mark.parametrize("through_link", [False, True])
 def test_other_accounts_homes_in_the_root_are_protected_like_your_own(
-    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch, through_link: bool
 ) -> None:
     import pwd
 
@@ -445,6 +446,9 @@ def test_other_accounts_homes_in_the_root_are_protected_like_your_own(
     build(root, ["alice/.bashrc", "alice/.config/app.ini", "alice/.cache/pip/wheel.whl",
                  "alice/notes.txt", "bob/.bashrc"])  # fmt: skip
     monkeypatch.setenv("HOME", str(tmp_path / "me"))  # the auditor's own home is elsewhere
+    if through_link:  # /home -> /data/home: the password database names the link's path
+        (tmp_path / "link").symlink_to(root)
+        alice = tmp_path / "link" / "alice"
     real = pwd.getpwall()
     fake = pwd.struct_passwd(("alice", "x", 4321, 4321, "", str(alice), "/bin/sh"))
     monkeypatch.setattr(pwd, "getpwall", lambda: [*real, fake])

@@ -62,6 +62,7 @@ def test_config_defaults_and_per_root_values(tmp_path: Path, store: Path) -> Non
         ("verify = [[", "not valid TOML"),
         ('homes = ["relative/home"]', "absolute paths"),
         ('homes = "/backup/alice"', "wrong type"),
+        ('homes = ["/"]', "other than"),
     ],
 )
 def test_a_malformed_setting_is_refused_with_its_reason(
