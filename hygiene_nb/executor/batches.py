@@ -307,6 +307,18 @@ def _by_origin(item: ManifestItem) -> str:
     return item.original_b64
 
 
+# Written only when set, so a manifest that does not need them reads as before.
+_OPTIONAL_FIELDS = ("restored_as", "modes", "restoring_at")
+
+
+def _item_doc(item: ManifestItem) -> dict[str, Any]:
+    doc = dict(vars(item))
+    for key in _OPTIONAL_FIELDS:
+        if doc[key] is None:
+            del doc[key]
+    return doc
+
+
 def _manifest_doc(batch: Batch) -> dict[str, Any]:
     return {
         "schema": MANIFEST_SCHEMA,
@@ -315,9 +327,7 @@ def _manifest_doc(batch: Batch) -> dict[str, Any]:
         "plan_id": batch.plan_id,
         "plan_digest": batch.plan_digest,
         "root": batch.root,
-        "items": [
-            dict(vars(i)) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)
-        ],
+        "items": [_item_doc(i) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)],
     }
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hygiene_nb.executor.batches import QUARANTINE_NAME
-from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at, open_dirs_at
+from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at
 from hygiene_nb.executor.guards import Skip
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "Unverifiable",
     "VolumeQuarantine",
     "altered_modes",
-    "apply_modes",
     "copy_mode",
     "copy_verified",
     "crossdev_skip",
@@ -298,28 +297,6 @@ def altered_modes(entries: dict[bytes, Entry]) -> list[list[str | int]]:
             for rel, e in sorted(entries.items()) if copy_mode(e) != e.mode]  # fmt: skip
 
 
-def apply_modes(dir_fd: int, name: bytes, modes: list[list[str | int]]) -> None:
-    """Give the copy ``name`` under ``dir_fd`` its recorded original bits, deepest first.
-
-    Every entry is opened without following a link and changed through its handle.
-
-    Raises:
-        OSError: an entry is missing, not what was copied, or cannot be changed.
-    """
-    decoded = [(base64.b64decode(str(rel)), int(mode)) for rel, mode in modes]
-    for rel, mode in sorted(decoded, key=lambda m: -m[0].count(b"/") - bool(m[0])):
-        parts = [name, *rel.split(b"/")] if rel else [name]
-        parent = open_dirs_at(dir_fd, parts[:-1])
-        try:
-            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=parent)
-        finally:
-            os.close(parent)
-        try:
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-
-
 def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, tuple[int, int, int, int]]:
     """What ``remove_original_after_verified_copy`` checks each original entry against."""
     return {rel: (e.dev, e.ino, e.size, e.mtime_ns) for rel, e in entries.items()}
@@ -333,10 +310,14 @@ def copy_verified(
     ops: FileOps,
     *,
     dst_name: bytes | None = None,
+    modes: dict[bytes, int] | None = None,
 ) -> dict[bytes, Entry]:
     """Copy ``name`` from ``src_dir`` into ``dst_dir`` (never replacing anything), then verify.
 
-    The copy is named ``dst_name``, by default ``name``.
+    The copy is named ``dst_name``, by default ``name``. Its entries get ``copy_mode`` bits,
+    or the bits ``modes`` gives for their relative path (a restore giving back what the copy
+    into quarantine had to change); either way through the handle that created them, never
+    by path.
 
     ``planned`` is the original's inventory taken just before. Verification re-reads both
     sides: the original must be unchanged (same entries, identities, sizes, mtimes), the copy
@@ -352,7 +333,7 @@ def copy_verified(
         OSError: the copy could not be made (the partial copy stays).
     """
     target = dst_name or name
-    _copy(src_dir, name, dst_dir, b"", planned, _children(planned), ops, target)
+    _copy(src_dir, name, dst_dir, b"", planned, _children(planned), ops, target, modes or {})
     os.fsync(dst_dir)
     return verify_copy(src_dir, name, dst_dir, target, planned)
 
@@ -399,13 +380,20 @@ def _children(planned: dict[bytes, Entry]) -> dict[bytes, list[bytes]]:
     return kids
 
 
+def _mode_for(entry: Entry, rel: bytes, modes: dict[bytes, int]) -> int:
+    if rel not in modes:
+        return copy_mode(entry)
+    # the recorded original bits; as another user than root, still enough to verify the copy
+    return modes[rel] | (0 if os.geteuid() == 0 else 0o500 if entry.is_dir else 0o400)
+
+
 def _copy(
     src_dir: int, name: bytes, dst_dir: int, rel: bytes, planned: dict[bytes, Entry],
-    kids: dict[bytes, list[bytes]], ops: FileOps, dst_name: bytes,
+    kids: dict[bytes, list[bytes]], ops: FileOps, dst_name: bytes, modes: dict[bytes, int],
 ) -> None:  # fmt: skip
     entry = planned[rel]
     if not entry.is_dir:
-        _copy_file(src_dir, name, dst_dir, entry, dst_name)
+        _copy_file(src_dir, name, dst_dir, entry, dst_name, _mode_for(entry, rel, modes))
         return
     ops.make_dir(dst_dir, dst_name)  # EEXIST if anything is there: never merged into
     src = open_dir_at(src_dir, name)
@@ -417,10 +405,10 @@ def _copy(
                 raise CopyMismatch("a directory was replaced while it was copied")
             for child in kids[rel]:
                 _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops,
-                      child)  # fmt: skip
+                      child, modes)  # fmt: skip
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # before chmod: chown clears mode bits
-            os.chmod(dst, copy_mode(entry))  # the owner can always read it back
+            os.chmod(dst, _mode_for(entry, rel, modes))  # through the handle, last
             os.fsync(dst)
             src_st = os.fstat(src)
             os.utime(dst, ns=(src_st.st_atime_ns, src_st.st_mtime_ns))
@@ -430,7 +418,9 @@ def _copy(
         os.close(src)
 
 
-def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: bytes) -> None:
+def _copy_file(
+    src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: bytes, mode: int
+) -> None:
     src = os.open(name, _READ_FLAGS, dir_fd=src_dir)
     try:
         st = os.fstat(src)
@@ -445,7 +435,7 @@ def _copy_file(src_dir: int, name: bytes, dst_dir: int, entry: Entry, dst_name: 
                     view = view[os.write(dst, view) :]
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # its owner, as restore gives it back
-            os.fchmod(dst, copy_mode(entry))  # a read-only file stays read-only
+            os.fchmod(dst, mode)  # after fchown, which would clear setuid/setgid
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             os.fsync(dst)
         finally:

@@ -21,6 +21,7 @@ bottom-up, the manifest, the batch directory; never anything non-empty.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import fcntl
@@ -48,7 +49,6 @@ from hygiene_nb.executor.crossdev import (
     CopyMismatch,
     Entry,
     Unverifiable,
-    apply_modes,
     copy_verified,
     inventory,
     verified_identities,
@@ -620,22 +620,14 @@ def _copy_back(
             f"{batch.path} by hand.",
         ) from exc
     try:
-        verified = copy_verified(src, name, dst, planned, ops, dst_name=temp)
+        # the bits the copy into the batch had to change come back (through the new handles)
+        modes = {base64.b64decode(str(rel)): int(m) for rel, m in item.modes or []}
+        verified = copy_verified(src, name, dst, planned, ops, dst_name=temp, modes=modes)
     except (CopyMismatch, Unverifiable, OSError) as exc:
         raise _Block(
             "restore-copy-failed",
             f"copying {item.original} back from batch {batch.batch_id} failed ({exc}); the "
             f"batch still holds it. A partial copy may be left at {shown}: remove it, then "
-            "run restore again.",
-        ) from exc
-    try:
-        if item.modes:
-            apply_modes(dst, temp, item.modes)  # the bits the copy into the batch had to change
-    except OSError as exc:
-        raise _Block(
-            "restore-copy-failed",
-            f"the copy of {item.original} at {shown} could not get its original permissions "
-            f"back ({exc.strerror}); the batch still holds the item. Remove that copy, then "
             "run restore again.",
         ) from exc
     arrived = os.stat(temp, dir_fd=dst, follow_symlinks=False)

@@ -433,11 +433,11 @@ def test_a_crash_mid_copy_leaves_the_original_and_a_pending_partial_copy(
     real = crossdev._copy_file
     calls: list[bytes] = []
 
-    def dies_on_second(src_dir: int, name: bytes, dst_dir: int, entry: Any, dst: bytes) -> None:
+    def dies_on_second(src_dir: int, name: bytes, dst_dir: int, *rest: Any) -> None:
         calls.append(name)
         if len(calls) == 2:
             raise Crash
-        real(src_dir, name, dst_dir, entry, dst)
+        real(src_dir, name, dst_dir, *rest)
 
     monkeypatch.setattr(crossdev, "_copy_file", dies_on_second)
     with pytest.raises(Crash):

@@ -125,6 +125,16 @@ def codes(result: restore.RestoreResult) -> list[str]:
 # -- round trips -----------------------------------------------------------------------------
 
 
+def test_a_manifest_holds_the_copy_back_fields_only_where_they_are_used(
+    qstore: Store, root: Path
+) -> None:
+    (root / "f").write_bytes(b"x")
+    bid = quarantine_items(qstore, [root / "f"])
+    doc = json.loads((qstore.quarantine / bid / "manifest.json").read_bytes())
+    (item,) = doc["items"]
+    assert not {"restored_as", "modes", "restoring_at"} & set(item)  # as older versions wrote
+
+
 def test_file_and_directory_round_trip(qstore: Store, root: Path) -> None:
     (root / "a").mkdir()
     (root / "a" / "f").write_bytes(b"file bytes\x00\xff")
@@ -432,11 +442,11 @@ def test_a_copy_back_that_died_mid_copy_names_its_leftover_and_copies_nothing_mo
     real = crossdev._copy_file
     calls: list[bytes] = []
 
-    def dies_on_second(src: int, name: bytes, dst: int, entry: Any, dst_name: bytes) -> None:
+    def dies_on_second(src: int, name: bytes, dst: int, *rest: Any) -> None:
         calls.append(name)
         if len(calls) == 2:
             raise Crash
-        real(src, name, dst, entry, dst_name)
+        real(src, name, dst, *rest)
 
     monkeypatch.setattr(crossdev, "_copy_file", dies_on_second)
     with pytest.raises(Crash):
