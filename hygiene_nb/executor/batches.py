@@ -472,18 +472,23 @@ def _leaf_items(dir_fd: int, recorded: set[bytes]) -> list[bytes]:
 
 
 def _held(doc: dict[str, Any] | None, fd: int) -> list[dict[str, Any]]:
-    """The items the batch holds: moved ones, and copies left behind after a copy-back."""
+    """The items the batch holds: moved ones, and any other recorded item found inside it."""
     if doc is None:
         return []
     out = []
     for item in doc["items"]:
-        if item.get("state") == "moved":
+        state = item.get("state")
+        if state == "moved":
             out.append(item)
-        elif item.get("state") == "restored" and item.get("restored_as"):
-            where = TREE_NAME + base64.b64decode(item["original_b64"])
+        elif state in ("pending", "held") or (state == "restored" and item.get("restored_as")):
+            # a move a stopped run never recorded (its original gone: not a partial copy), or
+            # a copy-back's duplicate: held if it is there
+            original = base64.b64decode(item["original_b64"])
+            if state != "restored" and os.path.lexists(original):
+                continue
             with contextlib.suppress(OSError):
-                os.stat(where, dir_fd=fd, follow_symlinks=False)
-                out.append(item)  # batch-copy-left: a duplicate waiting for purge
+                os.stat(TREE_NAME + original, dir_fd=fd, follow_symlinks=False)
+                out.append(item)
     return out
 
 

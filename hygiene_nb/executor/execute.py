@@ -524,9 +524,16 @@ def _verify_after(
 
 def _abort_rest(result: ExecuteResult, run: _Run, cands: list[dict[str, Any]], reason: str) -> None:
     seen = {o["path"] for o in run.outcomes}
+    pending = {raw: b for b in run.batches for raw, i in b.items.items()
+               if i.state in ("pending", "moved")}  # fmt: skip
     for cand in cands:
         if cand["path"] not in seen:
-            skip = Skip.of(cand["path"], "aborted", reason)
+            batch = pending.get(_raw(cand))
+            why = reason if batch is None else (
+                f"{reason}; it was being moved, so it may be in batch {batch.batch_id} "
+                f"(recorded there): `hygiene-nb restore {batch.batch_id}` brings it back"
+            )  # fmt: skip
+            skip = Skip.of(cand["path"], "aborted", why)
             _record(result, cand, skip)
             run.outcomes.append(_outcome(cand, skip))
 

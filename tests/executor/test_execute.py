@@ -17,7 +17,13 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import HygieneError, Refused
-from hygiene_nb.executor import Confirmation, execute_plan, verify_receipt
+from hygiene_nb.executor import (
+    Confirmation,
+    execute_plan,
+    list_store_batches,
+    restore_batch,
+    verify_receipt,
+)
 from hygiene_nb.executor.batches import TREE_NAME, read_manifest
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
 from hygiene_nb.executor.hooks import CHECKPOINTS, checkpoint
@@ -274,6 +280,35 @@ def test_an_unexpected_error_still_writes_the_receipt_then_surfaces(
     monkeypatch.undo()
     with pytest.raises(PlanAlreadyExecuted):  # the plan was used up, as after any abort
         execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+
+
+def test_an_unexpected_error_mid_move_says_where_the_items_may_be(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.executor import execute as ex
+
+    plan = make_plan(world, "web/node_modules", "web/app.log")
+    store = Store(world["store"])
+    real, calls = ex._move, []
+
+    def breaks_on_second(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug after the first move")
+        return real(*args)
+
+    monkeypatch.setattr(ex, "_move", breaks_on_second)
+    with pytest.raises(RuntimeError):
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    (receipt,) = [json.loads(p.read_text()) for p in store.receipts.glob("*.json")]
+    batch = receipt["batch_id"] or next(iter(store.quarantine.iterdir())).name
+    assert all(f"hygiene-nb restore {batch}" in i["message"] for i in receipt["items"])
+    (info,) = list_store_batches(store)
+    assert info.items == 1  # the one that moved before the error, though never recorded moved
+    monkeypatch.undo()
+    assert restore_batch(store, batch, execute=True).status == "done"
+    assert (world["root"] / "web" / "node_modules").is_dir()
+    assert (world["root"] / "web" / "app.log").exists()
 
 
 HOSTILE = [b"with space", b"new\nline", b"-leading-dash", b"tab\there", b"quote'\"s",
