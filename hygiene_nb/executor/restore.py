@@ -361,6 +361,8 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
             _check_target(batch, item, (src, dst, parts[-1]), ops)
             if ops is not None:
                 _move(batch, item, (src, dst, parts[-1]), ops)
+            elif os.fstat(src).st_dev != os.fstat(dst).st_dev:
+                _no_leftover(batch, item, dst)  # what a copy-back would refuse, said now
         finally:
             os.close(dst)
     finally:

@@ -390,6 +390,37 @@ def test_a_copied_item_is_restored_across_filesystems_byte_for_byte(
     assert sorted(check.reappeared) == sorted(back.restored)
 
 
+def test_the_restore_dry_run_names_a_leftover_of_an_interrupted_copy_back(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.executor import crossdev
+
+    mnt = xworld["mnt"]
+    volume_unusable(monkeypatch)
+    plan = make_plan(xworld, "mnt/cache")
+    store = Store(xworld["store"])
+    result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+    assert result.status == "done" and result.batch_id
+    real, calls = crossdev._copy_file, []
+
+    def dies_on_second(*args: Any) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise Crash
+        real(*args)
+
+    monkeypatch.setattr(crossdev, "_copy_file", dies_on_second)
+    with pytest.raises(Crash):
+        restore_batch(store, result.batch_id, execute=True)
+    monkeypatch.undo()
+    (leftover,) = [p for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-restoring-")]
+
+    dry = restore_batch(store, result.batch_id)
+
+    assert [b.code for b in dry.blocked] == ["restore-leftover"]
+    assert str(leftover) in dry.blocked[0].message and not (mnt / "cache").exists()
+
+
 @pytest.mark.parametrize("trouble", ["hard-link-inside", "hard-link-outside", "symlink"])
 def test_a_tree_a_copy_cannot_verify_is_kept(
     xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch, trouble: str
