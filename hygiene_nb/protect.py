@@ -91,6 +91,9 @@ class GitInfo:
     note: str = ""  # e.g. "git is not installed"
 
 
+_FEW_HOMES = 16
+
+
 @dataclass(frozen=True)
 class ProtectContext:
     """The facts protection needs, gathered at the edge."""
@@ -108,11 +111,24 @@ class ProtectContext:
         """Every home directory protection and the home-relative rules apply to."""
         return self.other_homes | {self.home}
 
+    @cached_property
+    def _home_prefixes(self) -> tuple[tuple[str, str], ...]:
+        """(home, home + "/"), the deepest first: the nearest home matches first."""
+        return tuple((h, h.rstrip("/") + "/") for h in sorted(self.homes, key=len, reverse=True))
+
     def home_rel(self, path: str) -> str | None:
         """``path`` relative to the nearest home holding it ("" for a home), else None.
 
-        Walks up ``path`` (a few set lookups), so many homes cost nothing per entry.
+        Called for every directory: a few prefix tests for the usual handful of homes; with
+        many (auditing ``/`` of a machine with thousands of accounts) a walk up the path.
         """
+        if len(self.homes) <= _FEW_HOMES:
+            for home, prefix in self._home_prefixes:
+                if path == home:
+                    return ""
+                if path.startswith(prefix):
+                    return path[len(prefix) :]
+            return None
         homes = self.homes
         current = path
         while True:
