@@ -365,7 +365,8 @@ def execute(
     """Dry-run a plan, or with --execute move its candidates into a quarantine batch.
 
     Every candidate is checked again at the moment of acting; what changed is skipped with a
-    reason. Moved items stay restorable (`hygiene-nb restore BATCH`) until you purge the batch.
+    reason. The dry run says which quarantine each item would go to. Moved items stay
+    restorable (`hygiene-nb restore BATCH`) until you purge the batch.
     """
     from hygiene_nb.executor import Confirmation, execute_plan
 
@@ -477,7 +478,8 @@ def restore(
     """Put a batch's items back where they were; never overwrites anything.
 
     An occupied target (a file, an empty directory, even a dangling link) is reported
-    `target-occupied` and the item stays in the batch.
+    `target-occupied` and the item stays in the batch. An item that crossed filesystems comes
+    back by a verified copy; the batch's copy is removed only after that.
     """
     from hygiene_nb.executor import restore_batch
 

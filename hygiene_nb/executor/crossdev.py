@@ -352,19 +352,18 @@ def verify_copy(
     Raises:
         CopyMismatch, Unverifiable, OSError: as ``copy_verified``.
     """
-    target = dst_name
     dev = planned[b""].dev
     now = inventory(src_dir, name, dev)
     if now != planned:
         raise CopyMismatch("the original changed while it was copied")
-    copied = inventory(dst_dir, target, os.fstat(dst_dir).st_dev)
+    copied = inventory(dst_dir, dst_name, os.fstat(dst_dir).st_dev)
     if set(copied) != set(now) or any(copied[r].is_dir != now[r].is_dir for r in now):
         raise CopyMismatch("the copy does not hold the same entries")
     files = [r for r, e in now.items() if not e.is_dir]
     if sum(now[r].size for r in files) != sum(copied[r].size for r in files):
         raise CopyMismatch("the copy does not hold the same number of bytes")
     for rel in files:
-        if _hash(src_dir, name, rel) != _hash(dst_dir, target, rel):
+        if _hash(src_dir, name, rel) != _hash(dst_dir, dst_name, rel):
             shown = (rel or name).decode("utf-8", "backslashreplace")
             raise CopyMismatch(f"{shown} differs from its copy")
     return now

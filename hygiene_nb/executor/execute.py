@@ -351,8 +351,7 @@ class _Destinations:
         self.store, self.allow_copy = store, allow_copy
         here = store.quarantine if store.quarantine.exists() else store.root
         self.dev = os.stat(here).st_dev
-        self.volumes: dict[int, tuple[str, str]] = {}  # dev → (method, quarantine or skip code)
-        self.details: dict[int, str] = {}
+        self.volumes: dict[int, tuple[_Dest, str]] = {}  # dev → (choice, volume quarantine)
 
     def where(
         self, parent: int, raw: bytes, cand: dict[str, Any]
@@ -364,30 +363,24 @@ class _Destinations:
         if dev == self.dev:
             return {"quarantine": str(self.store.quarantine), "method": "rename"}, None
         if dev not in self.volumes:
-            self.volumes[dev] = self._volume(dev, parent, raw)
-        method, target = self.volumes[dev]
-        if method == "skip":
-            return {}, crossdev_skip(cand["path"], target, self.details[dev])
-        if method == "copy":
+            self.volumes[dev] = self._volume(parent, raw)
+        dest, quarantine = self.volumes[dev]
+        if dest.skip is not None:
+            return {}, crossdev_skip(cand["path"], *dest.skip)
+        if dest.copy:
             _, skip = _copyable(parent, raw, cand)
             if skip is not None:
                 return {}, skip
-        return {"quarantine": target, "method": method}, None
+            return {"quarantine": str(self.store.quarantine), "method": "copy"}, None
+        return {"quarantine": quarantine, "method": "rename"}, None
 
-    def _volume(self, dev: int, parent: int, raw: bytes) -> tuple[str, str]:
+    def _volume(self, parent: int, raw: bytes) -> tuple[_Dest, str]:
         try:
-            return "rename", str(predict_volume_quarantine(parent, os.path.dirname(raw)))
+            return _Dest(), str(predict_volume_quarantine(parent, os.path.dirname(raw)))
         except QuarantineUntrusted as exc:
-            self.details[dev] = str(exc)
-            return "skip", "quarantine-untrusted"
+            return _Dest(skip=("quarantine-untrusted", str(exc))), ""
         except OSError as exc:
-            if exc.errno == errno.EROFS:
-                self.details[dev] = ""
-                return "skip", "read-only-filesystem"
-            if self.allow_copy:
-                return "copy", str(self.store.quarantine)
-            self.details[dev] = f"no quarantine at the top of its filesystem ({exc.strerror})"
-            return "skip", "cross-device"
+            return _failed(exc, "no quarantine at the top of its filesystem", self.allow_copy), ""
 
 
 def _read_only(fd: int) -> bool:
@@ -660,28 +653,34 @@ class _Run:
         except QuarantineUntrusted as exc:
             return _Dest(skip=("quarantine-untrusted", str(exc)))
         except OSError as exc:
-            if exc.errno == errno.EROFS:
-                return _Dest(skip=("read-only-filesystem", ""))
-            return self._unusable(f"no quarantine at the top of its filesystem ({exc.strerror})")
+            return _failed(exc, "no quarantine at the top of its filesystem", self.allow_copy)
         try:
             register_quarantine(self.store, volume.path)
             batch = claim_batch_at(volume.fd, volume.path, plan_id=self.p["plan_id"],
                                    plan_digest=self.p["plan_digest"], ops=self.ops)  # fmt: skip
             batch.root = dict(self.p["root"])
         except StoreError as exc:
-            return self._unusable(f"{volume.path} cannot be registered ({exc.message})")
+            detail = f"{volume.path} cannot be registered ({exc.message})"
+            return _unusable(detail, self.allow_copy)
         except OSError as exc:
-            if exc.errno == errno.EROFS:
-                return _Dest(skip=("read-only-filesystem", ""))
-            return self._unusable(f"no batch can be made in {volume.path} ({exc.strerror})")
+            return _failed(exc, f"no batch can be made in {volume.path}", self.allow_copy)
         finally:
             volume.close()
         checkpoint("after-batch")
         self.batches.append(batch)
         return _Dest(batch=batch)
 
-    def _unusable(self, detail: str) -> _Dest:
-        return _Dest(copy=True) if self.allow_copy else _Dest(skip=("cross-device", detail))
+
+def _unusable(detail: str, allow_copy: bool) -> _Dest:
+    """A volume quarantine that cannot be used: a verified copy if allowed, else a skip."""
+    return _Dest(copy=True) if allow_copy else _Dest(skip=("cross-device", detail))
+
+
+def _failed(exc: OSError, what: str, allow_copy: bool) -> _Dest:
+    """``_unusable`` for an OSError, except that nothing leaves a read-only filesystem."""
+    if exc.errno == errno.EROFS:
+        return _Dest(skip=("read-only-filesystem", ""))
+    return _unusable(f"{what} ({exc.strerror})", allow_copy)
 
 
 def _where(batch: Batch, method: str) -> dict[str, Any]:

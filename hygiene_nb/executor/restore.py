@@ -385,10 +385,13 @@ def _check_target(
         _check_free(item, dst, name)
         return
     except _Block as block:
-        if block.code != "target-occupied" or not _copied_back_before(batch, item, src, dst, name):
+        if block.code != "target-occupied":
+            raise
+        verified = _copied_back_before(batch, item, src, dst, name)
+        if verified is None:
             raise
     if ops is not None:
-        _finish_copy_back(batch, item, src, name, inventory(src, name, os.fstat(src).st_dev))
+        _finish_copy_back(batch, item, src, name, verified)
     raise _Block("already", f"{item.original} is already back at its original path.")
 
 
@@ -671,22 +674,23 @@ def _no_leftover(batch: Batch, item: ManifestItem, dst: int) -> None:
     )
 
 
-def _copied_back_before(batch: Batch, item: ManifestItem, src: int, dst: int, name: bytes) -> bool:
-    """Whether the target's occupant is this item's own copy from an interrupted restore.
+def _copied_back_before(
+    batch: Batch, item: ManifestItem, src: int, dst: int, name: bytes
+) -> dict[bytes, Entry] | None:
+    """The batch copy's verified inventory if the target holds this item's own copy, else None.
 
     A restore that stopped between its rename and its manifest write left it: the occupant
     has the identity recorded in ``restored_as`` and the same content as the batch's copy.
     """
     if item.restored_as is None:
-        return False
+        return None
     try:
         st = os.stat(name, dir_fd=dst, follow_symlinks=False)
         if [signed64(st.st_dev), signed64(st.st_ino)] != list(item.restored_as):
-            return False
-        verify_copy(src, name, dst, name, inventory(src, name, os.fstat(src).st_dev))
+            return None
+        return verify_copy(src, name, dst, name, inventory(src, name, os.fstat(src).st_dev))
     except (CopyMismatch, Unverifiable, OSError):
-        return False
-    return True
+        return None
 
 
 def _finish_copy_back(
