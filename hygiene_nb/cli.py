@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
-from hygiene_nb import __version__, api, render
+# _process before api: it sets the environment numpy reads when it loads
+from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
 
 __all__ = ["cli", "main"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import subprocess
+import sys
 
 import hygiene_nb
 
@@ -28,3 +31,36 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 
 def test_package_exports_the_use_cases() -> None:
     assert {"scan_root", "summarize", "load", "list_snapshots"} <= set(hygiene_nb.__all__)
+
+
+def _python(code: str, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_importing_the_package_loads_the_library_only_on_first_use() -> None:
+    code = (
+        "import sys, hygiene_nb\n"
+        "print('pyarrow' in sys.modules, 'numpy' in sys.modules)\n"
+        "print(hygiene_nb.scan_root.__module__, 'pyarrow' in sys.modules)\n"
+    )
+    assert _python(code).splitlines() == ["False False", "hygiene_nb.api True"]
+
+
+def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose() -> None:
+    code = (
+        "import os, sys, hygiene_nb.cli\n"
+        "loaded = list(sys.modules)\n"  # in the order the modules were imported
+        "first = loaded.index('hygiene_nb._process') < loaded.index('numpy')\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], first)\n"
+    )
+    assert _python(code) == "1 True"
+    assert _python(code, OPENBLAS_NUM_THREADS="2") == "2 True"
+
+
+def test_a_missing_name_is_an_attribute_error() -> None:
+    assert not hasattr(hygiene_nb, "no_such_function")
