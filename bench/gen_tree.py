@@ -4,8 +4,10 @@ The tree looks like a data-science home directory at scale: about 90% small file
 a few hundred bytes, some up to 8 KiB, a few up to a few MiB, a handful of sparse files), about
 10% directories (depth up to 9, including ``node_modules``/``__pycache__``-style names), about
 0.5% hard links and 0.5% symlinks (some dangling, some pointing at ancestors), and some long
-(up to 200 bytes) and unicode names. Everything is drawn from ``random.Random(seed)``, so the
-same ``(entries, seed)`` always gives the same names, sizes, contents and mtimes.
+(up to 200 bytes) and unicode names. Names recur across directories and are numbered within
+their directory; mtimes come in per-directory write bursts with nanosecond steps, as on real
+disks. Everything is drawn from ``random.Random(seed)``, so the same ``(entries, seed)`` always
+gives the same names, sizes, contents and mtimes.
 
 ``entries`` is the number of lines ``find ROOT | wc -l`` prints: the root, every directory, file,
 hard link (each name counts) and symlink, and the marker file. The marker
@@ -29,7 +31,9 @@ from typing import Any
 
 __all__ = ["GENERATOR_VERSION", "MARKER_NAME", "generate_tree"]
 
-GENERATOR_VERSION = 3  # 3: mtimes in per-directory write bursts
+# 3: mtimes in write bursts; 4: names recur and are numbered per directory, later edits come in
+# sessions, a directory's mtime follows its entries
+GENERATOR_VERSION = 4
 MARKER_NAME = ".hygiene-nb-bench-tree.json"
 MAX_DEPTH = 9  # deepest entry below the root; directories go down to MAX_DEPTH - 1
 MIN_ENTRIES = 100
@@ -44,16 +48,26 @@ GIB = 1024 * MIB
 CONTENT_BYTES = 8 * MIB  # files are slices of one random buffer (distinct contents, no copying)
 
 # mtimes: 2021-01-01 .. 2025-01-01 UTC, skewed towards recent (fixed, so the tree is reproducible).
-# As on real disks, a directory's files are mostly written in one burst (a checkout, an unpack, a
-# program's output): consecutive files get mtimes microseconds apart (files written in a loop on
-# this kernel land ~18 us apart). A share of files was touched again later, at independent times.
+# As on real disks, a directory's entries are mostly written in one burst (a checkout, an unpack, a
+# program's output): consecutive entries get mtimes microseconds apart (files written in a loop on
+# this kernel land ~18 us apart). A share of files was edited again later, in one later session
+# per directory, seconds to a minute apart. A directory's own mtime is the time its last entry
+# was created, or later (something was deleted or renamed since).
 # Independent nanosecond-random mtimes for every file would be ~57 bits of entropy per entry,
 # which no real tree holds and no encoding can store in under ~7 bytes.
 MTIME_END_NS = 1_735_689_600 * 10**9
 MTIME_SPAN_NS = 4 * 365 * 86_400 * 10**9
 MTIME_TOUCHED_LATER = 0.15
-BURST_STEP_NS = (5_000, 200_000)  # 5 us .. 200 us between consecutive writes of a burst
+BURST_STEP_NS = (5_000, 200_000)  # 5 us .. 205 us between consecutive writes of a burst
+EDIT_STEP_NS = (10**6, 60 * 10**9)  # 1 ms .. 60 s between edits of one later session
+DIR_CHANGED_LATER = 0.3  # directories whose mtime is after their last entry's creation
 
+# Names: as in real trees, many names recur across directories (a project's README.md, a
+# package's __init__.py) and numbered names are numbered within their directory (part-00000,
+# img_0001), not across the whole tree. Kept a little harder than real trees: on this machine
+# 43% (/root) and 58% (/usr) of file names are distinct, here 65% (1M entries, seed 42).
+COMMON_NAME_FRACTION = 0.10
+NUMBER_BASE_FRACTION = 0.7  # directories whose numbering starts at a random offset
 DIR_WORDS = (
     "src", "data", "notebooks", "results", "models", "lib", "docs", "tmp", "runs", "exp",
     "raw", "processed", "figures", "logs", "scripts", "tests", "assets", "archive", "old",
@@ -92,6 +106,11 @@ EXT_WEIGHTS = (
 UNICODE_WORDS = (
     "données", "résumé", "日本語のノート", "Ελληνικά", "русский_текст", "naïve café",
     "中文资料", "한국어", "Übergröße", "emoji_🙂🚀", "ñandú", "עברית", "ملف", "cafe\u0301_nfd",
+)  # fmt: skip
+COMMON_FILES = (
+    "README.md", "__init__.py", "setup.py", "requirements.txt", "config.yaml", "config.json",
+    ".gitignore", "LICENSE", "Makefile", "main.py", "utils.py", "index.js", "package.json",
+    "train.py", "model.py", "data.csv", "results.json", "notes.md", "metadata.json", "log.txt",
 )  # fmt: skip
 LONG_FILL = "a_rather_long_and_descriptive_name_for_an_experiment_output_" * 4
 
@@ -187,7 +206,7 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
     dir_names = [""]
     dir_depth = [0]
     eligible = [0]  # directories that may still get child directories
-    special_used: dict[int, set[str]] = {}
+    subdir_names: dict[int, set[str]] = {}  # names taken in each directory by its subdirectories
     long_names = unicode_names = 0
     for k in range(1, n_dirs):
         if rnd() < 0.3:  # a recent directory: deep chains
@@ -199,10 +218,8 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
         r = rnd()
         if r < 0.08:
             name = SPECIAL_DIRS[int(rnd() * len(SPECIAL_DIRS))]
-            used = special_used.setdefault(parent, set())
-            if name in used:
-                name = f"{name}-{k}"
-            used.add(name)
+            if parent == 0 and name == ".git":  # the root itself is not a repository
+                name = "archive"
         elif r < 0.085:
             name = f"{UNICODE_WORDS[int(rnd() * len(UNICODE_WORDS))]}-{k}"
             unicode_names += 1
@@ -210,8 +227,14 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
             suffix = f"-{k}"
             name = LONG_FILL[: rng.randint(100, 200) - len(suffix)] + suffix
             long_names += 1
-        else:
-            name = f"{DIR_WORDS[int(rnd() * len(DIR_WORDS))]}-{k}"
+        elif r < 0.5:  # src, tests, data: the same few names in many places
+            name = DIR_WORDS[int(rnd() * len(DIR_WORDS))]
+        else:  # run-417, exp-12: numbered, but not unique across the tree
+            name = f"{DIR_WORDS[int(rnd() * len(DIR_WORDS))]}-{int(rnd() * 1000)}"
+        taken = subdir_names.setdefault(parent, set())
+        if name in taken:
+            name = f"{name}-{k}"
+        taken.add(name)
         path = f"{dir_paths[parent]}/{name}"
         os.mkdir(path)
         depth = dir_depth[parent] + 1
@@ -241,6 +264,7 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     reservoir: list[str] = []  # absolute paths of some regular files (hard/symlink targets)
+    last_created = [0] * n_dirs  # mtime of the last entry created in each directory
     slot = file_no = dangling = 0
     apparent = 0
     report_every = max(1, entries // 10)
@@ -253,23 +277,34 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
         exts = SPECIAL_EXTS.get(dir_names[d])
         last_file = ""
         burst = MTIME_END_NS - int(MTIME_SPAN_NS * rnd() ** 2)
+        session = 0  # this directory's later editing session, once it has begun
+        # numbered names count from 0 here, or from an offset (checkpoint-1000, run ids)
+        number = int(rnd() * 10_000) if rnd() < NUMBER_BASE_FRACTION else 0
+        common_taken: set[str] = set()
         dfd = os.open(dpath, dir_flags)
         try:
             for _ in range(count):
                 kind = kinds[slot]
                 slot += 1
-                # the name: slot is unique tree-wide, so names never collide
+                # the name: the number is unique within this directory, and the few unnumbered
+                # names are taken once each, so names never collide (subdirectories use "-")
+                number += 1
                 ext = exts[int(rnd() * len(exts))] if exts else ext_table[int(rnd() * n_ext)]
                 r = rnd()
                 if r < 0.005:
-                    suffix = f"_{slot}{ext}"
+                    suffix = f"_{number}{ext}"
                     name = LONG_FILL[: rng.randint(100, 200) - len(suffix)] + suffix
                     long_names += 1
                 elif r < 0.015:
-                    name = f"{UNICODE_WORDS[int(rnd() * len(UNICODE_WORDS))]}_{slot}{ext}"
+                    name = f"{UNICODE_WORDS[int(rnd() * len(UNICODE_WORDS))]}_{number}{ext}"
                     unicode_names += 1
+                elif r < 0.015 + COMMON_NAME_FRACTION and (
+                    (name := COMMON_FILES[int(rnd() * len(COMMON_FILES))]) not in common_taken
+                ):
+                    common_taken.add(name)
                 else:
-                    name = f"{FILE_WORDS[int(rnd() * len(FILE_WORDS))]}_{slot}{ext}"
+                    name = f"{FILE_WORDS[int(rnd() * len(FILE_WORDS))]}_{number}{ext}"
+                burst += BURST_STEP_NS[0] + int(rnd() * BURST_STEP_NS[1])
 
                 if kind == 0:
                     fd = os.open(name, flags, 0o644, dir_fd=dfd)
@@ -295,10 +330,13 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
                                 written = 0
                                 while written < size:
                                     written += os.write(fd, content[off + written : off + size])
-                        burst += BURST_STEP_NS[0] + int(rnd() * BURST_STEP_NS[1])
                         mtime = burst
-                        if rnd() < MTIME_TOUCHED_LATER:
-                            mtime = MTIME_END_NS - int(MTIME_SPAN_NS * rnd() ** 2)
+                        if rnd() < MTIME_TOUCHED_LATER:  # edited again, in a later session
+                            if not session:
+                                later = MTIME_END_NS - int(MTIME_SPAN_NS * rnd() ** 2)
+                                session = max(burst, later)
+                            session += EDIT_STEP_NS[0] + int(rnd() * EDIT_STEP_NS[1])
+                            mtime = session
                         os.utime(fd, ns=(mtime, mtime))
                     finally:
                         os.close(fd)
@@ -325,18 +363,23 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
                     else:
                         target = reservoir[int(rnd() * len(reservoir))]
                     os.symlink(target, name, dir_fd=dfd)
-                    mtime = MTIME_END_NS - int(MTIME_SPAN_NS * rnd() ** 2)
-                    os.utime(name, ns=(mtime, mtime), dir_fd=dfd, follow_symlinks=False)
+                    os.utime(name, ns=(burst, burst), dir_fd=dfd, follow_symlinks=False)
                 if slot >= next_report:
                     next_report += report_every
                     elapsed = time.perf_counter() - t0
                     _log(f"{slot + n_dirs:,}/{entries:,} entries ({elapsed:.1f} s)")
         finally:
             os.close(dfd)
+        last_created[d] = burst
 
-    # directory mtimes last (creating children moved them), so they are reproducible too
-    for path in dir_paths:
+    # directory mtimes last (creating children moved them), so they are reproducible too: the
+    # last entry's creation, or a later change
+    for d, path in enumerate(dir_paths):
         mtime = MTIME_END_NS - int(MTIME_SPAN_NS * rnd() ** 2)
+        if last_created[d] and rnd() >= DIR_CHANGED_LATER:
+            mtime = last_created[d]
+        elif last_created[d]:
+            mtime = max(mtime, last_created[d])
         os.utime(path, ns=(mtime, mtime))
 
     return {
