@@ -33,6 +33,7 @@ __all__ = [
     "PLAN_SCHEMA",
     "Exclusion",
     "Selection",
+    "SnapshotIndex",
     "assemble_plan",
     "canonical_json",
     "plan_digest",
@@ -117,8 +118,12 @@ def _exclude(sel: Selection, ann: Annotation, code: str, detail: str = "") -> No
     sel.excluded.append(Exclusion.of(ann.path, ann.path_raw, code, detail))
 
 
-class _Tree:
-    """Snapshot rows addressable by path, with subtrees as ranges of the sorted paths."""
+class SnapshotIndex:
+    """Snapshot rows addressable by path, with subtrees as ranges of the sorted paths.
+
+    Building one sorts every path (about a second for 1M rows); the widget keeps one for its
+    snapshot and passes it to ``select_candidates`` each time a decision changes.
+    """
 
     def __init__(self, table: pa.Table) -> None:
         # One chunk: a take on chunked dictionary columns re-unifies them every time.
@@ -127,6 +132,7 @@ class _Tree:
         order = pc.sort_indices(paths).to_numpy()
         self.order = order
         self.sorted = paths.take(pa.array(order)).to_pylist()
+        self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         # some name is not valid UTF-8, so two text paths may stand for different bytes
         self.undecodable = any(
             self.table.column(c).null_count < self.table.num_rows
@@ -140,16 +146,21 @@ class _Tree:
         Text paths collide only when a name is not valid UTF-8 (its text shows the bad bytes
         as backslash escapes) and a sibling is literally named that way.
         """
-        i = bisect.bisect_left(self.sorted, path)
-        hits = []
-        while i < len(self.sorted) and self.sorted[i] == path:
-            hits.append(int(self.order[i]))
-            i += 1
+        hits = self.named(path)
         if len(hits) > 1 and raw is not None:
             for hit, row in zip(hits, self.rows(hits), strict=True):
                 if raw_path(row) == raw:
                     return hit
         return hits[0] if hits else None
+
+    def named(self, path: str) -> list[int]:
+        """Every row whose text path is ``path`` (more than one only for undecodable names)."""
+        i = bisect.bisect_left(self.sorted, path)
+        hits = []
+        while i < len(self.sorted) and self.sorted[i] == path:
+            hits.append(int(self.order[i]))
+            i += 1
+        return hits
 
     def below(self, path: str, raw: bytes | None = None) -> np.ndarray[Any, np.dtype[np.int64]]:
         """The rows inside directory ``path`` (only those below the exact bytes ``raw``)."""
@@ -164,6 +175,7 @@ class _Tree:
         return found
 
     def rows(self, indices: Sequence[int] | np.ndarray[Any, Any]) -> list[dict[str, Any]]:
+        """The rows at ``indices``, as dictionaries (one take for all of them)."""
         taken = self.table.take(pa.array(np.asarray(indices, dtype=np.int64)))
         rows: list[dict[str, Any]] = taken.to_pylist()
         return rows
@@ -184,7 +196,11 @@ def _subtree_fingerprint(root_row: Mapping[str, Any], rows: list[dict[str, Any]]
 
 
 def select_candidates(
-    table: pa.Table, annotations: Sequence[Annotation], *, root: str
+    table: pa.Table,
+    annotations: Sequence[Annotation],
+    *,
+    root: str,
+    index: SnapshotIndex | None = None,
 ) -> Selection:
     """Turn the ``delete`` decisions under ``root`` into candidates and exclusions (pure).
 
@@ -192,12 +208,18 @@ def select_candidates(
         table: the classified snapshot of ``root`` (with ``risk``, ``rule``, ``protected``).
         annotations: every annotation at or under ``root``.
         root: the plan's root.
+        index: ``SnapshotIndex(table)``, when the caller keeps one (default: built here).
 
     Returns:
         Candidates (snapshot rows plus decision, note and, for directories, the subtree's
         fingerprint and rows), exclusions with codes, and nested deletes folded into outer ones.
+
+    Raises:
+        ValueError: ``index`` was built from another table.
     """
-    tree = _Tree(table)
+    if index is not None and index.table.num_rows != table.num_rows:
+        raise ValueError("index was built from another table")
+    tree = index if index is not None else SnapshotIndex(table)
     sel = Selection()
     deletes = [a for a in annotations if a.decision == "delete"]
     keeps = [a for a in annotations if a.decision == "keep"]
@@ -211,9 +233,9 @@ def select_candidates(
     rows = dict(zip(present, tree.rows(present), strict=True))  # one take for all of them
     ok: list[dict[str, Any]] = []
     for ann in deletes:
-        index = found[ann.path_raw]
-        row = rows.get(index) if index is not None else None
-        candidate = _check_one(ann, row, index, tree, root, kept_paths, sel)
+        at = found[ann.path_raw]
+        row = rows.get(at) if at is not None else None
+        candidate = _check_one(ann, row, at, tree, root, kept_paths, sel)
         if candidate is not None:
             ok.append(candidate)
     outer: list[tuple[bytes, str]] = []  # exact bytes: look-alike texts must not fold
@@ -226,7 +248,7 @@ def select_candidates(
         if cand["kind"] == "dir":
             outer.append((raw, cand["path"]))
         sel.candidates.append(cand)
-    sel.counts["unreviewed"] = _unreviewed(table, annotations)
+    sel.counts["unreviewed"] = _unreviewed(tree, annotations)
     sel.keep_bytes = _keep_bytes(tree, keeps)
     return sel
 
@@ -235,7 +257,7 @@ def _check_one(
     ann: Annotation,
     row: dict[str, Any] | None,
     index: int | None,
-    tree: _Tree,
+    tree: SnapshotIndex,
     root: str,
     kept_paths: list[bytes],
     sel: Selection,
@@ -286,15 +308,14 @@ def _first_kept_inside(path: bytes, kept_paths: list[bytes]) -> bytes | None:
     return None
 
 
-def _unreviewed(table: pa.Table, annotations: Sequence[Annotation]) -> int:
+def _unreviewed(tree: SnapshotIndex, annotations: Sequence[Annotation]) -> int:
     """Entries below the root without a keep, delete or unsure decision."""
-    reviewed = pa.array([a.path for a in annotations if a.is_reviewed], pa.string())
-    below = table.filter(pc.greater(table.column("depth"), 0))
-    hit = pc.is_in(entry_paths(below), reviewed)
-    return int(below.num_rows - (pc.sum(pc.cast(hit, pa.int64())).as_py() or 0))
+    reviewed = {a.path for a in annotations if a.is_reviewed}
+    hit = sum(1 for path in reviewed for i in tree.named(path) if i not in tree.top)
+    return int(tree.table.num_rows) - len(tree.top) - hit
 
 
-def _keep_bytes(tree: _Tree, keeps: Sequence[Annotation]) -> int:
+def _keep_bytes(tree: SnapshotIndex, keeps: Sequence[Annotation]) -> int:
     """Bytes under the kept entries: their subtrees' union, each inode once."""
     chosen = np.zeros(tree.table.num_rows, dtype=bool)
     for ann in keeps:

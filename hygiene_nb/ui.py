@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from hygiene_nb import api, views
 from hygiene_nb.errors import HygieneError
 from hygiene_nb.figures import RISK_COLORS, treemap_trace
-from hygiene_nb.ledger import DECISIONS, Ledger
-from hygiene_nb.plan import select_candidates, selection_summary
+from hygiene_nb.ledger import DECISIONS, Annotation, Ledger
+from hygiene_nb.plan import SnapshotIndex, select_candidates, selection_summary
 from hygiene_nb.render import human_bytes
 from hygiene_nb.snapshot import entry_paths, raw_path
 from hygiene_nb.suggest import organize
@@ -145,6 +145,10 @@ class Annotator:
         self.notes: dict[str, str] = {}
         self._summary: dict[str, int] | None = None
         self._organized: pd.DataFrame | None = None
+        self._index: SnapshotIndex | None = None  # built at the first plan summary, then kept
+        self._annotations: list[Annotation] | None = None  # the ledger as last read
+        self._nodes: tuple[tuple[str, int], pd.DataFrame] | None = None  # (cwd, version), nodes
+        self._version = 0  # counts decision changes
         self._load_ledger()
         self.rows: list[_Row] = []
 
@@ -200,6 +204,7 @@ class Annotator:
     def _load_ledger(self) -> None:
         with Ledger.open(self.store) as ledger:
             found = ledger.annotations(under=self.root)
+        self._annotations = found
         self.decisions = {a.path: str(a.decision) for a in found if a.decision in DECISIONS}
         self.notes = {a.path: a.note for a in found if a.note}
 
@@ -238,19 +243,27 @@ class Annotator:
         the widget's pending update before it reaches ``on_tree_click`` (seen in a real
         browser; the browser test pins it).
         """
-        nodes = views.treemap_nodes(self.frame, self.cwd, decisions=self.decisions)
-        return nodes[(nodes["parent"] == "") | (nodes["parent"] == self.cwd)]
+        key = (self.cwd, self._version)
+        if self._nodes is None or self._nodes[0] != key:
+            nodes = views.treemap_nodes(self.frame, self.cwd, decisions=self.decisions)
+            self._nodes = key, nodes[(nodes["parent"] == "") | (nodes["parent"] == self.cwd)]
+        return self._nodes[1]
 
     def plan_summary(self) -> dict[str, int]:
         """What a plan exported now would hold: counts and reclaimable bytes (never doubled).
 
-        Computed from the ledger when a decision changed (about a second on 1M entries), then
-        reused while browsing.
+        Computed from the ledger when a decision changed, then reused while browsing. The
+        snapshot's path index is built once (about a second on 1M entries) and kept.
         """
         if self._summary is None:
-            with Ledger.open(self.store) as ledger:
-                annotations = ledger.annotations(under=self.root)
-            selection = select_candidates(self.table, annotations, root=self.root)
+            if self._annotations is None:
+                with Ledger.open(self.store) as ledger:
+                    self._annotations = ledger.annotations(under=self.root)
+            if self._index is None:
+                self._index = SnapshotIndex(self.table)
+            selection = select_candidates(
+                self.table, self._annotations, root=self.root, index=self._index
+            )
             self._summary = selection_summary(selection, self.table)
         return self._summary
 
@@ -297,6 +310,8 @@ class Annotator:
             self.status.value = f"{exc.code}: {exc.message}"
             return
         self._summary = None  # the plan changed
+        self._annotations = None  # read again: another process may have decided too
+        self._version += 1  # the treemap's borders change
         self._organized = None  # a delete decision takes a file out of the suggestions
         for path in paths:
             if decision is None:

@@ -413,3 +413,48 @@ def test_look_alike_directories_are_never_folded_into_each_other(
         for c in doc["candidates"]
     }
     assert planned == {binary, literal + b"/a"}
+
+
+def _entries_below(root: Path) -> set[str]:
+    found: set[str] = set()
+    for top, dirs, files in os.walk(root):
+        found.update(os.path.join(top, name) for name in dirs + files)
+    return found
+
+
+def test_unreviewed_counts_each_entry_below_the_root_without_a_decision(
+    tree: Path, store: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules", tree / "data" / "scratch.bin")
+    decide(store, tree / "data" / "keep", decision="keep")
+    decide(store, tree / "web" / "app.log", decision="unsure")
+    decide(store, tree, tree / "gone.txt", decision="unsure")  # the root; not in the snapshot
+    api.annotate([str(tree / "cache")], store=store, note="only a note")  # no decision
+    below = _entries_below(tree)
+    reviewed = {str(tree / p) for p in ("web/node_modules", "data/scratch.bin", "data/keep",
+                                        "web/app.log")}  # fmt: skip
+    summary = plan_of(tree, store)["summary"]
+    assert summary["unreviewed_count"] == len(below - reviewed) == len(below) - 4
+    assert (summary["delete_count"], summary["keep_count"], summary["unsure_count"]) == (2, 1, 3)
+
+
+def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path) -> None:
+    from hygiene_nb.ledger import Ledger
+    from hygiene_nb.plan import SnapshotIndex, select_candidates, selection_summary
+
+    api.scan_root(tree, store=store)
+    decide(store, tree / "web" / "node_modules", tree / "data", tree / "cache" / "a")
+    decide(store, tree / "data" / "keep", decision="keep")
+    table = api.classify(str(tree), store=store)
+    with Ledger.open(api.open_store(store)) as ledger:
+        annotations = ledger.annotations(under=str(tree))
+    index = SnapshotIndex(table)
+    fresh = select_candidates(table, annotations, root=str(tree))
+    for _ in range(2):  # the index is only read
+        kept = select_candidates(table, annotations, root=str(tree), index=index)
+        assert selection_summary(kept, table) == selection_summary(fresh, table)
+        assert [c["path"] for c in kept.candidates] == [c["path"] for c in fresh.candidates]
+        assert kept.excluded == fresh.excluded
+    with pytest.raises(ValueError, match="another table"):
+        select_candidates(table, annotations, root=str(tree), index=SnapshotIndex(table[:3]))
