@@ -50,7 +50,7 @@ CONTENT_BYTES = 8 * MIB  # files are slices of one random buffer (distinct conte
 # mtimes: 2021-01-01 .. 2025-01-01 UTC, skewed towards recent (fixed, so the tree is reproducible).
 # As on real disks, a directory's entries are mostly written in one burst (a checkout, an unpack, a
 # program's output): consecutive entries get mtimes microseconds apart (files written in a loop on
-# this kernel land ~18 us apart). A share of files was edited again later, in one later session
+# this kernel land 25-40 us apart). A share of files was edited again later, in one later session
 # per directory, seconds to a minute apart. A directory's own mtime is the time its last entry
 # was created, or later (something was deleted or renamed since).
 # Independent nanosecond-random mtimes for every file would be ~57 bits of entropy per entry,

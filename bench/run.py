@@ -33,6 +33,7 @@ from bench.executor import executor_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
 from bench.plan import plan_section
+from bench.realism import STATISTICS, tree_statistics
 from bench.views import views_section
 
 __all__ = [
@@ -369,7 +370,12 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
     out = _parse_scan(result, m) if m is not None else None
     if out is None:
         return
-    report.sections["scan"] = {"warmup_output": out, "shared_store": str(shared)}
+    generated = _statistics(out, shared)  # of the warm-up's snapshot, which stays
+    report.sections["scan"] = {
+        "warmup_output": out,
+        "shared_store": str(shared),
+        "tree_statistics": generated,
+    }
     checks = result.extra.setdefault("checks", {})
     du = report.tools["du"].extra
     for key, theirs, label in (
@@ -404,15 +410,36 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
             internal["cold" if cold else "warm"].append(float(out["seconds"]))
         finally:
             shutil.rmtree(store, ignore_errors=True)
+    real: dict[str, Any] = {}
     if report.real_tree is not None:
-        report.sections["scan"]["real_tree"] = _real_tree_size(exe, report.real_tree, store_dir)
+        real = _real_tree_size(exe, report.real_tree, store_dir)
+        report.sections["scan"]["real_tree"] = real
+    _print_statistics(generated, real.get("tree_statistics"), report.real_tree)
+
+
+def _statistics(out: dict[str, Any], store: Path) -> dict[str, float]:
+    path = Path(str(out["snapshot_path"]))
+    return {
+        k: round(v, 4)
+        for k, v in tree_statistics(path if path.is_absolute() else store / path).items()
+    }
+
+
+def _print_statistics(
+    generated: dict[str, float], real: dict[str, float] | None, tree: Path | None
+) -> None:
+    """The generated tree beside the real one on what decides a snapshot's size."""
+    name = str(tree)[-12:] if tree else "real tree"
+    print(f"  {'tree statistics (bench/README.md)':<56} {'generated':>9} {name:>12}")
+    for key, label in STATISTICS.items():
+        theirs = f"{real[key]:12.0%}" if real else f"{'-':>12}"
+        print(f"  {label:<56} {generated[key]:9.0%} {theirs}")
 
 
 def _real_tree_size(exe: Path, tree: Path, store_dir: Path) -> dict[str, Any]:
     """Snapshot bytes per entry on a real directory (not a target: what a real tree costs).
 
-    The generated tree's names end in unique numbers and many of its mtimes are random
-    nanoseconds, so it compresses worse than real trees do; this line shows by how much.
+    Also its ``tree_statistics``, to set beside the generated tree's.
     """
     if not tree.is_dir():
         print(f"  real tree {tree}: not a directory, skipped")
@@ -429,7 +456,8 @@ def _real_tree_size(exe: Path, tree: Path, store_dir: Path) -> dict[str, Any]:
         per = size / max(1, int(out["entries"]))
         print(f"  real tree {tree}: {int(out['entries']):,} entries, {per:.2f} B/entry "
               "(not a target; shown for comparison)")  # fmt: skip
-        return {"path": str(tree), "entries": out["entries"], "bytes_per_entry": round(per, 2)}
+        return {"path": str(tree), "entries": out["entries"], "bytes_per_entry": round(per, 2),
+                "tree_statistics": _statistics(out, store)}  # fmt: skip
     finally:
         shutil.rmtree(store, ignore_errors=True)
 
