@@ -8,6 +8,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,9 +44,20 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Load the library on first use, so ``hygiene_nb.cli`` can set up the process first."""
+    """Load the library on first use, so ``hygiene_nb.cli`` can set up the process first.
+
+    The public functions come from ``hygiene_nb.api``; a submodule (``hygiene_nb.snapshot``)
+    is imported when it is first named, as an eager package would have done.
+    """
     if name in __all__ and name != "__version__":
         from hygiene_nb import api
 
         return getattr(api, name)
-    raise AttributeError(f"module 'hygiene_nb' has no attribute {name!r}")
+    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names too, before they are loaded (tab completion, ``help``)."""
+    return sorted(set(globals()) | set(__all__))

@@ -64,3 +64,11 @@ def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose() -> Non
 
 def test_a_missing_name_is_an_attribute_error() -> None:
     assert not hasattr(hygiene_nb, "no_such_function")
+
+
+def test_the_lazy_package_still_names_its_functions_and_submodules() -> None:
+    code = (
+        "import hygiene_nb\n"
+        "print('scan_root' in dir(hygiene_nb), hygiene_nb.snapshot.raw_path.__name__)\n"
+    )
+    assert _python(code) == "True raw_path"
