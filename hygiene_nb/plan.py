@@ -126,7 +126,9 @@ class SnapshotIndex:
     """
 
     def __init__(self, table: pa.Table) -> None:
-        # One chunk: a take on chunked dictionary columns re-unifies them every time.
+        self.source = table  # what it was built from (select_candidates checks it)
+        # One chunk: a take on chunked dictionary columns re-unifies them every time. (No copy
+        # when the table has one chunk already, as the widget's has.)
         self.table = table.combine_chunks()
         paths = entry_paths(self.table)
         order = pc.sort_indices(paths).to_numpy()
@@ -217,7 +219,7 @@ def select_candidates(
     Raises:
         ValueError: ``index`` was built from another table.
     """
-    if index is not None and index.table.num_rows != table.num_rows:
+    if index is not None and index.source is not table:
         raise ValueError("index was built from another table")
     tree = index if index is not None else SnapshotIndex(table)
     sel = Selection()

@@ -128,7 +128,8 @@ class Annotator:
         self.info = views.resolve_scan(root, store=self.store, scan_id=scan_id)
         self.root = self.info.root
         table = api.classify(store=self.store, scan_id=self.info.scan_id)
-        self.table = table.append_column("path", entry_paths(table))  # computed once, reused
+        # paths computed once; one chunk, so the plan summary's index shares its buffers
+        self.table = table.append_column("path", entry_paths(table)).combine_chunks()
         # text path → exact bytes, for the few names that are not valid UTF-8 (the ledger is
         # keyed by the bytes; the text shows them escaped)
         odd = self.table.filter(
@@ -145,7 +146,9 @@ class Annotator:
         self.notes: dict[str, str] = {}
         self._summary: dict[str, int] | None = None
         self._organized: pd.DataFrame | None = None
-        self._index: SnapshotIndex | None = None  # built at the first plan summary, then kept
+        # built at the first plan summary, then kept: the paths in order, as text (about
+        # 170 MB for 1M entries), which saves rebuilding it (0.65 s) at every decision
+        self._index: SnapshotIndex | None = None
         self._annotations: list[Annotation] | None = None  # the ledger as last read
         self._nodes: tuple[tuple[str, int], pd.DataFrame] | None = None  # (cwd, version), nodes
         self._version = 0  # counts decision changes
