@@ -232,7 +232,7 @@ def _build(root: str, entries: int, seed: int, t0: float) -> dict[str, Any]:
         else:  # run-417, exp-12: numbered, but not unique across the tree
             name = f"{DIR_WORDS[int(rnd() * len(DIR_WORDS))]}-{int(rnd() * 1000)}"
         taken = subdir_names.setdefault(parent, set())
-        if name in taken:
+        while name in taken:  # "runs" twice, or "runs-17" drawn where "runs" became "runs-17"
             name = f"{name}-{k}"
         taken.add(name)
         path = f"{dir_paths[parent]}/{name}"

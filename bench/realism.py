@@ -40,11 +40,13 @@ def tree_statistics(snapshot: Path) -> dict[str, float]:
     same_dir[1:] = pc.equal(parent[1:], parent[:-1]).to_numpy(zero_copy_only=False)
     pairs = same_dir & is_file & np.roll(is_file, 1)
     is_dir = kind == "dir"
-    newest = table.column("tree_latest_mtime_ns").to_numpy(zero_copy_only=False)
+    # null for non-directories: filled, so the column stays int64 (float64 would round ns)
+    newest = pc.fill_null(table.column("tree_latest_mtime_ns"), -1).to_numpy()
     files = max(1, int(is_file.sum()))
+    digits = pc.sum(pc.match_substring_regex(names, r"\d")).as_py() or 0
     return {
         "distinct_names": pc.count_distinct(names).as_py() / files,
-        "names_with_digit": pc.sum(pc.match_substring_regex(names, r"\d")).as_py() / files,
+        "names_with_digit": digits / files,
         "mtimes_with_ns": float(np.mean(mtime[is_file] % 10**9 != 0)) if is_file.any() else 0.0,
         "near_previous": float(
             np.mean(np.abs(mtime[pairs] - mtime[np.flatnonzero(pairs) - 1]) <= _NS_PER_MINUTE)

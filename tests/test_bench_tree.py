@@ -46,3 +46,12 @@ def test_a_complete_tree_with_the_same_parameters_is_reused(tmp_path: Path) -> N
     generate_tree(tmp_path / "t", entries=500, seed=1)
     again = generate_tree(tmp_path / "t", entries=500, seed=1)
     assert again["reused"] is True
+
+
+def test_a_numbered_directory_name_drawn_twice_in_one_parent_gets_a_free_name(
+    tmp_path: Path,
+) -> None:
+    # seed 6135 draws "downloads" twice under one parent at directory 483, where an earlier
+    # sibling was already drawn as "downloads-483"
+    counts = generate_tree(tmp_path / "t", entries=5200, seed=6135)
+    assert len(_listing(tmp_path / "t")) + 1 == counts["entries"]
