@@ -58,6 +58,7 @@ from hygiene_nb.snapshot import (
     ScanInfo,
     SnapshotWriter,
     find_scan,
+    int_scalar,
     list_scans,
     load_snapshot,
     prune_scans,
@@ -204,9 +205,12 @@ def _progress(progress: Progress | bool) -> tuple[Progress | None, Callable[[], 
     return (progress or None), lambda: None
 
 
+_ROOT_DEPTH = int_scalar(0, pa.int32())  # not a Python 0: see snapshot.int_scalar
+
+
 def _take_root_totals(rows: pa.RecordBatch, info: ScanInfo) -> None:
     """Copy the root row's totals into ``info`` when this walk batch holds it (it comes last)."""
-    found = rows.filter(pc.equal(rows.column("depth"), 0))
+    found = rows.filter(pc.equal(rows.column("depth"), _ROOT_DEPTH))
     if found.num_rows:
         root = found.to_pylist()[0]
         info.tree_bytes = root["tree_bytes"]

@@ -11,6 +11,7 @@ lets zstd find the runs in names, inodes, sizes and mtimes.
 
 from __future__ import annotations
 
+import array
 import errno as errno_mod
 import fcntl
 import hashlib
@@ -37,6 +38,7 @@ __all__ = [
     "ScanInfo",
     "SnapshotWriter",
     "entry_paths",
+    "int_scalar",
     "list_scans",
     "load_snapshot",
     "partition_dir",
@@ -47,6 +49,35 @@ __all__ = [
 
 KINDS = ("file", "dir", "symlink", "other")
 _META_KEY = b"hygiene_nb.scan"
+
+
+# The constants a scan's conversion uses are built from bytes, not converted from Python values:
+# pyarrow's first conversion of a Python value imports pandas (0.2 s, a tenth of a 1M-entry
+# scan) to check whether it is a pandas object. A test pins that a scan does not import it.
+def int_scalar(value: int, type_: pa.DataType) -> pa.Scalar:
+    """``value`` as an Arrow integer scalar of ``type_``, without pyarrow importing pandas."""
+    raw = value.to_bytes(type_.bit_width // 8, "little", signed=value < 0)
+    return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(raw)])[0]
+
+
+def _string_array(values: Sequence[str]) -> pa.Array:
+    data = [v.encode("utf-8") for v in values]
+    offsets = array.array("i", [0])
+    for item in data:
+        offsets.append(offsets[-1] + len(item))
+    buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(pa.string(), len(data), buffers)
+
+
+_KIND_DIR = int_scalar(KIND_DIR, pa.uint8())
+_NO_FLAGS = int_scalar(0, pa.uint8())
+_FLAGS = {flag: int_scalar(flag, pa.uint8()) for flag in (FLAG_EXCLUDED, FLAG_MOUNT_POINT,
+                                                            FLAG_BUDGET_CUT)}  # fmt: skip
+_ZERO_LENGTH = int_scalar(0, pa.int32())
+_NULL_STRING = pa.nulls(1, pa.string())[0]
+_NULL_INT64 = pa.nulls(1, pa.int64())[0]
+_KIND_NAMES = _string_array(KINDS)
+
 _ROW_GROUP_ROWS = 256 * 1024
 _DICTIONARY_PAGE_LIMIT = 64 * 1024 * 1024
 
@@ -152,10 +183,6 @@ def _decode(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
     return pa.array(texts, pa.string()), pa.array(raws, pa.binary())
 
 
-def _dict_of(codes: pa.Array, values: Sequence[str], index_type: pa.DataType) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(codes.cast(index_type), pa.array(values, pa.string()))
-
-
 def _errors(errnos: pa.Array) -> pa.Array:
     """Errno column → dictionary of codes (null where 0)."""
     seen = sorted({e for e in pc.unique(errnos).to_pylist() if e})
@@ -173,25 +200,26 @@ def convert_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     col = batch.column
     parent, parent_raw = _decode(col("parent"))
     name, name_raw = _decode(col("name"))
-    is_root = pc.equal(pc.binary_length(col("parent")), 0)
-    parent = pc.if_else(is_root, pa.scalar(None, pa.string()), parent)
+    is_root = pc.equal(pc.binary_length(col("parent")), _ZERO_LENGTH)
+    parent = pc.if_else(is_root, _NULL_STRING, parent)
     flags = col("flags")
-    excluded = pc.not_equal(pc.bit_wise_and(flags, FLAG_EXCLUDED), 0)
-    mount = pc.not_equal(pc.bit_wise_and(flags, FLAG_MOUNT_POINT), 0)
-    cut = pc.not_equal(pc.bit_wise_and(flags, FLAG_BUDGET_CUT), 0)
+    excluded, mount, cut = (
+        pc.not_equal(pc.bit_wise_and(flags, _FLAGS[flag]), _NO_FLAGS)
+        for flag in (FLAG_EXCLUDED, FLAG_MOUNT_POINT, FLAG_BUDGET_CUT)
+    )
     kind = col("kind")
     # A directory's sums are known only where its subtree was read (not excluded, not mounted).
-    summed = pc.and_(pc.equal(kind, KIND_DIR), pc.invert(pc.or_(excluded, mount)))
+    summed = pc.and_(pc.equal(kind, _KIND_DIR), pc.invert(pc.or_(excluded, mount)))
 
     def tree(column: str) -> pa.Array:
-        return pc.if_else(summed, col(column), pa.scalar(None, pa.int64()))
+        return pc.if_else(summed, col(column), _NULL_INT64)
 
     arrays = [
         pc.dictionary_encode(parent).cast(SNAPSHOT_SCHEMA.field("parent").type),
         name,
         parent_raw,
         name_raw,
-        _dict_of(kind, KINDS, pa.int8()),
+        pa.DictionaryArray.from_arrays(kind.cast(pa.int8()), _KIND_NAMES),
         col("size"),
         col("alloc"),
         col("mtime_ns"),
@@ -275,7 +303,7 @@ class SnapshotWriter:
 
     def write(self, walk_batch: pa.RecordBatch) -> None:
         """Convert and buffer one walk batch (a row group is written once enough rows wait)."""
-        is_dir = pc.equal(walk_batch.column("kind"), KIND_DIR)
+        is_dir = pc.equal(walk_batch.column("kind"), _KIND_DIR)
         for pending, mask in ((self._files, pc.invert(is_dir)), (self._dirs, is_dir)):
             part = walk_batch.filter(mask)  # before converting: far cheaper on raw columns
             if part.num_rows:

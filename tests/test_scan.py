@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -353,3 +354,27 @@ def test_entry_budgets_are_fair_with_the_default_walker_every_time(
             row = rows[os.fsencode(root / child)]
             assert row["budget_cut"] is False, child  # its own listing was read
             assert row["partial"] is True  # its deep directory was not (fully)
+
+
+def test_a_scan_does_not_make_pyarrow_import_pandas(tmp_path: Path) -> None:
+    # pyarrow imports pandas (0.2 s) the first time it converts a Python value; the scan
+    # builds its constants from bytes so that the command never pays for it
+    root = tmp_path / "r"
+    write(root / "a" / "x.txt", 10)
+    write(root / "b" / "y.bin", 5)
+    (root / "link").symlink_to("a")
+    code = (
+        "import sys\n"
+        "from hygiene_nb.cli import main\n"
+        f"sys.argv = ['hygiene-nb', 'scan', {str(root)!r}, '--store', {str(tmp_path / 's')!r},"
+        " '--exclude', 'b', '--json']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print('pandas' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False"
+    assert json.loads(done.stdout)["entries"] == 5  # root, a, a/x.txt, link, b (excluded)
