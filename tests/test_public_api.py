@@ -7,6 +7,9 @@ import os
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import hygiene_nb
 
@@ -33,8 +36,11 @@ def test_package_exports_the_use_cases() -> None:
     assert {"scan_root", "summarize", "load", "list_snapshots"} <= set(hygiene_nb.__all__)
 
 
+_PROCESS_SETTINGS = ("OPENBLAS_NUM_THREADS", "ARROW_DEFAULT_MEMORY_POOL")
+
+
 def _python(code: str, **env: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    clean = {k: v for k, v in os.environ.items() if k not in _PROCESS_SETTINGS}
     done = subprocess.run(
         [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True
     )
@@ -60,6 +66,30 @@ def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose() -> Non
     )
     assert _python(code) == "1 True"
     assert _python(code, OPENBLAS_NUM_THREADS="2") == "2 True"
+
+
+def _scan_pool(tmp_path: Path, **env: str) -> str:
+    """Run ``hygiene-nb scan`` in a fresh interpreter; return Arrow's pool afterwards."""
+    (tmp_path / "tree").mkdir(exist_ok=True)
+    (tmp_path / "tree" / "f").write_bytes(b"x")
+    code = (
+        "from hygiene_nb.cli import cli\n"  # first, as in the console script
+        "import pyarrow as pa\n"
+        f"cli.main(['scan', {str(tmp_path / 'tree')!r}, '--store', {str(tmp_path / 'store')!r},"
+        " '--json'], standalone_mode=False)\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    return _python(code, **env).splitlines()[-1]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the command asks for jemalloc on Linux only"
+)
+def test_the_scan_command_allocates_through_jemalloc_unless_the_user_chose(
+    tmp_path: Path,
+) -> None:
+    assert _scan_pool(tmp_path) == "jemalloc"
+    assert _scan_pool(tmp_path, ARROW_DEFAULT_MEMORY_POOL="system") == "system"
 
 
 def test_a_missing_name_is_an_attribute_error() -> None:
