@@ -78,7 +78,13 @@ _NULL_STRING = pa.nulls(1, pa.string())[0]
 _NULL_INT64 = pa.nulls(1, pa.int64())[0]
 _KIND_NAMES = _string_array(KINDS)
 
-_ROW_GROUP_ROWS = 256 * 1024
+# Rows per row group. Each group has one dictionary of parent paths, and the parent column's
+# indices are bit-packed at the width that dictionary needs. On the benchmark's tree (about 10
+# entries per directory) a 512k-row group holds about 52k parents: 16-bit indices, which zstd
+# compresses twice as well as the 15-bit ones of a 256k group (misaligned bits hide the runs:
+# a 256k group whose dictionary was padded past 32,768 entries gained the same, 0.48 B/entry).
+# Measured on 1M rows: 15.85 -> 15.32 B/entry, +35 MiB peak RSS, no slower.
+_ROW_GROUP_ROWS = 512 * 1024
 _DICTIONARY_PAGE_LIMIT = 64 * 1024 * 1024
 
 SNAPSHOT_SCHEMA = pa.schema(
@@ -240,12 +246,16 @@ def convert_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=SNAPSHOT_SCHEMA)
 
 
-# zstd level per column, 3 for the rest. Measured on the benchmark's 1M rows: sizes compress
-# better at 1 than at 3 (-0.23 B/entry, no slower). Left at 3: parent paths at 9 save 0.22
-# B/entry but add 40 MiB to the scan's peak memory (zstd 9's match tables); names at 9 save 0.35
-# B/entry but cost 0.15 s per 1M rows, which the scan cannot spare next to `du` on 2 cores.
+# zstd level per column, 3 for the rest. Measured on the benchmark's 1M rows (512k-row groups):
+# - sizes compress better at 1 than at 3 (-0.23 B/entry) and no slower;
+# - parent paths at 7 save 0.18 B/entry for 0.04 s of CPU per 1M rows (at 9: 0.21, 0.06 s);
+# - names at 7 save 0.25 B/entry for 0.11 s of CPU (at 6: 0.20, 0.09 s; at 9: 0.36, 0.15 s);
+# - mtimes save 0.02 B/entry at 9 (not worth it); the other columns were not tried above 3.
+# The 512k groups and these levels raise a 1M scan's peak RSS from about 240 to 320 MiB with
+# Arrow's default allocator (mimalloc); `hygiene-nb scan` uses jemalloc, which brings it to
+# about 270 (see `hygiene_nb._process`).
 _ZSTD_LEVELS = {
-    name: {"size": 1, "tree_bytes": 1, "tree_alloc": 1}.get(name, 3)
+    name: {"size": 1, "tree_bytes": 1, "tree_alloc": 1, "parent": 7, "name": 7}.get(name, 3)
     for name in SNAPSHOT_SCHEMA.names
 }
 
