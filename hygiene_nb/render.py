@@ -11,6 +11,7 @@ from hygiene_nb.models import SizedEntry, Summary
 from hygiene_nb.snapshot import ScanInfo
 
 __all__ = [
+    "counted",
     "emit_json",
     "human_bytes",
     "render_prune",
@@ -57,18 +58,31 @@ def scan_json(info: ScanInfo) -> dict[str, Any]:
     }
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``n`` with its noun in the right number: ``1 file``, ``2 files``, ``1 entry``."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _entries(n: int) -> str:
+    return counted(n, "entry", "entries")
+
+
+def _entries_word(n: int) -> str:  # for tables, where the number is aligned on its own
+    return "entry" if n == 1 else "entries"
+
+
 def render_scan(info: ScanInfo) -> str:
     """A few lines on what a scan found and where it went."""
     lines = [
-        f"scanned {info.root}: {info.entries:,} entries in {info.options.get('seconds', 0):.1f} s"
+        f"scanned {info.root}: {_entries(info.entries)} in {info.options.get('seconds', 0):.1f} s"
         f" ({info.walker} walker)",
         f"  {human_bytes(info.tree_bytes)} apparent, {human_bytes(info.tree_alloc)} on disk,"
-        f" {info.tree_files or 0:,} files",
+        f" {counted(info.tree_files or 0, 'file')}",
         f"  snapshot {info.scan_id} → {info.path}",
     ]
     if info.errors:
         lines.append(
-            f"  {info.errors:,} entries could not be read: their sizes are unknown, not zero"
+            f"  {_entries(info.errors)} could not be read: sizes unknown, not zero"
             " (see `hygiene-nb summary`)."
         )
     if info.partial:
@@ -97,7 +111,7 @@ def render_prune(removed: list[ScanInfo], *, dry_run: bool) -> str:
     verb = "would remove" if dry_run else "removed"
     if not removed:
         return "nothing to prune (the latest snapshot of every root always stays)."
-    lines = [f"{verb} {len(removed)} snapshot(s):"]
+    lines = [f"{verb} {counted(len(removed), 'snapshot')}:"]
     lines += [f"  {s.scan_id}  {s.started_at[:19]}  {s.root}" for s in removed]
     return "\n".join(lines)
 
@@ -117,7 +131,8 @@ def _entry_line(e: SizedEntry) -> str:
 def _risk_lines(s: Summary) -> list[str]:
     lines = ["\nrisk mix (own bytes, hard links once):"]
     for level, stats in s.risk.items():
-        lines.append(f"  {level:<9} {human_bytes(stats.bytes):>10}  {stats.entries:>9,} entries")
+        count = f"{stats.entries:>9,} {_entries_word(stats.entries)}"
+        lines.append(f"  {level:<9} {human_bytes(stats.bytes):>10}  {count}")
     safe, caution = s.reclaimable.get("safe"), s.reclaimable.get("caution")
     if safe and caution:
         lines.append(
@@ -130,13 +145,14 @@ def _risk_lines(s: Summary) -> list[str]:
         est = " (estimate: the scan was partial)" if c.estimate else ""
         lines.append(
             f"  cleanliness {c.score}/100{est}: {c.cleanable:,} cleanable, {c.intermediate:,}"
-            f" intermediate, {c.pending:,} pending of {c.counted:,} files counted"
+            f" intermediate, {c.pending:,} pending of {counted(c.counted, 'file')} counted"
         )
     lines.append(f"  not modified for a year or more: {human_bytes(s.stale_bytes)}")
     if s.groups:
         lines.append("\npattern groups (outermost matches; nested ones counted once):")
         for g in s.groups:
-            lines.append(f"  {g.group:<15} {g.count:>7,} entries, {human_bytes(g.bytes):>10}")
+            word = _entries_word(g.count) + ","
+            lines.append(f"  {g.group:<15} {g.count:>7,} {word:<8} {human_bytes(g.bytes):>10}")
     return lines
 
 
@@ -146,14 +162,15 @@ def render_summary(s: Summary) -> str:
         f"{s.root} — snapshot {s.scan_id} ({s.scanned_at[:19]} UTC)",
         f"  {human_bytes(s.tree_bytes)} apparent, {human_bytes(s.tree_alloc)} allocated on disk"
         f" (hard links counted once)",
-        f"  {s.entries:,} entries: {s.files:,} files, {s.dirs:,} directories,"
-        f" {s.symlinks:,} symlinks, {s.others:,} other",
+        f"  {_entries(s.entries)}: {counted(s.files, 'file')},"
+        f" {counted(s.dirs, 'directory', 'directories')}, {counted(s.symlinks, 'symlink')},"
+        f" {s.others:,} other",
         f"  filesystem: {human_bytes(s.fs_free)} free of {human_bytes(s.fs_total)}",
     ]
     if s.errors:
-        lines.append(f"  {s.errors:,} entries unreadable: their subtrees are unknown, not empty")
+        lines.append(f"  {_entries(s.errors)} unreadable: subtrees unknown, not empty")
     if s.excluded:
-        lines.append(f"  {s.excluded:,} entries excluded (not descended, not counted)")
+        lines.append(f"  {_entries(s.excluded)} excluded (not descended, not counted)")
     if s.partial:
         lines.append("  PARTIAL: totals are lower bounds (budget or unreadable entries)")
     lines += _risk_lines(s)

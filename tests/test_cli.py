@@ -47,6 +47,16 @@ def test_scan_json_has_the_contract_keys(tmp_path: Path, store: Path) -> None:
     assert obj["entries"] == 2 and obj["partial"] is False
 
 
+def test_scan_and_summary_say_one_file_not_one_files(tmp_path: Path, store: Path) -> None:
+    write(tmp_path / "r" / "only", 3)
+    code, scanned, _ = run("scan", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0
+    assert ": 2 entries in " in scanned and scanned.splitlines()[1].endswith(", 1 file")
+    code, summary, _ = run("summary", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0
+    assert "2 entries: 1 file, 1 directory, 0 symlinks, 0 other" in summary
+
+
 def test_summary_json_lists_largest_entries(tmp_path: Path, store: Path) -> None:
     write(tmp_path / "r" / "big", 5000)
     write(tmp_path / "r" / "d" / "small", 10)
