@@ -160,14 +160,21 @@ _SEGMENTS = st.sampled_from(["a", "b", "a-b", "ab", "é", "z0", "a.b"])
     tree=st.lists(st.lists(_SEGMENTS, min_size=1, max_size=4), min_size=1, max_size=30),
     picks=st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["keep", "delete"])),
                    max_size=8),
+    elsewhere=st.lists(st.tuples(st.lists(_SEGMENTS, min_size=1, max_size=4),
+                                 st.sampled_from(["keep", "delete", "unsure"])), max_size=8),
 )  # fmt: skip
 def test_each_path_gets_the_decision_of_its_nearest_decided_ancestor(
-    tree: list[list[str]], picks: list[tuple[int, str]]
+    tree: list[list[str]],
+    picks: list[tuple[int, str]],
+    elsewhere: list[tuple[list[str], str]],
 ) -> None:
     import pyarrow as pa
 
     paths = sorted({"/r/" + "/".join(parts) for parts in tree})
-    decided = {paths[i % len(paths)]: d for i, d in picks}
+    # decisions on paths that are not among those asked about (as with a treemap's few nodes
+    # against the whole ledger): some cover none of them, some are their ancestors
+    decided = {"/r/" + "/".join(parts): d for parts, d in elsewhere}
+    decided.update({paths[i % len(paths)]: d for i, d in picks})
 
     def nearest(path: str) -> str | None:
         while path != "/r":
