@@ -459,3 +459,46 @@ def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path)
     same_rows = api.classify(str(tree), store=store)  # equal, but not the table indexed
     with pytest.raises(ValueError, match="another table"):
         select_candidates(same_rows, annotations, root=str(tree), index=index)
+
+
+def _mark(table: Any, path: Path, column: str) -> Any:
+    """``table`` with ``path``'s row marked as not read completely in ``column``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from hygiene_nb.snapshot import entry_paths
+
+    hit = pc.equal(entry_paths(table), str(path))
+    old = table.column(column)
+    if column == "error":
+        new = pc.if_else(hit, pa.scalar("EACCES"), old.cast(pa.string()))
+        new = new.dictionary_encode()
+    else:
+        new = pc.or_(pc.fill_null(old, False), hit)
+    return table.set_column(table.schema.get_field_index(column), column, new)
+
+
+@pytest.mark.parametrize("column", ["error", "partial", "budget_cut", "excluded", "mount_point"])
+@pytest.mark.parametrize("where", ["the entry", "inside it"])
+def test_an_entry_not_read_completely_is_never_a_candidate(
+    tree: Path, store: Path, column: str, where: str
+) -> None:
+    from hygiene_nb.ledger import Ledger
+    from hygiene_nb.plan import select_candidates
+
+    api.scan_root(tree, store=store)
+    decided = [tree / "data" / "scratch.bin", tree / "web" / "node_modules"]  # in path order
+    decide(store, *decided)
+    table = api.classify(str(tree), store=store)
+    with Ledger.open(api.open_store(store)) as ledger:
+        annotations = ledger.annotations(under=str(tree))
+    clean = select_candidates(table, annotations, root=str(tree))
+    assert [c["path"] for c in clean.candidates] == [str(p) for p in decided]
+
+    gone = decided[0] if where == "the entry" else decided[1]
+    table = _mark(
+        table, gone if where == "the entry" else gone / "pkg" / "dist" / "bundle.js", column
+    )
+    sel = select_candidates(table, annotations, root=str(tree))
+    assert [c["path"] for c in sel.candidates] == [str(p) for p in decided if p != gone]
+    assert [(e.path, e.code) for e in sel.excluded] == [(str(gone), "incomplete-scan")]
