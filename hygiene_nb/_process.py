@@ -2,11 +2,13 @@
 
 Imported first by ``hygiene_nb.cli``, so the environment below is set before numpy and pyarrow
 load. Library users (a notebook's ``import hygiene_nb``) are not affected: the package loads its
-modules lazily and this module only runs for the command.
+modules lazily and this module only runs for the command. What it sets is inherited, through
+the environment, by the papermill kernel that ``hygiene-nb report`` starts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -21,7 +23,30 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Arrow allocates through jemalloc in the command (read when pyarrow loads). Measured on a
 # 1M-entry scan: peak RSS 264-285 MiB with jemalloc against 306-335 MiB with Arrow's default
-# mimalloc, at the same speed. Linux only: pyarrow's Linux builds have jemalloc, and a build
-# without it would only warn and keep its default. A value the user set is kept.
-if sys.platform.startswith("linux"):
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+# mimalloc, at the same speed. Only where the installed pyarrow was built with jemalloc (x86_64
+# Linux wheels are; ARM wheels since pyarrow 18 and some distributions' builds are not, and
+# Arrow would print a warning for each command). A value the user set is kept.
+
+
+def _arrow_has_jemalloc() -> bool:
+    """Whether the installed pyarrow was built with jemalloc, without loading pyarrow.
+
+    Its C++ build configuration (``include/arrow/util/config.h``, shipped in the wheels)
+    defines ``ARROW_JEMALLOC`` when it was; no readable configuration counts as no.
+    """
+    spec = importlib.util.find_spec("pyarrow")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            with open(os.path.join(location, "include", "arrow", "util", "config.h")) as config:
+                return any(line.split()[:2] == ["#define", "ARROW_JEMALLOC"] for line in config)
+        except OSError:
+            continue
+    return False
+
+
+if (
+    sys.platform.startswith("linux")
+    and "ARROW_DEFAULT_MEMORY_POOL" not in os.environ
+    and _arrow_has_jemalloc()
+):
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"

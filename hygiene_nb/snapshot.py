@@ -82,7 +82,8 @@ _KIND_NAMES = _string_array(KINDS)
 # indices are bit-packed at the width that dictionary needs. On the benchmark's tree (about 10
 # entries per directory) a 512k-row group holds about 52k parents: 16-bit indices, which zstd
 # compresses twice as well as the 15-bit ones of a 256k group (misaligned bits hide the runs:
-# a 256k group whose dictionary was padded past 32,768 entries gained the same, 0.48 B/entry).
+# padding a 256k group's dictionary past 32,768 entries shrank its indices the same way, from
+# 0.95 to 0.47 B/entry).
 # Measured on 1M rows: 15.85 -> 15.32 B/entry, +35 MiB peak RSS, no slower.
 _ROW_GROUP_ROWS = 512 * 1024
 _DICTIONARY_PAGE_LIMIT = 64 * 1024 * 1024

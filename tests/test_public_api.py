@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import hygiene_nb
 
 
@@ -82,13 +80,33 @@ def _scan_pool(tmp_path: Path, **env: str) -> str:
     return _python(code, **env).splitlines()[-1]
 
 
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the command asks for jemalloc on Linux only"
-)
+def _pyarrow_has_jemalloc() -> bool:
+    import pyarrow as pa
+
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        return False
+    return True
+
+
+def test_the_command_reads_whether_pyarrow_has_jemalloc_without_loading_it() -> None:
+    code = (
+        "import sys\n"
+        "from hygiene_nb import _process\n"
+        "print(_process._arrow_has_jemalloc(), 'pyarrow' in sys.modules)\n"
+    )
+    assert _python(code) == f"{_pyarrow_has_jemalloc()} False"
+
+
 def test_the_scan_command_allocates_through_jemalloc_unless_the_user_chose(
     tmp_path: Path,
 ) -> None:
-    assert _scan_pool(tmp_path) == "jemalloc"
+    if sys.platform.startswith("linux") and _pyarrow_has_jemalloc():
+        expected = "jemalloc"
+    else:  # the command leaves Arrow's own default
+        expected = _python("import pyarrow as pa; print(pa.default_memory_pool().backend_name)")
+    assert _scan_pool(tmp_path) == expected
     assert _scan_pool(tmp_path, ARROW_DEFAULT_MEMORY_POOL="system") == "system"
 
 
