@@ -236,7 +236,7 @@ def annotate(
     gone = len(set(absolute)) - len(written)
     text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
     if gone:
-        text += f"\n{gone} annotation(s) removed (no decision and no note left)."
+        text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
     _out(as_json, {"status": "done", "annotations": rows, "removed": gone}, text.strip())
 
 
@@ -273,7 +273,7 @@ def rules_forget(group: str, store: str | None, as_json: bool) -> None:
     _out(
         as_json,
         {"status": "done", "group": group, "removed": taken},
-        f"forgot {group}: {taken} rule-made decision(s) taken back",
+        f"forgot {group}: {render.counted(taken, 'rule-made decision')} taken back",
     )
 
 
@@ -326,7 +326,7 @@ def plan(
     }
     text = "\n".join(
         [
-            f"plan {result.plan_id}: {result.candidates} candidate(s), "
+            f"plan {result.plan_id}: {render.counted(result.candidates, 'candidate')}, "
             f"{render.human_bytes(result.reclaim_bytes)} freed by deleting, "
             f"{result.excluded} excluded (see the list)",
             f"  plan: {result.plan_path}",
@@ -390,7 +390,10 @@ def execute(
         "rolled_back": result.rolled_back,
     }
     verb = "would move" if result.status == "dry-run" else "moved"
-    lines = [f"{verb} {len(result.moved)} of {result.candidates} item(s), {result.bytes} bytes"]
+    lines = [
+        f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
+        f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
+    ]
     lines += [f"  {verb:<10} {m['path']}" for m in result.moved]
     lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
     if result.status == "dry-run":
@@ -408,7 +411,7 @@ def _destinations(moved: list[dict[str, Any]]) -> list[str]:
     """One line per quarantine a dry run would use, with its item count."""
     counts = Counter((m["quarantine"], m["method"]) for m in moved if "quarantine" in m)
     how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
-    return [f"  into {where}: {n} item(s), {how.get(method, method)}"
+    return [f"  into {where}: {render.counted(n, 'item')}, {how.get(method, method)}"
             for (where, method), n in sorted(counts.items())]  # fmt: skip
 
 
@@ -427,11 +430,15 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "not_back": result.not_back,
         "freed_bytes": result.freed_bytes,
     }
-    text = f"{result.status}: {result.moved} moved item(s) checked"
+    text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
     text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
     text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
     text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
-    text += f"\nfree space changed by {result.freed_bytes} bytes at execution"
+    text += (
+        f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
+        " the execution (a quarantine on the same filesystem frees nothing until its batch is"
+        " purged, and other programs' writes count too)"
+    )
     _out(as_json, payload, text)
     if result.status != "verified":
         raise _Exit(4)
@@ -497,7 +504,7 @@ def restore(
         "blocked": [{"path": b.path, "code": b.code, "message": b.message} for b in result.blocked],
     }
     verb = "would restore" if result.status == "dry-run" else "restored"
-    lines = [f"{verb} {len(result.restored)} item(s) from {result.batch_id}"]
+    lines = [f"{verb} {render.counted(len(result.restored), 'item')} from {result.batch_id}"]
     lines += [f"  {p}" for p in result.restored]
     lines += [f"  {b.code:<20} {b.path}: {b.message}" for b in result.blocked]
     if result.status == "dry-run" and result.restored:
@@ -548,13 +555,15 @@ def purge(
     }
     if result.status == "dry-run":
         text = (
-            f"purging {batch_id} would destroy {w['items']} item(s), {w['files']} file(s), "
+            f"purging {batch_id} would destroy {render.counted(w['items'], 'item')}, "
+            f"{render.counted(w['files'], 'file')}, "
             f"{render.human_bytes(w['bytes'])} (manifest {result.manifest}). This cannot be "
             f"undone. To do it:\n  hygiene-nb purge {batch_id} --execute --confirm-batch-id "
             f"{batch_id} --acknowledge-risk permanent-delete"
         )
     else:
-        text = f"destroyed {batch_id}: {w['items']} item(s), {render.human_bytes(w['bytes'])}"
+        items, size = render.counted(w["items"], "item"), render.human_bytes(w["bytes"])
+        text = f"destroyed {batch_id}: {items}, {size}"
     _out(as_json, payload, text)
 
 

@@ -218,8 +218,8 @@ def verification_line(verification: dict[str, Any], status: str) -> str:
         back = verification.get("rollback", {})
         blocked = back.get("blocked", [])
         return (
-            f"verification FAILED after the move: rolled back, {back.get('restored', 0)} item(s) "
-            f"restored"
+            f"verification FAILED after the move: rolled back, "
+            f"{counted(back.get('restored', 0), 'item')} restored"
             + (
                 f", {len(blocked)} blocked (still in quarantine; see the receipt)"
                 if blocked

@@ -255,7 +255,7 @@ def test_cli_dry_run_says_which_quarantine_takes_the_items(world: dict[str, Path
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     quarantine = Store(world["store"]).quarantine
-    assert f"into {quarantine}: 2 item(s), moved by rename" in shown.stdout
+    assert f"into {quarantine}: 2 items, moved by rename" in shown.stdout
     assert not quarantine.exists() or list(quarantine.iterdir()) == []
 
 

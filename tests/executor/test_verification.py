@@ -157,7 +157,7 @@ def test_the_cli_exits_4_on_a_rollback_and_shows_it(world: dict[str, Path]) -> N
         capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 4, done.stderr
-    assert "verification FAILED after the move: rolled back, 1 item(s) restored" in done.stdout
+    assert "verification FAILED after the move: rolled back, 1 item restored" in done.stdout
 
 
 def test_a_kill_before_the_rollback_loses_nothing(world: dict[str, Path]) -> None:
