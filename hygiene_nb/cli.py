@@ -6,6 +6,7 @@ usage → 2, anything else → 1. With ``--json`` every outcome is one JSON obje
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -666,7 +667,13 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
              else suggestions.suggested_plan(path, store=store))  # fmt: skip
     if found is None:
         doc: dict[str, Any] = {"status": "done", "automatic": False}
-        _out(as_json, doc, f"{path} is in manual mode: nothing is suggested.")
+        config = api.open_store(store).root / "config.toml"
+        _out(
+            as_json,
+            doc,
+            f"{path} is in manual mode: nothing is suggested. To turn automatic mode on, add"
+            f" to {config}:\n  [roots.{json.dumps(path)}]\n  automatic = true",
+        )
         return
     doc = {"status": "done", "automatic": True, "shown": found.shown, "digest": found.digest,
            "score": found.score, "threshold": found.threshold, "reason": found.reason,

@@ -146,6 +146,23 @@ def test_the_suggest_command_shows_and_declines(
     assert done.value.code == 0 and not declined["shown"] and declined["declined_at"]
 
 
+def test_manual_mode_says_how_to_turn_automatic_mode_on_and_that_works(
+    messy: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["suggest", str(messy), "--store", str(store)])
+    said = capsys.readouterr().out
+    assert done.value.code == 0 and "manual mode" in said
+    where, lines = said.split(", add to ", 1)[1].split(":\n", 1)
+    assert where == str(store / "config.toml")
+    with open(where, "a") as config:  # what it says, as it says it
+        config.write("".join(line.strip() + "\n" for line in lines.splitlines()))
+    with pytest.raises(SystemExit) as done:
+        main(["suggest", str(messy), "--store", str(store), "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert done.value.code == 0 and shown["automatic"] and shown["candidates"]
+
+
 def test_organization_suggestions_name_a_place_and_a_reason(tmp_path: Path, store: Path) -> None:
     root = tmp_path / "ws"
     write(root / "package.json", 10)
