@@ -235,10 +235,14 @@ def annotate(
         for a in written
     ]
     gone = len(set(absolute)) - len(written)
+    missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
     text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
     if gone:
         text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
-    _out(as_json, {"status": "done", "annotations": rows, "removed": gone}, text.strip())
+    for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
+        text += f"\nnote: {path} does not exist now (a plan leaves out what is not in its scan)"
+    payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}
+    _out(as_json, payload, text.strip())
 
 
 @cli.group()
@@ -333,9 +337,21 @@ def plan(
             f"  plan: {result.plan_path}",
             f"  list: {result.markdown_path}",
             f"  expires: {result.expires_at}",
-            "  nothing was moved. Dry run, then confirm:",
-            f"    {result.dry_run_command}",
-            f"    {result.confirm_command}",
+            *(
+                [
+                    "  nothing was moved. Dry run, then confirm:",
+                    f"    {result.dry_run_command}",
+                    f"    {result.confirm_command}",
+                ]
+                if result.candidates
+                else [
+                    "  nothing to execute: every delete decision under the root was left out"
+                    " (the list says why)."
+                    if result.plan["summary"]["delete_count"]
+                    else "  nothing to execute: there is no delete decision under the root"
+                    " (`hygiene-nb annotate PATH --decision delete`, or the notebook's widget)."
+                ]
+            ),
         ]
     )
     _out(as_json, payload, text)

@@ -168,3 +168,37 @@ def test_the_top_level_help_lists_every_command_one_per_line() -> None:
     for name in cli.commands:
         assert any(line.strip().startswith(name + " ") for line in listed.splitlines()), name
     assert "\\b" not in text  # click's no-rewrap marker is a control character, not "\b"
+
+
+def test_annotate_notes_a_path_that_does_not_exist_but_keeps_the_decision(
+    tmp_path: Path, store: Path
+) -> None:
+    write(tmp_path / "r" / "here", 1)
+    there, typo = tmp_path / "r" / "here", tmp_path / "r" / "hree"
+    code, out, _ = run("annotate", str(there), str(typo), "--decision", "delete",
+                       "--store", str(store))  # fmt: skip
+    assert code == 0
+    assert f"note: {typo} does not exist now" in out and f"note: {there} " not in out
+    code, obj = run_json("annotate", str(typo), "--note", "check", "--store", str(store))
+    assert code == 0 and obj["missing"] == [str(typo)]
+    assert [a["decision"] for a in obj["annotations"]] == ["delete"]  # kept all the same
+    code, obj = run_json("annotate", str(typo), "--decision", "none", "--note", "",
+                         "--store", str(store))  # fmt: skip
+    assert code == 0 and obj["removed"] == 1 and obj["missing"] == []  # clearing: no note
+
+
+def test_a_plan_without_candidates_says_why_instead_of_how_to_execute(
+    tmp_path: Path, store: Path
+) -> None:
+    write(tmp_path / "r" / "f", 1)
+    run("scan", str(tmp_path / "r"), "--store", str(store), "--json")
+    code, out, _ = run("plan", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0 and "there is no delete decision under the root" in out
+    assert "--execute" not in out
+    run("annotate", str(tmp_path / "r" / "gone"), "--decision", "delete", "--store", str(store))
+    code, out, _ = run("plan", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0 and "every delete decision under the root was left out" in out
+    assert "--execute" not in out
+    run("annotate", str(tmp_path / "r" / "f"), "--decision", "delete", "--store", str(store))
+    code, out, _ = run("plan", str(tmp_path / "r"), "--store", str(store))
+    assert code == 0 and "Dry run, then confirm" in out and "--execute" in out
