@@ -10,6 +10,8 @@ __version__ = "0.1.0"
 
 import importlib
 import importlib.util
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -61,3 +63,19 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names too, before they are loaded (tab completion, ``help``)."""
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """This package's module type: a public function is never hidden by a same-named submodule.
+
+    Importing ``hygiene_nb.classify`` (the module) binds it as the package's ``classify``
+    attribute, and ``__getattr__`` above, which serves the function, would then never be asked.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in __all__ and isinstance(value, types.ModuleType):
+            return  # still importable as hygiene_nb.classify, through sys.modules
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
