@@ -19,6 +19,7 @@ import click
 # _process before api: it sets the environment numpy reads when it loads
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
+from hygiene_nb.snapshot import path_b64
 
 __all__ = ["cli", "main"]
 
@@ -230,10 +231,14 @@ def annotate(
         set_decision=decision is not None,
         set_note=note is not None,
     )
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"path": a.path, "decision": a.decision, "note": a.note, "by": a.by, "at": a.at}
         for a in written
     ]
+    for row, a in zip(rows, written, strict=True):
+        exact = path_b64(a.path, a.path_raw)
+        if exact is not None:  # a name that is not valid UTF-8: its exact bytes
+            row["path_b64"] = exact
     gone = len(set(absolute)) - len(written)
     missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
     text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)

@@ -23,6 +23,7 @@ class SizedEntry:
     rule: str | None = None
     claim: str | None = None
     confidence: float | None = None
+    path_b64: str | None = None  # the exact bytes, where ``path`` (text) cannot give them back
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ A plan carries no authority: its risk fields are evidence; the executor re-check
 
 from __future__ import annotations
 
-import base64
 import bisect
 import hashlib
 import json
@@ -24,7 +23,7 @@ import pyarrow.compute as pc
 
 from hygiene_nb.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
-from hygiene_nb.snapshot import entry_paths, raw_path
+from hygiene_nb.snapshot import entry_paths, path_b64, raw_path
 from hygiene_nb.summary import freed_bytes, kept_bytes
 
 __all__ = [
@@ -105,8 +104,9 @@ class Selection:
 
 def _with_raw(obj: dict[str, Any], path: str, raw: bytes) -> dict[str, Any]:
     """Add ``path_b64`` when the text path does not give back the exact bytes."""
-    if raw and raw != path.encode("utf-8", "surrogatepass"):
-        obj["path_b64"] = base64.b64encode(raw).decode("ascii")
+    exact = path_b64(path, raw)
+    if exact is not None:
+        obj["path_b64"] = exact
     return obj
 
 

@@ -193,14 +193,24 @@ def summary_json(s: Summary) -> dict[str, Any]:
     data["cleanliness"] = s.cleanliness.score if s.cleanliness else None
     data["largest"] = [
         {"path": e.path, "bytes": e.bytes, "kind": e.kind, "risk": e.risk, "rule": e.rule,
-         "claim": e.claim, "confidence": e.confidence}
+         "claim": e.claim, "confidence": e.confidence, "path_b64": e.path_b64}
         for e in s.largest
     ]  # fmt: skip
     for group in data["groups"]:
         group["entries"] = [
-            {"path": e["path"], "bytes": e["bytes"], "risk": e["risk"], "claim": e["claim"]}
+            {"path": e["path"], "bytes": e["bytes"], "risk": e["risk"], "claim": e["claim"],
+             "path_b64": e["path_b64"]}
             for e in group["entries"]
-        ]
+        ]  # fmt: skip
+    # `path_b64` only where a name is not valid UTF-8, as in the plan file
+    for key in ("largest", "largest_files", "largest_dirs", "children"):
+        for entry in data[key]:
+            if entry.get("path_b64") is None:
+                entry.pop("path_b64", None)
+    for group in data["groups"]:
+        for entry in group["entries"]:
+            if entry.get("path_b64") is None:
+                entry.pop("path_b64", None)
     return data
 
 

@@ -12,6 +12,7 @@ lets zstd find the runs in names, inodes, sizes and mtimes.
 from __future__ import annotations
 
 import array
+import base64
 import errno as errno_mod
 import fcntl
 import hashlib
@@ -42,6 +43,7 @@ __all__ = [
     "list_scans",
     "load_snapshot",
     "partition_dir",
+    "path_b64",
     "prune_scans",
     "raw_path",
     "root_slug",
@@ -441,6 +443,18 @@ def raw_path(row: Mapping[str, Any]) -> bytes:
         row["parent_raw"] if row.get("parent_raw") is not None else row["parent"].encode()
     )
     return parent + name if parent.endswith(b"/") else parent + b"/" + name
+
+
+def path_b64(text: str, raw: bytes | None) -> str | None:
+    """``raw`` in base64 when the text ``path`` does not give back those exact bytes, else None.
+
+    A name that is not valid UTF-8 shows as text with backslash escapes; scripts that act on
+    the entry need its bytes (CONTRACT §7: "exact bytes for non-UTF-8 names go in an extra
+    field"), and this is that field's value.
+    """
+    if not raw or raw == text.encode("utf-8", "surrogatepass"):
+        return None
+    return base64.b64encode(raw).decode("ascii")
 
 
 def load_snapshot(

@@ -9,6 +9,8 @@ an inode only when every one of its names is in the set (otherwise deleting free
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -23,7 +25,7 @@ from hygiene_nb.models import (
     Summary,
 )
 from hygiene_nb.rules import Risk
-from hygiene_nb.snapshot import ScanInfo, entry_paths
+from hygiene_nb.snapshot import ScanInfo, entry_paths, path_b64, raw_path
 
 __all__ = [
     "DEPENDENCY_GROUPS",
@@ -131,6 +133,17 @@ def reclaimable(
     return out
 
 
+def _exact(columns: dict[str, list[Any]], i: int) -> str | None:
+    """Row ``i``'s ``path_b64`` (only rows with a non-UTF-8 name in their path have one)."""
+    raws = [columns.get(c, [None] * (i + 1))[i] for c in ("parent_raw", "name_raw")]
+    if all(r is None for r in raws):
+        return None
+    row: dict[str, Any] = {
+        c: columns[c][i] for c in ("parent", "name", "parent_raw", "name_raw") if c in columns
+    }
+    return path_b64(columns["path"][i], raw_path(row))
+
+
 def _entries(rows: pa.Table, n: int) -> list[SizedEntry]:
     """The ``n`` largest rows as ranked entries (largest first, ties by path)."""
     if rows.num_rows == 0 or n <= 0:
@@ -155,6 +168,7 @@ def _entries(rows: pa.Table, n: int) -> list[SizedEntry]:
             rule=get.get("rule", [None] * rows.num_rows)[i],
             claim=get.get("claim", [None] * rows.num_rows)[i],
             confidence=get.get("confidence", [None] * rows.num_rows)[i],
+            path_b64=_exact(get, i),
         )
         for i in range(rows.num_rows)
     ]

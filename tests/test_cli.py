@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,3 +204,32 @@ def test_a_plan_without_candidates_says_why_instead_of_how_to_execute(
     run("annotate", str(tmp_path / "r" / "f"), "--decision", "delete", "--store", str(store))
     code, out, _ = run("plan", str(tmp_path / "r"), "--store", str(store))
     assert code == 0 and "Dry run, then confirm" in out and "--execute" in out
+
+
+def test_json_gives_the_exact_bytes_of_a_name_that_is_not_utf8(tmp_path: Path, store: Path) -> None:
+    """CONTRACT §7: paths are text; a non-UTF-8 name's exact bytes go in ``path_b64``."""
+    root = tmp_path / "r"
+    write(root / "plain", 10)
+    bad = os.fsencode(root) + b"/bad\xff\xfename"
+    with open(bad, "wb") as handle:
+        handle.write(b"x" * 5000)
+    run("scan", str(root), "--store", str(store), "--json")
+
+    def exact(entry: dict[str, Any]) -> bytes:
+        return base64.b64decode(entry["path_b64"])
+
+    code, summary = run_json("summary", str(root), "--store", str(store))
+    assert code == 0
+    by_text = {e["path"]: e for e in summary["largest"]}
+    odd = next(e for text, e in by_text.items() if "bad" in text)
+    assert exact(odd) == bad and "path_b64" not in by_text[str(root / "plain")]
+    assert [exact(e) for e in summary["largest_files"] if "path_b64" in e] == [bad]
+
+    code, annotated = run_json("annotate", os.fsdecode(bad), "--decision", "delete",
+                               "--store", str(store))  # fmt: skip
+    assert code == 0 and [exact(a) for a in annotated["annotations"]] == [bad]
+    code, plan = run_json("plan", str(root), "--store", str(store))
+    assert code == 0 and plan["candidates"] == 1
+    code, dry = run_json("execute", plan["plan_path"], "--store", str(store))
+    assert code == 0 and [exact(m) for m in dry["moved"]] == [bad]
+    assert os.path.exists(bad)  # a dry run

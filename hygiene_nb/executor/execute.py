@@ -395,11 +395,15 @@ def _record(
     where: dict[str, str] | None = None,
 ) -> None:
     size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
+    exact = {"path_b64": cand["path_b64"]} if "path_b64" in cand else {}  # non-UTF-8 names
     if skip is None:
-        result.moved.append({"path": cand["path"], "bytes": size, **(where or {})})
+        result.moved.append({"path": cand["path"], "bytes": size, **exact, **(where or {})})
         result.bytes += size
     else:
-        result.skipped.append({"path": skip.path, "code": skip.code, "message": skip.message})
+        mine = exact if skip.path == cand["path"] else {}
+        result.skipped.append(
+            {"path": skip.path, "code": skip.code, "message": skip.message, **mine}
+        )
 
 
 def _free(path: str) -> int:
