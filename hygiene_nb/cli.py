@@ -243,7 +243,7 @@ def annotate(
     missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
     text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
     if gone:
-        text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
+        text += f"\n{render.counted(gone, 'path')} now without annotation (no decision, no note)."
     for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
         text += f"\nnote: {path} does not exist now (a plan leaves out what is not in its scan)"
     payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}

@@ -376,6 +376,8 @@ class Ledger:
         new_note = old_note if note is _UNSET else (note or None)
         path = display_path(raw)
         if new_decision is None and new_note is None:
+            if row is None:
+                return None  # nothing was there and nothing is set: no history to write
             db.execute("DELETE FROM annotations WHERE path_raw = ?", (raw,))
             db.execute(
                 "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at,"

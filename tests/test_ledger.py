@@ -46,6 +46,13 @@ def test_both_empty_removes_the_annotation_and_history_says_so(ledger: Ledger) -
     assert [h["action"] for h in ledger.history("/x/a")] == ["set", "removed"]
 
 
+def test_clearing_what_was_never_annotated_writes_no_history(ledger: Ledger) -> None:
+    ledger.annotate(["/x/a"], decision="keep")
+    assert ledger.annotate(["/x/a", "/x/never"], decision=None, note="") == []
+    assert [h["path"] for h in ledger.history()] == ["/x/a", "/x/a"]  # set, removed
+    assert ledger.history("/x/never") == []
+
+
 def test_every_change_is_appended_to_the_history(ledger: Ledger) -> None:
     ledger.annotate(["/x/a"], decision="delete")
     ledger.annotate(["/x/a"], note="because")
