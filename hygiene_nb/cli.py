@@ -38,7 +38,8 @@ def common_options(func: F) -> F:
         "--store",
         type=click.Path(file_okay=False),
         envvar="HYGIENE_NB_STORE",
-        help="Store directory [default: $HYGIENE_NB_STORE, else $XDG_DATA_HOME/hygiene-nb].",
+        help="Store directory [default: $HYGIENE_NB_STORE, else "
+        "${XDG_DATA_HOME:-~/.local/share}/hygiene-nb].",
     )(func)
     return func
 
@@ -184,7 +185,13 @@ def snapshots_prune(
 @cli.command()
 @click.argument("root", type=click.Path())
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
-@click.option("--top", type=click.IntRange(min=0), default=20, help="How many largest entries.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How many largest entries.",
+)
 @click.option(
     "--rules",
     type=click.Path(dir_okay=False),
