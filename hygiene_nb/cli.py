@@ -529,8 +529,19 @@ def restore(
     payload = {
         "status": result.status,
         "batch_id": result.batch_id,
-        "restored": [{"path": p} for p in result.restored],
-        "blocked": [{"path": b.path, "code": b.code, "message": b.message} for b in result.blocked],
+        "restored": [
+            {"path": p, **({"path_b64": e} if e else {})}
+            for p, e in zip(result.restored, result.restored_b64, strict=True)
+        ],
+        "blocked": [
+            {
+                "path": b.path,
+                "code": b.code,
+                "message": b.message,
+                **({"path_b64": b.path_b64} if b.path_b64 else {}),
+            }
+            for b in result.blocked
+        ],
     }
     verb = "would restore" if result.status == "dry-run" else "restored"
     lines = [f"{verb} {render.counted(len(result.restored), 'item')} from {result.batch_id}"]

@@ -233,3 +233,8 @@ def test_json_gives_the_exact_bytes_of_a_name_that_is_not_utf8(tmp_path: Path, s
     code, dry = run_json("execute", plan["plan_path"], "--store", str(store))
     assert code == 0 and [exact(m) for m in dry["moved"]] == [bad]
     assert os.path.exists(bad)  # a dry run
+    code, done = run_json(*dry["confirm_command"].split()[1:], "--store", str(store))
+    assert code == 0 and [exact(m) for m in done["moved"]] == [bad]
+    assert not os.path.lexists(bad)  # in the quarantine now
+    code, back = run_json("restore", done["batch_id"], "--store", str(store))
+    assert code == 0 and [exact(r) for r in back["restored"]] == [bad]

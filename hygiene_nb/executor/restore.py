@@ -30,7 +30,7 @@ import re
 import secrets
 import stat
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
@@ -65,6 +65,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
 )
 from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.snapshot import path_b64
 from hygiene_nb.store import Store
 
 __all__ = ["Blocked", "RestoreResult", "lock_batch", "open_batch", "restore_batch"]
@@ -82,6 +83,7 @@ class Blocked:
     path: str
     code: str
     message: str
+    path_b64: str | None = None  # the exact bytes, where ``path`` (text) cannot give them back
 
 
 @dataclass(frozen=True)
@@ -93,12 +95,15 @@ class RestoreResult:
         batch_id: the batch.
         restored: original paths put back (or that would be, in a dry run).
         blocked: items left where they are, each with a code (``already`` is not a failure).
+        restored_b64: for each of ``restored``, its exact bytes in base64 where the text path
+            cannot give them back (a name that is not valid UTF-8), else None.
     """
 
     status: str
     batch_id: str
     restored: list[str]
     blocked: list[Blocked]
+    restored_b64: list[str | None] = field(default_factory=list)
 
 
 class _Left(Exception):
@@ -217,18 +222,22 @@ def restore_batch(
         selected, blocked = _select(batch, items)
         ops = LocalFileOps() if execute else None
         restored: list[str] = []
+        restored_b64: list[str | None] = []
         before = {key: item.state for key, item in batch.items.items()}
         try:
             for number, item in enumerate(selected, 1):
+                exact = path_b64(item.original, item.original_raw)
                 try:
                     _restore_one(batch, item, ops)
                 except _Block as block:
-                    blocked.append(Blocked(item.original, block.code, block.message))
+                    blocked.append(Blocked(item.original, block.code, block.message, exact))
                 except _Left as left:
                     restored.append(item.original)
-                    blocked.append(Blocked(item.original, "batch-copy-left", str(left)))
+                    restored_b64.append(exact)
+                    blocked.append(Blocked(item.original, "batch-copy-left", str(left), exact))
                 else:
                     restored.append(item.original)
+                    restored_b64.append(exact)
                 if execute and number % max(_GROUP, -(-len(selected) // _MAX_GROUPS)) == 0:
                     write_manifest(batch)
         finally:
@@ -239,7 +248,7 @@ def restore_batch(
             _remove_if_empty(batch, qfd)
     failed = any(b.code != "already" for b in blocked)
     status = "dry-run" if not execute else "partial" if failed else "done"
-    return RestoreResult(status, batch_id, restored, blocked)
+    return RestoreResult(status, batch_id, restored, blocked, restored_b64)
 
 
 # -- the batch -------------------------------------------------------------------------------
