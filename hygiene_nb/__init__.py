@@ -73,8 +73,11 @@ class _Package(types.ModuleType):
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
+        # As with the eager package this replaced: ``from hygiene_nb.classify import …`` and
+        # ``sys.modules`` reach the module, while ``hygiene_nb.classify`` (and so
+        # ``import hygiene_nb.classify as m``) is the function.
         if name in __all__ and isinstance(value, types.ModuleType):
-            return  # still importable as hygiene_nb.classify, through sys.modules
+            return
         super().__setattr__(name, value)
 
 

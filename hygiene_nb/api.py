@@ -447,6 +447,12 @@ def annotate(
         return ledger.annotate(paths, by="human", **kwargs)
 
 
+def annotations_at(paths: Sequence[str | bytes], *, store: StoreArg = None) -> list[Annotation]:
+    """The annotations of exactly these absolute paths (those that have one)."""
+    with Ledger.open(_store(store)) as ledger:
+        return ledger.annotations_at(paths)
+
+
 def remember_rule(group: str, decision: str, *, store: StoreArg = None) -> int:
     """Remember ``decision`` for pattern group ``group`` and apply it to the latest snapshots.
 

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -230,6 +231,7 @@ def annotate(
     if decision is None and note is None:
         raise click.UsageError("give --decision, --note, or both.")
     absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
+    before = {a.path_raw for a in api.annotations_at(absolute, store=store)}
     written = api.annotate(
         absolute,
         store=store,
@@ -246,11 +248,11 @@ def annotate(
         exact = path_b64(a.path, a.path_raw)
         if exact is not None:  # a name that is not valid UTF-8: its exact bytes
             row["path_b64"] = exact
-    gone = len(set(absolute)) - len(written)
+    gone = len(before - {a.path_raw for a in written})  # had an annotation, have none now
     missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
     text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
     if gone:
-        text += f"\n{render.counted(gone, 'path')} now without annotation (no decision, no note)."
+        text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
     for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
         text += f"\nnote: {path} does not exist now (a plan leaves out what is not in its scan)"
     payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}
@@ -277,7 +279,8 @@ def rules_remember(group: str, decision: str, store: str | None, as_json: bool) 
     _out(
         as_json,
         {"status": "done", "group": group, "decision": decision, "filled": filled},
-        f"remembered: {group} → {decision} ({filled} entries filled now)",
+        f"remembered: {group} → {decision}"
+        f" ({render.counted(filled, 'entry', 'entries')} filled now)",
     )
 
 
@@ -491,7 +494,8 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
         for b in found
     ]  # fmt: skip
     text = "\n".join(
-        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} items  {render.human_bytes(b.bytes):>10}"
+        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {'item ' if b.items == 1 else 'items'}"
+        f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
         for b in found
     )
@@ -706,12 +710,10 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
              else suggestions.suggested_plan(path, store=store))  # fmt: skip
     if found is None:
         doc: dict[str, Any] = {"status": "done", "automatic": False}
-        config = api.open_store(store).root / "config.toml"
         _out(
             as_json,
             doc,
-            f"{path} is in manual mode: nothing is suggested. To turn automatic mode on, add"
-            f" to {config}:\n  [roots.{json.dumps(path)}]\n  automatic = true",
+            f"{path} is in manual mode: nothing is suggested. {_automatic_hint(path, store)}",
         )
         return
     doc = {"status": "done", "automatic": True, "shown": found.shown, "digest": found.digest,
@@ -719,6 +721,20 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
            "declined_at": found.declined_at, "reclaim_bytes": found.reclaim_bytes,
            "candidates": found.candidates}  # fmt: skip
     _out(as_json, doc, suggestions.suggestion_markdown(found))
+
+
+def _automatic_hint(root: str, store: str | None) -> str:
+    """How to turn automatic mode on for ``root``: the lines to add, or the one to set."""
+    config = api.open_store(store).root / "config.toml"
+    table = f"[roots.{json.dumps(root)}]"  # a TOML basic string: JSON's escapes are TOML's
+    try:
+        has_table = root in tomllib.loads(config.read_text()).get("roots", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        has_table = False
+    where = f"{config} (readable and writable by you alone)"
+    if has_table:
+        return f"To turn automatic mode on, set `automatic = true` in its {table} table in {where}."
+    return f"To turn automatic mode on, add to {where}:\n  {table}\n  automatic = true"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -410,6 +410,20 @@ class Ledger:
         rows = self._read(query + " ORDER BY path", args)
         return [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
 
+    def annotations_at(self, paths: Iterable[bytes | str]) -> list[Annotation]:
+        """The annotations of exactly these paths (those that have one), in path order."""
+        raws = list(dict.fromkeys(p if isinstance(p, bytes) else os.fsencode(p) for p in paths))
+        found: list[Annotation] = []
+        for start in range(0, len(raws), 500):  # SQLite's bound-parameter limit
+            chunk = raws[start : start + 500]
+            rows = self._read(
+                "SELECT path, path_raw, decision, note, by, rule, at FROM annotations"
+                f" WHERE path_raw IN ({', '.join('?' * len(chunk))})",
+                tuple(chunk),
+            )
+            found += [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
+        return sorted(found, key=lambda a: a.path_raw)
+
     def history(self, path: bytes | str | None = None) -> list[dict[str, Any]]:
         """The annotation history, oldest first (of one path, if given)."""
         query = "SELECT path, decision, note, by, rule, at, action FROM annotation_history"

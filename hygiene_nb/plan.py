@@ -465,13 +465,19 @@ def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_comm
         f"| {s['candidates']} | {s['reclaim_bytes']} | {s['reclaim_alloc']} | {s['excluded']} "
         f"| {s['folded']} | {s['keep_count']} | {s['unsure_count']} | {s['unreviewed_count']} |",
         "",
-        "Nothing has been moved. The executor re-checks every candidate when it acts and moves it "
-        "into a restorable quarantine. Dry run first, then confirm:",
-        "",
-        "```sh",
-        dry_run_command,
-        confirm_command,
-        "```",
+        *(
+            [
+                "Nothing has been moved. The executor re-checks every candidate when it acts and "
+                "moves it into a restorable quarantine. Dry run first, then confirm:",
+                "",
+                "```sh",
+                dry_run_command,
+                confirm_command,
+                "```",
+            ]
+            if s["candidates"]
+            else ["Nothing to execute: this plan has no candidates (see Excluded for why)."]
+        ),
         "",
         "## Candidates",
     ]

@@ -36,8 +36,14 @@ def human_bytes(n: int | None) -> str:
 
 
 def emit_json(obj: dict[str, Any]) -> None:
-    """Print one JSON object on stdout (and nothing else)."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=True) + "\n")
+    r"""Print one JSON object on stdout (and nothing else), always valid UTF-8.
+
+    A path argument that is not valid UTF-8 reaches Python as lone surrogates; written as they
+    are, they would put raw bytes like 0xff on stdout. JSON's own escape (``\udcff``) keeps
+    them, and ``json.loads`` gives the same string back.
+    """
+    text = json.dumps(obj, ensure_ascii=False, sort_keys=True)
+    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
 
 
 def scan_json(info: ScanInfo) -> dict[str, Any]:

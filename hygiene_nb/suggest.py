@@ -29,6 +29,7 @@ from hygiene_nb import api, views
 from hygiene_nb.config import load_root_config
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.references import PROJECT_MARKERS
+from hygiene_nb.render import counted, human_bytes
 from hygiene_nb.snapshot import entry_paths
 from hygiene_nb.summary import cleanliness, freed_bytes
 
@@ -133,8 +134,8 @@ def suggested_plan(
     reason = (
         f"you declined this suggestion at {declined}; it returns when its candidates change"
         if declined
-        else f"the score {score} is below {config.threshold} and {len(candidates)} safe "
-        "entries could go"
+        else f"the score {score} is below {config.threshold} and "
+        f"{counted(len(candidates), 'safe entry', 'safe entries')} could go"
     )
     return verdict(digest=digest, candidates=candidates, reclaim_bytes=reclaim,
                       declined_at=declined, reason=reason)  # fmt: skip
@@ -152,7 +153,8 @@ def suggestion_markdown(s: Suggestion, *, redact: bool = False) -> str:
     if not s.candidates:
         return "\n".join(lines)
     lines += [
-        f"{len(s.candidates)} safe entries would free {s.reclaim_bytes} bytes (each inode once). "
+        f"{counted(len(s.candidates), 'safe entry', 'safe entries')} would free "
+        f"{human_bytes(s.reclaim_bytes)} ({s.reclaim_bytes:,} bytes; each inode once). "
         "This is a suggestion: nothing has been decided or moved. To act on it, mark the "
         "entries `delete` (the widget, or `hygiene-nb annotate`), export a plan with "
         "`hygiene-nb plan`, review it, then run `hygiene-nb execute`. To dismiss it: "

@@ -187,6 +187,10 @@ def test_annotate_notes_a_path_that_does_not_exist_but_keeps_the_decision(
     code, obj = run_json("annotate", str(typo), "--decision", "none", "--note", "",
                          "--store", str(store))  # fmt: skip
     assert code == 0 and obj["removed"] == 1 and obj["missing"] == []  # clearing: no note
+    never = tmp_path / "r" / "never-annotated"
+    code, obj = run_json("annotate", str(never), "--decision", "none", "--note", "",
+                         "--store", str(store))  # fmt: skip
+    assert code == 0 and obj["removed"] == 0  # nothing was there to remove
 
 
 def test_a_plan_without_candidates_says_why_instead_of_how_to_execute(
@@ -197,6 +201,8 @@ def test_a_plan_without_candidates_says_why_instead_of_how_to_execute(
     code, out, _ = run("plan", str(tmp_path / "r"), "--store", str(store))
     assert code == 0 and "there is no delete decision under the root" in out
     assert "--execute" not in out
+    listed = Path(out.split("  list: ", 1)[1].split("\n", 1)[0]).read_text()
+    assert "Nothing to execute" in listed and "--execute" not in listed
     run("annotate", str(tmp_path / "r" / "gone"), "--decision", "delete", "--store", str(store))
     code, out, _ = run("plan", str(tmp_path / "r"), "--store", str(store))
     assert code == 0 and "every delete decision under the root was left out" in out
@@ -238,3 +244,19 @@ def test_json_gives_the_exact_bytes_of_a_name_that_is_not_utf8(tmp_path: Path, s
     assert not os.path.lexists(bad)  # in the quarantine now
     code, back = run_json("restore", done["batch_id"], "--store", str(store))
     assert code == 0 and [exact(r) for r in back["restored"]] == [bad]
+    other = bad.replace(b"\xfe", b"\xfd")  # no such item in the batch
+    code, back = run_json("restore", done["batch_id"], "--item", os.fsdecode(other),
+                          "--store", str(store))  # fmt: skip
+    assert [(b["code"], exact(b)) for b in back["blocked"]] == [("not-in-batch", other)]
+
+
+def test_json_stays_valid_utf8_when_an_argument_is_not(tmp_path: Path, store: Path) -> None:
+    odd = os.fsencode(tmp_path) + b"/x\xff"
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "summary", odd, "--store", str(store), "--json"],
+        capture_output=True,
+        timeout=120,
+    )
+    obj = json.loads(done.stdout.decode("utf-8"))  # strict: no raw 0xff byte
+    assert done.returncode == 2 and obj["error"]["code"] == "snapshot-not-found"
+    assert odd in obj["error"]["message"].encode("utf-8", "surrogateescape")

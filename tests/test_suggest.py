@@ -154,13 +154,28 @@ def test_manual_mode_says_how_to_turn_automatic_mode_on_and_that_works(
     said = capsys.readouterr().out
     assert done.value.code == 0 and "manual mode" in said
     where, lines = said.split(", add to ", 1)[1].split(":\n", 1)
-    assert where == str(store / "config.toml")
-    with open(where, "a") as config:  # what it says, as it says it
+    assert where.startswith(str(store / "config.toml") + " ")
+    with open(store / "config.toml", "a") as config:  # what it says, as it says it
         config.write("".join(line.strip() + "\n" for line in lines.splitlines()))
     with pytest.raises(SystemExit) as done:
         main(["suggest", str(messy), "--store", str(store), "--json"])
     shown = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and shown["automatic"] and shown["candidates"]
+
+
+def test_manual_mode_with_a_table_for_the_root_says_to_set_the_line_not_add_a_table(
+    messy: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure(store, messy, "verify_timeout = 60")  # a table for this root, no automatic key
+    with pytest.raises(SystemExit):
+        main(["suggest", str(messy), "--store", str(store)])
+    said = capsys.readouterr().out
+    assert "set `automatic = true` in its" in said and "add to" not in said
+    with open(store / "config.toml", "a") as config:  # set it in the table (the file's last)
+        config.write("automatic = true\n")
+    with pytest.raises(SystemExit) as done:
+        main(["suggest", str(messy), "--store", str(store), "--json"])
+    assert done.value.code == 0 and json.loads(capsys.readouterr().out)["automatic"]
 
 
 def test_organization_suggestions_name_a_place_and_a_reason(tmp_path: Path, store: Path) -> None:

@@ -339,6 +339,7 @@ def _select(
                     "not-in-batch",
                     f"{path} is not an item of batch "
                     f"{batch.batch_id}; check the path against its manifest.",
+                    path_b64(path, raw),
                 )
             )
         else:
