@@ -494,7 +494,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
         for b in found
     ]  # fmt: skip
     text = "\n".join(
-        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {'item ' if b.items == 1 else 'items'}"
+        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
         f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
         for b in found

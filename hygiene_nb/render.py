@@ -14,6 +14,7 @@ __all__ = [
     "counted",
     "emit_json",
     "human_bytes",
+    "noun_for",
     "render_prune",
     "render_scan",
     "render_snapshots",
@@ -64,17 +65,18 @@ def scan_json(info: ScanInfo) -> dict[str, Any]:
     }
 
 
+def noun_for(n: int, noun: str, plural: str = "") -> str:
+    """The noun for ``n`` things: ``noun`` for one, else ``plural`` (default: ``noun`` + s)."""
+    return noun if n == 1 else plural or noun + "s"
+
+
 def counted(n: int, noun: str, plural: str = "") -> str:
     """``n`` with its noun in the right number: ``1 file``, ``2 files``, ``1 entry``."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+    return f"{n:,} {noun_for(n, noun, plural)}"
 
 
 def _entries(n: int) -> str:
     return counted(n, "entry", "entries")
-
-
-def _entries_word(n: int) -> str:  # for tables, where the number is aligned on its own
-    return "entry" if n == 1 else "entries"
 
 
 def render_scan(info: ScanInfo) -> str:
@@ -137,7 +139,7 @@ def _entry_line(e: SizedEntry) -> str:
 def _risk_lines(s: Summary) -> list[str]:
     lines = ["\nrisk mix (own bytes, hard links once):"]
     for level, stats in s.risk.items():
-        count = f"{stats.entries:>9,} {_entries_word(stats.entries)}"
+        count = f"{stats.entries:>9,} {noun_for(stats.entries, 'entry', 'entries')}"
         lines.append(f"  {level:<9} {human_bytes(stats.bytes):>10}  {count}")
     safe, caution = s.reclaimable.get("safe"), s.reclaimable.get("caution")
     if safe and caution:
@@ -157,7 +159,7 @@ def _risk_lines(s: Summary) -> list[str]:
     if s.groups:
         lines.append("\npattern groups (outermost matches; nested ones counted once):")
         for g in s.groups:
-            word = _entries_word(g.count) + ","
+            word = noun_for(g.count, "entry", "entries") + ","
             lines.append(f"  {g.group:<15} {g.count:>7,} {word:<8} {human_bytes(g.bytes):>10}")
     return lines
 
@@ -208,15 +210,11 @@ def summary_json(s: Summary) -> dict[str, Any]:
              "path_b64": e["path_b64"]}
             for e in group["entries"]
         ]  # fmt: skip
-    # `path_b64` only where a name is not valid UTF-8, as in the plan file
-    for key in ("largest", "largest_files", "largest_dirs", "children"):
-        for entry in data[key]:
-            if entry.get("path_b64") is None:
-                entry.pop("path_b64", None)
-    for group in data["groups"]:
-        for entry in group["entries"]:
-            if entry.get("path_b64") is None:
-                entry.pop("path_b64", None)
+    listed = [e for k in ("largest", "largest_files", "largest_dirs", "children") for e in data[k]]
+    listed += [e for group in data["groups"] for e in group["entries"]]
+    for entry in listed:
+        if entry["path_b64"] is None:  # only where a name is not valid UTF-8, as in a plan
+            del entry["path_b64"]
     return data
 
 

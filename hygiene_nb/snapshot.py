@@ -446,7 +446,7 @@ def raw_path(row: Mapping[str, Any]) -> bytes:
 
 
 def path_b64(text: str, raw: bytes | None) -> str | None:
-    """``raw`` in base64 when the text ``path`` does not give back those exact bytes, else None.
+    """``raw`` in base64 when the path's ``text`` does not give back those exact bytes, else None.
 
     A name that is not valid UTF-8 shows as text with backslash escapes; scripts that act on
     the entry need its bytes (CONTRACT §7: "exact bytes for non-UTF-8 names go in an extra

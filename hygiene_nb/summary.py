@@ -135,12 +135,10 @@ def reclaimable(
 
 def _exact(columns: dict[str, list[Any]], i: int) -> str | None:
     """Row ``i``'s ``path_b64`` (only rows with a non-UTF-8 name in their path have one)."""
-    raws = [columns.get(c, [None] * (i + 1))[i] for c in ("parent_raw", "name_raw")]
-    if all(r is None for r in raws):
+    names = ("parent", "name", "parent_raw", "name_raw")
+    row: dict[str, Any] = {c: columns[c][i] for c in names if c in columns}
+    if row.get("parent_raw") is None and row.get("name_raw") is None:
         return None
-    row: dict[str, Any] = {
-        c: columns[c][i] for c in ("parent", "name", "parent_raw", "name_raw") if c in columns
-    }
     return path_b64(columns["path"][i], raw_path(row))
 
 
