@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from hygiene_nb import __version__
 from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
 from hygiene_nb.config import RootConfig, load_root_config
-from hygiene_nb.errors import RootChanged, UsageError
+from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.fingerprint import (
     SymlinkOnPath,
     fingerprint,
@@ -55,6 +55,7 @@ from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
 from hygiene_nb.snapshot import (
+    FORMAT_VERSION,
     ScanInfo,
     SnapshotWriter,
     find_scan,
@@ -157,6 +158,7 @@ def scan_root(
         root_dev=st.st_dev,
         root_inode=st.st_ino,
         tool_version=__version__,
+        format_version=FORMAT_VERSION,
         options={
             "excludes": list(excludes),
             "ignore_rules": len(options.excludes),
@@ -601,11 +603,12 @@ def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None,
         return "unreadable-now", exc.strerror or ""
     now = (
         kind_of_mode(st.st_mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
-        st.st_mtime_ns,
+        st.st_mtime_ns, st.st_ctime_ns,
     )  # fmt: skip
-    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"])
+    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"],
+            cand["ctime_ns"])  # fmt: skip
     if now != then:
-        names = ("kind", "device", "inode", "size", "mtime")
+        names = ("kind", "device", "inode", "size", "mtime", "ctime")
         what = [f"{n} {a} → {b}" for n, a, b in zip(names, then, now, strict=True) if a != b]
         return "changed-since-review", ", ".join(what)
     if cand["kind"] == "dir":
@@ -708,6 +711,12 @@ def make_plan(
         raise RootChanged(
             f"{path} is not the directory scanned as {info.scan_id} (another device or inode); "
             f"run `hygiene-nb scan {shlex.quote(path)}` again, review, then plan."
+        )
+    if info.format_version < FORMAT_VERSION:
+        raise SnapshotOutdated(
+            f"snapshot {info.scan_id} is in format {info.format_version}, which records no "
+            "change times (ctime), so a rewrite with its mtime put back could not be told "
+            f"from the reviewed file; run `hygiene-nb scan {shlex.quote(path)}` again, then plan."
         )
     out_path = _plan_out(out, path) if out is not None else None
     table, ctx = _classified(st, info, rules)

@@ -42,7 +42,7 @@ __all__ = ["CLASSIFY_COLUMNS", "Verdict", "classify_table", "join_path"]
 CLASSIFY_COLUMNS = [
     "parent", "name", "parent_raw", "name_raw", "kind", "depth", "size", "alloc", "mtime_ns",
     "inode", "dev", "nlink", "tree_bytes", "tree_alloc", "tree_files", "tree_latest_mtime_ns",
-    "partial", "error", "excluded", "mount_point", "budget_cut",
+    "partial", "error", "excluded", "mount_point", "budget_cut", "ctime_ns", "uid", "gid", "mode",
 ]  # fmt: skip
 
 Ids = npt.NDArray[np.int32]

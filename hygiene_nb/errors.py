@@ -11,10 +11,12 @@
     │   ├── ConfigInvalid             code config-invalid       exit 2
     │   ├── PlanMalformed             code plan-malformed       exit 2
     │   ├── PlanUnreadable            code plan-unreadable      exit 2
+    │   ├── SnapshotOutdated          code snapshot-outdated    exit 2
     │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
-    │   └── LedgerTooNew              code ledger-too-new       exit 1
+    │   ├── LedgerTooNew              code ledger-too-new       exit 1
+    │   └── SnapshotTooNew            code snapshot-too-new     exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
     ├── ReportFailed                  code report-failed        exit 1
     └── Refused                       code refused              exit 3
@@ -67,6 +69,8 @@ __all__ = [
     "RootReplaced",
     "RuleInvalid",
     "SnapshotNotFound",
+    "SnapshotOutdated",
+    "SnapshotTooNew",
     "StoreError",
     "UsageError",
 ]
@@ -137,6 +141,18 @@ class LedgerTooNew(StoreError):
     """Raised when the ledger was written by a newer hygiene-nb (it is left unchanged)."""
 
     code = "ledger-too-new"
+
+
+class SnapshotOutdated(UsageError):
+    """Raised when a plan is asked of a snapshot in a format that lacks what plans check."""
+
+    code = "snapshot-outdated"
+
+
+class SnapshotTooNew(StoreError):
+    """Raised when a snapshot's format is newer than this hygiene-nb reads (it is left as is)."""
+
+    code = "snapshot-too-new"
 
 
 class PlanMalformed(UsageError):

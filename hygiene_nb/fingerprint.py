@@ -1,9 +1,11 @@
 """Fingerprints: what an entry or a directory's whole subtree looks like, from disk or snapshot.
 
 A subtree fingerprint is (count, bytes, newest mtime, sha256 over sorted (relative path, kind,
-size, mtime_ns, inode) lines). The same function hashes snapshot rows and a fresh walk, so a
-deep file touched, added, removed or replaced by a symlink changes it. Reading the disk here is
-read-only, relative to directory handles opened from the root with no symlink followed.
+size, mtime_ns, inode, ctime_ns) lines). The same function hashes snapshot rows and a fresh walk,
+so a deep file touched, added, removed or replaced by a symlink changes it. ctime is in it
+because no user can set it: a file rewritten with its size kept and its mtime put back
+(``touch -d``) still changes the fingerprint. Reading the disk here is read-only, relative to
+directory handles opened from the root with no symlink followed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "Entry",
     "Fingerprint",
     "SymlinkOnPath",
     "fingerprint",
@@ -55,13 +58,16 @@ def signed64(value: int) -> int:
     return value - (1 << 64) if value >= (1 << 63) else value
 
 
-def fingerprint(entries: Iterable[tuple[bytes, str, int, int, int]]) -> Fingerprint:
-    """Fingerprint (relative path, kind, size, mtime_ns, inode) tuples, in any order."""
+Entry = tuple[bytes, str, int, int, int, int]  # (relative path, kind, size, mtime, inode, ctime)
+
+
+def fingerprint(entries: Iterable[Entry]) -> Fingerprint:
+    """Fingerprint (relative path, kind, size, mtime_ns, inode, ctime_ns) tuples, in any order."""
     lines = sorted(entries)
     digest = hashlib.sha256()
     total = newest = 0
-    for rel, kind, size, mtime, inode in lines:
-        digest.update(rel + b"\0" + f"{kind}\0{size}\0{mtime}\0{inode}\n".encode())
+    for rel, kind, size, mtime, inode, ctime in lines:
+        digest.update(rel + b"\0" + f"{kind}\0{size}\0{mtime}\0{inode}\0{ctime}\n".encode())
         total += size
         newest = max(newest, mtime)
     return Fingerprint(len(lines), total, newest, "sha256:" + digest.hexdigest())
@@ -108,9 +114,7 @@ def lstat_beneath(root: bytes, path: bytes) -> os.stat_result:
         os.close(fd)
 
 
-def walk_subtree(
-    root: bytes, path: bytes, *, expect: tuple[int, int] | None = None
-) -> list[tuple[bytes, str, int, int, int]]:
+def walk_subtree(root: bytes, path: bytes, *, expect: tuple[int, int] | None = None) -> list[Entry]:
     """Every entry below directory ``path`` as fingerprint tuples (read-only, no symlinks).
 
     Depth first, holding only the handles of the directories on the current path (a wide
@@ -134,16 +138,14 @@ def walk_subtree(
         st = os.fstat(top)
         if expect is not None and (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", path)
-        out: list[tuple[bytes, str, int, int, int]] = []
+        out: list[Entry] = []
         _walk_into(top, b"", out)
         return out
     finally:
         os.close(top)
 
 
-def walk_subtree_at(
-    dir_fd: int, name: bytes, *, expect: tuple[int, int]
-) -> list[tuple[bytes, str, int, int, int]]:
+def walk_subtree_at(dir_fd: int, name: bytes, *, expect: tuple[int, int]) -> list[Entry]:
     """Like ``walk_subtree``, for directory ``name`` under an open handle (no symlinks).
 
     Raises:
@@ -155,21 +157,30 @@ def walk_subtree_at(
         st = os.fstat(top)
         if (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", name)
-        out: list[tuple[bytes, str, int, int, int]] = []
+        out: list[Entry] = []
         _walk_into(top, b"", out)
         return out
     finally:
         os.close(top)
 
 
-def _walk_into(dfd: int, prefix: bytes, out: list[tuple[bytes, str, int, int, int]]) -> None:
+def _walk_into(dfd: int, prefix: bytes, out: list[Entry]) -> None:
     subdirs: list[tuple[bytes, tuple[int, int]]] = []
     with os.scandir(dfd) as entries:
         for entry in entries:
             name = os.fsencode(entry.name)
             st = entry.stat(follow_symlinks=False)
             kind = kind_of_mode(st.st_mode)
-            out.append((prefix + name, kind, st.st_size, st.st_mtime_ns, signed64(st.st_ino)))
+            out.append(
+                (
+                    prefix + name,
+                    kind,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    signed64(st.st_ino),
+                    st.st_ctime_ns,
+                )
+            )
             if kind == "dir":
                 subdirs.append((name, (st.st_dev, st.st_ino)))
     for name, identity in subdirs:

@@ -214,7 +214,8 @@ def _incomplete_rows(table: pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:
 def _subtree_fingerprint(root_row: Mapping[str, Any], rows: list[dict[str, Any]]) -> Fingerprint:
     base = raw_path(root_row) + b"/"
     return fingerprint(
-        (raw_path(r)[len(base) :], r["kind"], r["size"], r["mtime_ns"], r["inode"]) for r in rows
+        (raw_path(r)[len(base) :], r["kind"], r["size"], r["mtime_ns"], r["inode"], r["ctime_ns"])
+        for r in rows
     )
 
 
@@ -365,9 +366,10 @@ def plan_digest(plan: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-_CANDIDATE_KEYS = ("kind", "size", "alloc", "mtime_ns", "inode", "dev", "nlink", "tree_bytes",
-                   "tree_alloc", "tree_files", "risk", "rule", "claim", "note", "decided_by",
-                   "decided_at")  # fmt: skip
+_CANDIDATE_KEYS = (
+    "kind", "size", "alloc", "mtime_ns", "ctime_ns", "inode", "dev", "nlink", "tree_bytes",
+    "tree_alloc", "tree_files", "risk", "rule", "claim", "note", "decided_by", "decided_at",
+)  # fmt: skip
 
 
 def _candidate_json(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,11 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hygiene_nb.errors import IndexCorrupt, SnapshotNotFound, StoreError
+from hygiene_nb.errors import IndexCorrupt, SnapshotNotFound, SnapshotTooNew, StoreError
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
 from hygiene_nb.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 
 __all__ = [
+    "FORMAT_2_COLUMNS",
+    "FORMAT_VERSION",
     "KINDS",
     "SNAPSHOT_SCHEMA",
     "ScanInfo",
@@ -47,6 +49,7 @@ __all__ = [
     "prune_scans",
     "raw_path",
     "root_slug",
+    "snapshot_format",
 ]
 
 KINDS = ("file", "dir", "symlink", "other")
@@ -113,8 +116,21 @@ SNAPSHOT_SCHEMA = pa.schema(
         ("excluded", pa.bool_()),
         ("mount_point", pa.bool_()),
         ("budget_cut", pa.bool_()),
+        # Format 2 adds these four. ctime is the inode's change time, which no user can set:
+        # a rewrite with its mtime put back (`touch -d`) still changes it.
+        ("ctime_ns", pa.int64()),
+        ("uid", pa.int64()),
+        ("gid", pa.int64()),
+        ("mode", pa.int32()),
     ]
 )
+
+# The snapshot format this code writes (in each file's footer, ``hygiene_nb.format_version``,
+# and in the scan's metadata). 1: no ctime_ns/uid/gid/mode columns (read as null). 2: with them.
+FORMAT_VERSION = 2
+# Columns a format-1 snapshot lacks: loaded as nulls, so every reader sees one schema.
+FORMAT_2_COLUMNS = ("ctime_ns", "uid", "gid", "mode")
+_FORMAT_KEY = b"hygiene_nb.format_version"
 
 # errno → the stable code a snapshot row carries in ``error``.
 _ERROR_CODES = {
@@ -147,6 +163,7 @@ class ScanInfo:
     root_inode: int = 0
     walker: str = ""
     tool_version: str = ""
+    format_version: int = 1  # a scan recorded without one predates format 2
     options: dict[str, Any] = field(default_factory=dict)
     path: str = ""  # the snapshot's partition directory
 
@@ -245,6 +262,10 @@ def convert_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
         excluded,
         mount,
         cut,
+        col("ctime_ns"),
+        col("uid").cast(pa.int64()),
+        col("gid").cast(pa.int64()),
+        col("mode").cast(pa.int32(), safe=False),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=SNAPSHOT_SCHEMA)
 
@@ -269,7 +290,18 @@ def _parquet_writer(path: Path) -> pq.ParquetWriter:
         SNAPSHOT_SCHEMA,
         compression="zstd",
         compression_level=_ZSTD_LEVELS,
-        use_dictionary=["parent", "kind", "error", "dev", "nlink", "depth", "alloc"],
+        use_dictionary=[
+            "parent",
+            "kind",
+            "error",
+            "dev",
+            "nlink",
+            "depth",
+            "alloc",
+            "uid",
+            "gid",
+            "mode",
+        ],
         # One dictionary page holds a row group's distinct parents (the 1 MiB default would
         # fall back to plain strings on a wide tree).
         dictionary_pagesize_limit=_DICTIONARY_PAGE_LIMIT,
@@ -339,7 +371,9 @@ class SnapshotWriter:
         self._flush()
         final = partition_dir(self.store, self.info)
         self.info.path = str(final)
-        self._writer.add_key_value_metadata({_META_KEY: self.info.to_json().encode()})
+        self._writer.add_key_value_metadata(
+            {_META_KEY: self.info.to_json().encode(), _FORMAT_KEY: str(FORMAT_VERSION).encode()}
+        )
         self._writer.close()
         self._file.chmod(FILE_MODE)
         make_private_dir(final.parent)
@@ -483,18 +517,49 @@ def load_snapshot(
         read = [c for c in wanted if c != "path"]
         if "path" in wanted:
             read = list(dict.fromkeys([*read, "parent", "name"]))
+    file = Path(info.path) / "part-0.parquet"
     try:
-        table = pq.read_table(Path(info.path) / "part-0.parquet", columns=read)
+        footer = pq.read_metadata(file)
+        _check_format(footer, info)
+        present = set(footer.schema.names)
+        lacking = [c for c in FORMAT_2_COLUMNS if c not in present]  # a format-1 snapshot
+        if read is not None:
+            lacking = [c for c in lacking if c in read]
+            read = [c for c in read if c not in lacking]
+        table = pq.read_table(file, columns=read)
     except (OSError, pa.ArrowException) as exc:
         raise StoreError(
             f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
             "scan again, or prune the damaged snapshot."
         ) from exc
+    for column in lacking:  # unknown, never zero: a null owner, a null ctime
+        table = table.append_column(
+            SNAPSHOT_SCHEMA.field(column),
+            pa.nulls(table.num_rows, SNAPSHOT_SCHEMA.field(column).type),
+        )
     if wanted is None or "path" in wanted:
         table = table.append_column("path", entry_paths(table))
     if wanted is not None:
         table = table.select(wanted)
     return table.replace_schema_metadata({_META_KEY: info.to_json().encode()})
+
+
+def snapshot_format(footer: pq.FileMetaData) -> int:
+    """The format version a snapshot file's footer records (1 when it records none)."""
+    raw = (footer.metadata or {}).get(_FORMAT_KEY, b"1")
+    try:
+        return int(raw)
+    except ValueError:
+        return 0  # not a number: not a format this code knows
+
+
+def _check_format(footer: pq.FileMetaData, info: ScanInfo) -> None:
+    version = snapshot_format(footer)
+    if not 1 <= version <= FORMAT_VERSION:
+        raise SnapshotTooNew(
+            f"snapshot {info.scan_id} is in format {version}, and this hygiene-nb reads formats "
+            f"1 to {FORMAT_VERSION}; upgrade hygiene-nb to read it (it is left unchanged)."
+        )
 
 
 def read_scan_info(snapshot_file: Path) -> ScanInfo:

@@ -167,7 +167,7 @@ def child_growth(
         WITH kids AS (
             SELECT filename AS scan, name AS child,
                    CAST(CASE WHEN kind = 'dir' THEN tree_bytes ELSE size END AS BIGINT) AS bytes
-            FROM read_parquet({_file_list(scans)}, filename = true)
+            FROM read_parquet({_file_list(scans)}, filename = true, union_by_name = true)
             WHERE depth = 1
         ),
         ranked AS (

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.scan import walk_options
-from hygiene_nb.snapshot import read_scan_info
+from hygiene_nb.snapshot import ScanInfo, read_scan_info
 from hygiene_nb.store import resolve_store
-from tests.conftest import write
+from tests.conftest import du_bytes, write
 
 
 def test_snapshot_lands_in_a_hive_partition_with_private_modes(tmp_path: Path, store: Path) -> None:
@@ -202,3 +202,105 @@ def test_a_copied_store_reads_its_own_snapshots(tmp_path: Path, store: Path) -> 
     shutil.copytree(store, tmp_path / "copy")
     shutil.rmtree(store)
     assert api.load(str(tmp_path / "r"), store=tmp_path / "copy").num_rows == 2
+
+
+def test_format_2_records_ctime_owner_group_and_mode_as_lstat_does(
+    tmp_path: Path, store: Path, walker: str
+) -> None:
+    root = tmp_path / "r"
+    write(root / "a" / "f", 5)
+    write(root / "g", 1)
+    os.chmod(root / "g", 0o4751)
+    (root / "a" / "link").symlink_to("f")
+    os.mkfifo(root / "a" / "pipe")
+    if os.geteuid() == 0:  # a second owner and group, as on a shared tree
+        os.chown(root / "g", 65534, 65534)
+        os.lchown(root / "a" / "link", 1, 2)
+    info = api.scan_root(root, store=store, walker=walker)  # type: ignore[arg-type]
+    assert info.format_version == 2
+    assert read_scan_info(Path(info.path) / "part-0.parquet").format_version == 2
+    meta = pq.read_metadata(Path(info.path) / "part-0.parquet").metadata
+    assert meta[b"hygiene_nb.format_version"] == b"2"
+    rows = api.load(str(root), store=store).to_pylist()
+    assert len(rows) == 6
+    for row in rows:
+        st_ = os.lstat(row["path"])
+        assert (row["ctime_ns"], row["uid"], row["gid"], row["mode"]) == (
+            st_.st_ctime_ns,
+            st_.st_uid,
+            st_.st_gid,
+            st_.st_mode,
+        ), row["path"]
+
+
+def _as_format_1(info: ScanInfo, store: Path) -> None:
+    """Rewrite a scan the way a format-1 writer left it: no new columns, no format key."""
+    part = Path(info.path) / "part-0.parquet"
+    table = pq.read_table(part)
+    meta = {k: v for k, v in pq.read_metadata(part).metadata.items() if k != b"ARROW:schema"}
+    footer = json.loads(meta.pop(b"hygiene_nb.scan"))
+    footer.pop("format_version")
+    meta.pop(b"hygiene_nb.format_version")
+    meta[b"hygiene_nb.scan"] = json.dumps(footer).encode()
+    old = table.drop_columns(["ctime_ns", "uid", "gid", "mode"]).replace_schema_metadata(meta)
+    pq.write_table(old, part)
+    index = store / "index.jsonl"
+    lines = []
+    for line in index.read_text().splitlines():
+        record = json.loads(line)
+        if record["scan_id"] == info.scan_id:
+            record.pop("format_version")
+        lines.append(json.dumps(record))
+    index.write_text("\n".join(lines) + "\n")
+
+
+def test_a_format_1_snapshot_still_loads_summarizes_and_charts(tmp_path: Path, store: Path) -> None:
+    from hygiene_nb import views
+
+    root = tmp_path / "r"
+    write(root / "a" / "f", 10)
+    old = api.scan_root(root, store=store)
+    then = du_bytes(root / "a", apparent=True)
+    _as_format_1(old, store)
+    write(root / "a" / "g", 7)
+    new = api.scan_root(root, store=store)
+    now = du_bytes(root / "a", apparent=True)
+    [first, second] = api.list_snapshots(store=store, root=str(root))
+    assert (first.format_version, second.format_version) == (1, 2)
+    table = api.load(str(root), store=store, scan_id=old.scan_id)
+    assert table.num_rows == 3
+    for column in ("ctime_ns", "uid", "gid", "mode"):
+        assert table.column(column).null_count == 3  # unknown, never zero
+    some = api.load(str(root), store=store, scan_id=old.scan_id, columns=["path", "uid", "size"])
+    assert some.column_names == ["path", "uid", "size"]
+    assert api.summarize(str(root), store=store, scan_id=old.scan_id).tree_bytes == old.tree_bytes
+    growth = views.child_growth(str(root), store=store)  # one DuckDB query over both formats
+    assert sorted(set(growth["scan_id"])) == sorted([old.scan_id, new.scan_id])
+    assert growth.set_index("scan_id")["bytes"].to_dict() == {old.scan_id: then, new.scan_id: now}
+
+
+def test_a_plan_from_a_format_1_snapshot_is_refused(tmp_path: Path, store: Path) -> None:
+    from hygiene_nb.errors import SnapshotOutdated
+
+    root = tmp_path / "r"
+    write(root / "junk.tmp", 10)
+    info = api.scan_root(root, store=store)
+    _as_format_1(info, store)
+    api.annotate([str(root / "junk.tmp")], store=store, decision="delete")
+    with pytest.raises(SnapshotOutdated, match=r"scan .* again"):
+        api.make_plan(root, store=store)
+
+
+def test_a_snapshot_from_a_newer_format_is_refused_not_misread(tmp_path: Path, store: Path) -> None:
+    from hygiene_nb.errors import SnapshotTooNew
+
+    root = tmp_path / "r"
+    write(root / "f", 1)
+    info = api.scan_root(root, store=store)
+    part = Path(info.path) / "part-0.parquet"
+    table = pq.read_table(part)
+    meta = {k: v for k, v in pq.read_metadata(part).metadata.items() if k != b"ARROW:schema"}
+    meta[b"hygiene_nb.format_version"] = b"99"
+    pq.write_table(table.replace_schema_metadata(meta), part)
+    with pytest.raises(SnapshotTooNew, match="format 99"):
+        api.load(str(root), store=store)

@@ -15,6 +15,7 @@ from typing import Any
 
 from hygiene_nb.executor.fileops import open_dirs_at
 from hygiene_nb.fingerprint import (
+    Entry,
     Fingerprint,
     SymlinkOnPath,
     fingerprint,
@@ -153,11 +154,12 @@ def _check_at(
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
         return Skip.of(path, "special-file")
     now = (kind_of_mode(mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
-           st.st_mtime_ns)  # fmt: skip
-    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"])
+           st.st_mtime_ns, st.st_ctime_ns)  # fmt: skip
+    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"],
+            cand["ctime_ns"])  # fmt: skip
     if now != then:
         return Skip.of(path, "changed-since-plan", _difference(then, now))
-    entries: list[tuple[bytes, str, int, int, int]] = []
+    entries: list[Entry] = []
     if stat.S_ISDIR(mode):
         entries = walk_subtree(root, raw, expect=(st.st_dev, st.st_ino))
         fresh = fingerprint(entries)
@@ -180,5 +182,5 @@ def _check_at(
 
 
 def _difference(then: tuple[Any, ...], now: tuple[Any, ...]) -> str:
-    names = ("kind", "device", "inode", "size", "mtime")
+    names = ("kind", "device", "inode", "size", "mtime", "ctime")
     return ", ".join(f"{n} {a} → {b}" for n, a, b in zip(names, then, now, strict=True) if a != b)

@@ -58,7 +58,8 @@ _TOP_KEYS = frozenset({"schema", "plan_id", "created_at", "expires_at", "ttl_sec
                        "summary", "plan_digest"})  # fmt: skip
 _ROOT_KEYS = frozenset({"path", "dev", "inode"})
 _SNAPSHOT_KEYS = frozenset({"scan_id", "scanned_at", "host"})
-_CANDIDATE_KEYS = frozenset({"path", "kind", "size", "alloc", "mtime_ns", "inode", "dev", "nlink",
+_CANDIDATE_KEYS = frozenset({"path", "kind", "size", "alloc", "mtime_ns", "ctime_ns", "inode",
+                             "dev", "nlink",
                              "tree_bytes", "tree_alloc", "tree_files", "risk", "rule", "claim",
                              "note", "decided_by", "decided_at", "confidence",
                              "fingerprint"})  # fmt: skip
@@ -498,7 +499,8 @@ def _check_candidate(cand: Any, where: str, root: str, root_raw: bytes) -> bytes
         raise _Bad(f'{where}.kind must be "file" or "dir" (plans hold no links or special files)')
     for key in ("size", "alloc", "nlink"):
         _int(cand[key], f"{where}.{key}")
-    for key in ("mtime_ns", "inode", "dev"):  # int64 as snapshots store them (may be negative)
+    # int64 as snapshots store them (may be negative)
+    for key in ("mtime_ns", "ctime_ns", "inode", "dev"):
         _int(cand[key], f"{where}.{key}", lo=-_INT63)
     _check_tree(cand, where, kind)
     _check_verdict(cand, where)

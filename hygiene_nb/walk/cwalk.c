@@ -90,6 +90,8 @@ typedef struct Batch {
     uint8_t *partial;
     int32_t *err;
     uint8_t *flags;
+    int64_t *ctime;
+    uint32_t *uid, *gid, *mode;
     size_t nerr;
     struct Batch *next;
 } Batch;
@@ -107,6 +109,8 @@ typedef struct Row {
     uint8_t partial;
     int32_t err;
     uint8_t flags;
+    int64_t ctime;
+    uint32_t uid, gid, mode;
 } Row;
 
 #define GROW(ptr, count)                                                   \
@@ -141,6 +145,10 @@ static int batch_reserve(Batch *b, size_t rows)
     GROW(b->partial, cap);
     GROW(b->err, cap);
     GROW(b->flags, cap);
+    GROW(b->ctime, cap);
+    GROW(b->uid, cap);
+    GROW(b->gid, cap);
+    GROW(b->mode, cap);
     if (b->cap == 0) {
         b->poff[0] = 0;
         b->noff[0] = 0;
@@ -187,6 +195,10 @@ static void batch_free(Batch *b)
     free(b->partial);
     free(b->err);
     free(b->flags);
+    free(b->ctime);
+    free(b->uid);
+    free(b->gid);
+    free(b->mode);
     free(b);
 }
 
@@ -240,6 +252,10 @@ static int batch_push(Batch *b, const Row *r)
     b->partial[i] = r->partial;
     b->err[i] = r->err;
     b->flags[i] = r->flags;
+    b->ctime[i] = r->ctime;
+    b->uid[i] = r->uid;
+    b->gid[i] = r->gid;
+    b->mode[i] = r->mode;
     if (r->err)
         b->nerr++;
     b->n = i + 1;
@@ -282,6 +298,10 @@ static int batch_append(Batch *dst, const Batch *src, size_t i, size_t k)
     CP(partial);
     CP(err);
     CP(flags);
+    CP(ctime);
+    CP(uid);
+    CP(gid);
+    CP(mode);
 #undef CP
     for (size_t j = 0; j < k; j++)
         if (src->err[i + j])
@@ -298,8 +318,9 @@ typedef struct Node {
     struct Node *parent;
     struct Node *prev_all, *next_all; /* every live node, for teardown */
     atomic_long refs; /* alive (until its row is out) + one per child node + hard-link map */
-    int64_t size, alloc, mtime;
+    int64_t size, alloc, mtime, ctime;
     uint64_t ino, dev, nlink;
+    uint32_t uid, gid, mode;
     int64_t tb, ta, tf, tl; /* rollups, guarded by W.mu */
     int64_t pending;        /* own listing + unfinished child directories, guarded by W.mu */
     int32_t depth;
@@ -475,6 +496,10 @@ static Node *node_new(W *w, Node *parent, const char *ppath, size_t plen, const 
     n->ino = (uint64_t)st->st_ino;
     n->dev = (uint64_t)st->st_dev;
     n->nlink = (uint64_t)st->st_nlink;
+    n->ctime = (int64_t)st->st_ctim.tv_sec * 1000000000LL + (int64_t)st->st_ctim.tv_nsec;
+    n->uid = (uint32_t)st->st_uid;
+    n->gid = (uint32_t)st->st_gid;
+    n->mode = (uint32_t)st->st_mode;
     n->tb = n->size;
     n->ta = n->alloc;
     n->tf = 0;
@@ -822,6 +847,10 @@ static void row_of_node(Row *r, const Node *n)
     r->ino = n->ino;
     r->dev = n->dev;
     r->nlink = n->nlink;
+    r->ctime = n->ctime;
+    r->uid = n->uid;
+    r->gid = n->gid;
+    r->mode = n->mode;
     r->depth = n->depth;
     r->tb = n->tb;
     r->ta = n->ta;
@@ -1120,6 +1149,8 @@ static void list_entry(W *w, Worker *t, Node *c, int fd, const struct linux_dire
         r.kind = kind_of_dtype(d->d_type);
         r.size = r.alloc = r.mtime = 0;
         r.ino = r.dev = r.nlink = 0;
+        r.ctime = 0;
+        r.uid = r.gid = r.mode = 0;
         r.tb = r.ta = r.tf = r.tl = 0;
         r.partial = r.kind == KIND_DIR;
         r.err = e;
@@ -1190,6 +1221,10 @@ static void list_entry(W *w, Worker *t, Node *c, int fd, const struct linux_dire
     r.ino = (uint64_t)st.st_ino;
     r.dev = (uint64_t)st.st_dev;
     r.nlink = (uint64_t)st.st_nlink;
+    r.ctime = (int64_t)st.st_ctim.tv_sec * 1000000000LL + (int64_t)st.st_ctim.tv_nsec;
+    r.uid = (uint32_t)st.st_uid;
+    r.gid = (uint32_t)st.st_gid;
+    r.mode = (uint32_t)st.st_mode;
     r.tb = size;
     r.ta = alloc;
     r.tf = files;
@@ -1788,6 +1823,8 @@ static int walker_start(WalkerObject *self)
     return 0;
 }
 
+#define NBUFS 23 /* the buffers of one batch handed to Python, in WALK_SCHEMA order */
+
 static PyObject *batch_to_tuple(Batch *b)
 {
     size_t n = b->n;
@@ -1800,16 +1837,18 @@ static PyObject *batch_to_tuple(Batch *b)
         if (b->partial[i])
             bits[i >> 3] |= (uint8_t)(1u << (i & 7));
     free(b->partial);
-    void *ptrs[19] = {b->poff, b->pdata, b->noff, b->ndata, b->kind, b->size, b->alloc,
-                      b->mtime, b->ino, b->dev, b->nlink, b->depth, b->tb, b->ta,
-                      b->tf, b->tl, bits, b->err, b->flags};
-    size_t lens[19] = {(n + 1) * 4, b->plen, (n + 1) * 4, b->nlen, n, n * 8, n * 8,
-                       n * 8, n * 8, n * 8, n * 8, n * 4, n * 8, n * 8,
-                       n * 8, n * 8, (n + 7) / 8, n * 4, n};
+    void *ptrs[NBUFS] = {b->poff, b->pdata, b->noff, b->ndata, b->kind, b->size, b->alloc,
+                         b->mtime, b->ino, b->dev, b->nlink, b->depth, b->tb, b->ta,
+                         b->tf, b->tl, bits, b->err, b->flags, b->ctime, b->uid, b->gid,
+                         b->mode};
+    size_t lens[NBUFS] = {(n + 1) * 4, b->plen, (n + 1) * 4, b->nlen, n, n * 8, n * 8,
+                          n * 8, n * 8, n * 8, n * 8, n * 4, n * 8, n * 8,
+                          n * 8, n * 8, (n + 7) / 8, n * 4, n, n * 8, n * 4, n * 4,
+                          n * 4};
     size_t nerr = b->nerr;
     free(b); /* the column arrays now belong to ptrs */
-    PyObject *bufs = PyTuple_New(19);
-    for (size_t i = 0; i < 19; i++) {
+    PyObject *bufs = PyTuple_New(NBUFS);
+    for (size_t i = 0; i < NBUFS; i++) {
         if (bufs == NULL) {
             free(ptrs[i]);
             continue;
@@ -1956,11 +1995,12 @@ static PyGetSetDef Walker_getset[] = {
 static PyMethodDef Walker_methods[] = {
     {"next_batch", (PyCFunction)Walker_next_batch, METH_NOARGS,
      "next_batch() -> (rows, errors, buffers) | None\n\n"
-     "Wait (GIL released) for the next batch. buffers is a 19-tuple of read-only buffers:\n"
+     "Wait (GIL released) for the next batch. buffers is a 23-tuple of read-only buffers:\n"
      "parent offsets (int32), parent data, name offsets (int32), name data, kind (u8),\n"
      "size, alloc, mtime_ns (i64), inode, dev, nlink (u64), depth (i32), tree_bytes,\n"
      "tree_alloc, tree_files, tree_latest_mtime_ns (i64), partial (bitmap), errno (i32),\n"
-     "flags (u8). None once the walk is complete. Starts the walk on the first call."},
+     "flags (u8), ctime_ns (i64), uid, gid, mode (u32). None once the walk is complete.\n"
+     "Starts the walk on the first call."},
     {"close", (PyCFunction)Walker_close, METH_NOARGS, "Stop the workers (the walk ends)."},
     {NULL, NULL, 0, NULL},
 };

@@ -34,6 +34,19 @@ from hygiene_nb.walk.spec import (
 __all__ = ["PyWalker", "fnmatch_bytes"]
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# What an entry that could not be stat-ed records as 0 (it is marked with its errno).
+_STAT_COLUMNS = (
+    "size",
+    "alloc",
+    "mtime_ns",
+    "inode",
+    "dev",
+    "nlink",
+    "ctime_ns",
+    "uid",
+    "gid",
+    "mode",
+)
 
 
 @lru_cache(maxsize=1024)
@@ -182,7 +195,7 @@ class PyWalker:
         c["name"].append(name)
         c["kind"].append(kind)
         if st is None:
-            for key in ("size", "alloc", "mtime_ns", "inode", "dev", "nlink"):
+            for key in _STAT_COLUMNS:
                 c[key].append(0)
         else:
             c["size"].append(st.st_size)
@@ -191,6 +204,10 @@ class PyWalker:
             c["inode"].append(st.st_ino)
             c["dev"].append(st.st_dev)
             c["nlink"].append(st.st_nlink)
+            c["ctime_ns"].append(st.st_ctime_ns)
+            c["uid"].append(st.st_uid)
+            c["gid"].append(st.st_gid)
+            c["mode"].append(st.st_mode)
         c["depth"].append(depth)
         c["tree_bytes"].append(sums[0])
         c["tree_alloc"].append(sums[1])

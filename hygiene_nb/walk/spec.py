@@ -15,7 +15,9 @@ Semantics every walker keeps:
   ``(st_dev, st_ino)`` checked against the listing's stat; a mismatch is ``errno = ENOENT``
   (the entry was replaced while we walked).
 * ``kind``: 0 file, 1 dir, 2 symlink, 3 other (fifo, socket, device) - never opened.
-* ``size`` = st_size, ``alloc`` = st_blocks * 512, ``mtime_ns`` = st_mtime in ns.
+* ``size`` = st_size, ``alloc`` = st_blocks * 512, ``mtime_ns`` = st_mtime in ns, ``ctime_ns`` =
+  st_ctime in ns (the inode's change time, which no user can set: a rewrite with the mtime put
+  back still moves it), ``uid``/``gid``/``mode`` = st_uid, st_gid, st_mode.
 * Rollups (``tree_*``) for a directory cover the directory itself and everything below it that was
   read: ``tree_bytes`` = sum of ``size``, ``tree_alloc`` = sum of ``alloc`` (equal to GNU
   ``du -sb --apparent-size`` and ``du -sB1``), ``tree_files`` = number of regular files,
@@ -87,6 +89,10 @@ WALK_SCHEMA = pa.schema(
         ("partial", pa.bool_()),
         ("errno", pa.int32()),
         ("flags", pa.uint8()),
+        ("ctime_ns", pa.int64()),
+        ("uid", pa.uint32()),
+        ("gid", pa.uint32()),
+        ("mode", pa.uint32()),
     ]
 )
 
