@@ -66,7 +66,10 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("warm_ratio", "warm ratio du / hygiene-nb", ">=", 1.0),
     ("cold_ratio", "cold ratio du / hygiene-nb", ">=", 2.0),
     ("peak_rss_mib", "hygiene-nb peak RSS (MiB)", "<=", 350.0),
-    ("bytes_per_entry", "snapshot bytes / entry", "<=", 15.0),
+    # Format 2 added ctime_ns, uid, gid and mode. On the generated tree (300k entries) they cost
+    # 1.09 B/entry for ctime (creation times with nanoseconds, in listing order) and 0.02 for
+    # the other three (dictionary-encoded), so the format-1 goal of 15.0 moves by 1.2.
+    ("bytes_per_entry", "snapshot bytes / entry", "<=", 16.2),
 )
 
 
