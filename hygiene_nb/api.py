@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from hygiene_nb import __version__
 from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
 from hygiene_nb.config import RootConfig, load_root_config
+from hygiene_nb.digests import entry_digests
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.fingerprint import (
     SymlinkOnPath,
@@ -426,8 +427,14 @@ def annotate(
     note: str | None = None,
     set_decision: bool = True,
     set_note: bool = True,
+    snapshot: str | None = None,
 ) -> list[Annotation]:
     """Write a person's decision and/or note on each absolute path (one batch, all or nothing).
+
+    Each decision records what it was made on: the snapshot (``snapshot``, the one on screen;
+    else the latest scan of the deepest scanned root holding the path) and the entry's digest
+    there. A plan leaves the decision out (``changed-since-decision``) once the entry no longer
+    has that digest.
 
     Args:
         paths: absolute paths (bytes keep non-UTF-8 names exactly).
@@ -436,17 +443,41 @@ def annotate(
         note: the note (``""``/``None`` clears it).
         set_decision: False to leave decisions as they are (a note-only write).
         set_note: False to leave notes as they are (a decision-only write).
+        snapshot: the id of the scan the decision was made on.
 
     Raises:
         UsageError: a path is relative or the decision is unknown.
     """
+    st = _store(store)
     kwargs: dict[str, Any] = {}
     if set_decision:
         kwargs["decision"] = decision
+        kwargs["made_on"] = _made_on(st, paths, snapshot)
     if set_note:
         kwargs["note"] = note
-    with Ledger.open(_store(store)) as ledger:
+    with Ledger.open(st) as ledger:
         return ledger.annotate(paths, by="human", **kwargs)
+
+
+def _made_on(
+    st: Store, paths: Sequence[str | bytes], snapshot: str | None
+) -> dict[bytes, tuple[str, str]]:
+    """Path → (scan id, the entry's digest there), for the paths a snapshot holds."""
+    raws = [p if isinstance(p, bytes) else os.fsencode(p) for p in paths]
+    scans = [find_scan(st, scan_id=snapshot)] if snapshot is not None else list_scans(st)
+    chosen: dict[str, tuple[ScanInfo, list[bytes]]] = {}
+    for raw in raws:
+        holding = [s for s in scans if within(os.fsdecode(raw), s.root)]
+        if not holding:
+            continue  # no snapshot holds it: a decision on what nobody saw cannot be planned
+        deepest = max(len(s.root) for s in holding)
+        latest = [s for s in holding if len(s.root) == deepest][-1]  # scans are oldest first
+        chosen.setdefault(latest.scan_id, (latest, []))[1].append(raw)
+    made: dict[bytes, tuple[str, str]] = {}
+    for info, wanted in chosen.values():
+        for raw, digest in entry_digests(st, info, wanted).items():
+            made[raw] = (info.scan_id, digest)
+    return made
 
 
 def annotations_at(paths: Sequence[str | bytes], *, store: StoreArg = None) -> list[Annotation]:
@@ -495,9 +526,12 @@ def apply_remembered_rules(*, store: StoreArg = None, scan_id: str) -> int:
         table = classify(store=st, scan_id=scan_id)
         roots = table.filter(pc.fill_null(table.column("group_root"), False))
         written = 0
+        info = find_scan(st, scan_id=scan_id)
         for group, decision in rules.items():
             rows = roots.filter(pc.equal(roots.column("group"), group)).to_pylist()
-            written += ledger.fill_from_rule(group, decision, [raw_path(r) for r in rows])
+            raws = [raw_path(r) for r in rows]
+            made_on = {raw: (scan_id, d) for raw, d in entry_digests(st, info, raws).items()}
+            written += ledger.fill_from_rule(group, decision, raws, made_on)
         return written
 
 
@@ -721,7 +755,11 @@ def make_plan(
     out_path = _plan_out(out, path) if out is not None else None
     table, ctx = _classified(st, info, rules)
     with Ledger.open(st) as ledger:
-        sel = select_candidates(table, ledger.annotations(under=path), root=path)
+        decided = ledger.annotations(under=path)
+        deletes = [a.path_raw for a in decided if a.decision == "delete"]
+        sel = select_candidates(
+            table, decided, root=path, made_on=(info.scan_id, entry_digests(st, info, deletes))
+        )
         _recheck_on_disk(sel, path, known_worktrees=frozenset(ctx.git.worktrees))
         checked = _check_references(sel, st, load_root_config(st, path))
         created = datetime.now(UTC)

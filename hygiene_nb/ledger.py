@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -123,6 +123,21 @@ MIGRATIONS += (
         """,
     ),
 )
+MIGRATIONS += (
+    (
+        4,
+        """
+        -- What a decision was made on: the snapshot on screen and the entry's digest there
+        -- (hygiene_nb.digests). NULL for decisions written before: a plan leaves them out
+        -- until a person decides again.
+        ALTER TABLE annotations ADD COLUMN snapshot_id TEXT;
+        ALTER TABLE annotations ADD COLUMN digest TEXT;
+        ALTER TABLE annotation_history ADD COLUMN snapshot_id TEXT;
+        ALTER TABLE annotation_history ADD COLUMN digest TEXT;
+        """,
+    ),
+)
+
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 _TABLES = frozenset(
     {
@@ -136,6 +151,7 @@ _TABLES = frozenset(
     }
 )
 _BUSY_MS = 30_000
+_ANNOTATION_COLUMNS = "path, path_raw, decision, note, by, rule, at, snapshot_id, digest"
 _EXECUTION_KEYS = (
     "plan_id", "plan_digest", "authorization_id", "authorized_at", "finished_at", "batch_id",
     "receipt_path", "moved", "skipped", "moved_bytes", "status",
@@ -162,6 +178,8 @@ class Annotation:
     by: str
     rule: str | None
     at: str
+    snapshot_id: str | None = None  # the snapshot the decision was made on
+    digest: str | None = None  # the entry's digest in that snapshot (hygiene_nb.digests)
 
     @property
     def is_reviewed(self) -> bool:
@@ -310,6 +328,7 @@ class Ledger:
         note: str | None = _UNSET,
         by: str = "human",
         rule: str | None = None,
+        made_on: Mapping[bytes, tuple[str, str]] | None = None,
     ) -> list[Annotation]:
         """Set the decision and/or note of each path (a batch: deduplicated, all or nothing).
 
@@ -320,6 +339,9 @@ class Ledger:
             note: the note text (``""`` or ``None`` clears it); omitted: leave it as it is.
             by: ``human``, ``rule`` or ``agent``.
             rule: the remembered rule that made it (for ``by="rule"``).
+            made_on: path → (snapshot id, the entry's digest there): what each decision was
+                made on. A decision set without it records none, and cannot be planned until
+                it is set again with one. A note alone leaves what was recorded as it was.
 
         Returns:
             The annotations after the change (a path whose decision and note are both empty
@@ -353,7 +375,8 @@ class Ledger:
         out = []
         with self._write() as db:
             for raw in raws:
-                result = self._annotate_one(db, raw, decision, note, by, rule, at)
+                seen = (made_on or {}).get(raw)
+                result = self._annotate_one(db, raw, decision, note, by, rule, at, seen)
                 if result is not None:
                     out.append(result)
         return out
@@ -367,11 +390,16 @@ class Ledger:
         by: str,
         rule: str | None,
         at: str,
+        made_on: tuple[str, str] | None = None,
     ) -> Annotation | None:
         row = db.execute(
-            "SELECT decision, note FROM annotations WHERE path_raw = ?", (raw,)
+            "SELECT decision, note, snapshot_id, digest FROM annotations WHERE path_raw = ?",
+            (raw,),
         ).fetchone()
-        old_decision, old_note = row if row else (None, None)
+        old_decision, old_note, old_snapshot, old_digest = row if row else (None, None, None, None)
+        snapshot_id, digest = (
+            (old_snapshot, old_digest) if decision is _UNSET else (made_on or (None, None))
+        )
         new_decision = old_decision if decision is _UNSET else decision
         new_note = old_note if note is _UNSET else (note or None)
         path = display_path(raw)
@@ -386,22 +414,23 @@ class Ledger:
             )
             return None
         db.execute(
-            "INSERT INTO annotations (path_raw, path, decision, note, by, rule, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (path_raw) DO UPDATE SET"
+            "INSERT INTO annotations (path_raw, path, decision, note, by, rule, at, snapshot_id,"
+            " digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (path_raw) DO UPDATE SET"
             " decision = excluded.decision, note = excluded.note, by = excluded.by,"
-            " rule = excluded.rule, at = excluded.at",
-            (raw, path, new_decision, new_note, by, rule, at),
+            " rule = excluded.rule, at = excluded.at, snapshot_id = excluded.snapshot_id,"
+            " digest = excluded.digest",
+            (raw, path, new_decision, new_note, by, rule, at, snapshot_id, digest),
         )
         db.execute(
-            "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at, action)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, 'set')",
-            (raw, path, new_decision, new_note, by, rule, at),
+            "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at, action,"
+            " snapshot_id, digest) VALUES (?, ?, ?, ?, ?, ?, ?, 'set', ?, ?)",
+            (raw, path, new_decision, new_note, by, rule, at, snapshot_id, digest),
         )
-        return Annotation(path, raw, new_decision, new_note, by, rule, at)
+        return Annotation(path, raw, new_decision, new_note, by, rule, at, snapshot_id, digest)
 
     def annotations(self, *, under: str | None = None) -> list[Annotation]:
         """Every annotation (only those at or under the absolute path ``under``, if given)."""
-        query = "SELECT path, path_raw, decision, note, by, rule, at FROM annotations"
+        query = f"SELECT {_ANNOTATION_COLUMNS} FROM annotations"
         args: tuple[Any, ...] = ()
         if under is not None:
             prefix = under.rstrip("/") + "/"  # compared exactly: LIKE would ignore ASCII case
@@ -417,7 +446,7 @@ class Ledger:
         for start in range(0, len(raws), 500):  # SQLite's bound-parameter limit
             chunk = raws[start : start + 500]
             rows = self._read(
-                "SELECT path, path_raw, decision, note, by, rule, at FROM annotations"
+                f"SELECT {_ANNOTATION_COLUMNS} FROM annotations"
                 f" WHERE path_raw IN ({', '.join('?' * len(chunk))})",
                 tuple(chunk),
             )
@@ -509,8 +538,17 @@ class Ledger:
         """Pattern group → remembered decision."""
         return dict(self._read("SELECT group_id, decision FROM remembered_rules ORDER BY 1"))
 
-    def fill_from_rule(self, group: str, decision: str, paths: Sequence[bytes]) -> int:
+    def fill_from_rule(
+        self,
+        group: str,
+        decision: str,
+        paths: Sequence[bytes],
+        made_on: Mapping[bytes, tuple[str, str]] | None = None,
+    ) -> int:
         """Give ``decision`` to each of ``paths`` that has no annotation at all (``by: rule``).
+
+        ``made_on`` is what each path was in the snapshot the rule filled from (see
+        ``annotate``).
 
         Returns:
             How many annotations were written.
@@ -523,7 +561,8 @@ class Ledger:
                     "SELECT 1 FROM annotations WHERE path_raw = ?", (raw,)
                 ).fetchone()
                 if exists is None:
-                    self._annotate_one(db, raw, decision, None, "rule", group, at)
+                    seen = (made_on or {}).get(raw)
+                    self._annotate_one(db, raw, decision, None, "rule", group, at, seen)
                     written += 1
         return written
 

@@ -54,6 +54,8 @@ EXCLUSIONS = {
     "contains-kept-entry": "it contains an entry you marked keep: mark the parts to delete "
     "instead, or change that decision",
     "not-in-snapshot": "the snapshot has no such entry: scan again, review, then plan",
+    "changed-since-decision": "what it was decided on is not what is there now: look at it "
+    "again and decide again (`hygiene-nb annotate PATH --decision delete`), then plan",
     "outside-root": "it is not inside the plan's root: plan it from its own root",
     "vanished": "it is gone from disk since the scan",
     "changed-since-review": "it changed since the snapshot you reviewed: scan again, review, "
@@ -225,6 +227,7 @@ def select_candidates(
     *,
     root: str,
     index: SnapshotIndex | None = None,
+    made_on: tuple[str, Mapping[bytes, str]] | None = None,
 ) -> Selection:
     """Turn the ``delete`` decisions under ``root`` into candidates and exclusions (pure).
 
@@ -233,6 +236,10 @@ def select_candidates(
         annotations: every annotation at or under ``root``.
         root: the plan's root.
         index: ``SnapshotIndex(table)``, when the caller keeps one (default: built here).
+        made_on: (this snapshot's id, path → entry digest in it) for the delete decisions: a
+            decision whose recorded digest differs, or that recorded none, is left out
+            (``changed-since-decision``), unless the entry and all below it are still ``safe``.
+            None: only a preview, which does not compare.
 
     Returns:
         Candidates (snapshot rows plus decision, note and, for directories, the subtree's
@@ -259,7 +266,7 @@ def select_candidates(
     for ann in deletes:
         at = found[ann.path_raw]
         row = rows.get(at) if at is not None else None
-        candidate = _check_one(ann, row, at, tree, root, kept_paths, sel)
+        candidate = _check_one(ann, row, at, tree, root, kept_paths, sel, made_on)
         if candidate is not None:
             ok.append(candidate)
     outer: list[tuple[bytes, str]] = []  # exact bytes: look-alike texts must not fold
@@ -285,6 +292,7 @@ def _check_one(
     root: str,
     kept_paths: list[bytes],
     sel: Selection,
+    made_on: tuple[str, Mapping[bytes, str]] | None = None,
 ) -> dict[str, Any] | None:
     normal = os.path.normpath(ann.path)
     if normal != ann.path or not _inside(normal, root):
@@ -316,12 +324,37 @@ def _check_one(
         shown = kept.decode("utf-8", "backslashreplace")
         _exclude(sel, ann, "contains-kept-entry", f"{shown} is marked keep")
         return None
+    if made_on is not None:
+        stale = _changed_since_decision(ann, row, below, made_on)
+        if stale:
+            _exclude(sel, ann, "changed-since-decision", stale)
+            return None
     row.update(note=ann.note, decided_by=ann.by, decided_at=ann.at, path=ann.path,
                path_raw=ann.path_raw, row_index=index)  # fmt: skip
     if row["kind"] == "dir":
         row["fingerprint"] = _subtree_fingerprint(row, below)
         row["subtree_rows"] = inside
     return row
+
+
+def _changed_since_decision(
+    ann: Annotation,
+    row: Mapping[str, Any],
+    below: Sequence[Mapping[str, Any]],
+    made_on: tuple[str, Mapping[bytes, str]],
+) -> str:
+    """Why the entry is not what the decision was made on ("" when it is)."""
+    scan_id, digests = made_on
+    if ann.digest is None:
+        return "the decision records no snapshot it was made on (it predates that record)"
+    now = digests.get(ann.path_raw)
+    if now == ann.digest:
+        return ""
+    if row["risk"] == "safe" and all(r["risk"] == "safe" for r in below):
+        return ""  # a cache or dependency directory: new content that is still all safe
+    if now is None:
+        return f"snapshot {scan_id} did not read it completely, so it cannot be compared"
+    return f"it changed after the decision (made on snapshot {ann.snapshot_id})"
 
 
 def _first_kept_inside(path: bytes, kept_paths: list[bytes]) -> bytes | None:

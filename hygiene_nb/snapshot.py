@@ -40,6 +40,7 @@ __all__ = [
     "SNAPSHOT_SCHEMA",
     "ScanInfo",
     "SnapshotWriter",
+    "digest_dir",
     "entry_paths",
     "int_scalar",
     "list_scans",
@@ -321,6 +322,11 @@ def partition_dir(store: Store, info: ScanInfo) -> Path:
         / f"root={root_slug(info.root)}"
         / f"scan={info.scan_id}"
     )
+
+
+def digest_dir(store: Store, info: ScanInfo) -> Path:
+    """Where a scan's entry digests live (``hygiene_nb.digests``): beside the dataset, not in it."""
+    return store.root / "digests" / partition_dir(store, info).relative_to(store.snapshots)
 
 
 class SnapshotWriter:
@@ -611,6 +617,8 @@ def prune_scans(
         gone = {s.scan_id for s in doomed}
         for scan in doomed:
             remove_store_path(store, Path(scan.path))
+            if digest_dir(store, scan).exists():
+                remove_store_path(store, digest_dir(store, scan))
         kept = [s for s in scans if s.scan_id not in gone]
         from hygiene_nb.store import write_private_file
 

@@ -1,0 +1,132 @@
+"""Entry digests: what a decision was made on, as one value per entry of a snapshot.
+
+A decision records the snapshot it was made on and the entry's digest there. A plan made from a
+later snapshot compares that digest with the entry's digest in its own snapshot: a directory
+that gained a ``thesis.tex`` after it was marked delete has another digest, and is left out.
+
+* A file's (or link's) digest hashes its name, kind, size, mtime, ctime and inode.
+* A directory's digest hashes, in name order, the lines of its children and their own digests
+  (a Merkle tree): any change anywhere below it changes it. The directory's own times are left
+  out, so a ``chmod`` of the directory alone does not make a decision stale.
+* A directory whose subtree was not read completely (an error, a budget cut, partial sums) has
+  no digest: what was not seen cannot be compared, so a decision on it cannot be confirmed.
+
+Directory digests are computed once per snapshot, the first time they are asked for, with one
+DuckDB query per depth level, and kept beside the snapshot in ``digests/host=…/root=…/scan=…/``
+(never a cache that authorizes anything: the plan and the executor still re-check the disk).
+Paths are compared on their exact bytes (``parent_raw``/``name_raw`` where present).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hygiene_nb.snapshot import ScanInfo, digest_dir, partition_dir
+from hygiene_nb.store import Store, make_private_dir, write_private_file
+
+__all__ = ["entry_digests"]
+
+_FILE = "dirs.parquet"
+
+# One row per entry: its exact path bytes, its parent's, and the line its parent hashes.
+_ENTRIES = r"""
+    SELECT depth, CAST(kind AS VARCHAR) AS kind,
+           CASE WHEN parent IS NULL THEN NULL ELSE coalesce(parent_raw, encode(parent)) END AS p,
+           CASE WHEN parent IS NULL THEN coalesce(name_raw, encode(name))
+                WHEN parent = '/' THEN '/'::BLOB || coalesce(name_raw, encode(name))
+                ELSE coalesce(parent_raw, encode(parent)) || '/'::BLOB
+                     || coalesce(name_raw, encode(name)) END AS self,
+           concat_ws(':', hex(coalesce(name_raw, encode(name))), CAST(kind AS VARCHAR),
+                     CAST(size AS VARCHAR), CAST(mtime_ns AS VARCHAR),
+                     coalesce(CAST(ctime_ns AS VARCHAR), '?'), CAST(inode AS VARCHAR)) AS line,
+           coalesce(partial, false) OR error IS NOT NULL OR coalesce(budget_cut, false)
+               OR coalesce(excluded, false) OR coalesce(mount_point, false) AS unseen
+    FROM read_parquet(?, union_by_name = true)
+"""
+
+
+def _snapshot_file(store: Store, info: ScanInfo) -> str:
+    return str(partition_dir(store, info) / "part-0.parquet")
+
+
+def _directory_digests(store: Store, info: ScanInfo) -> pa.Table:
+    """``(self, digest)`` of every directory of the snapshot, computed once and kept."""
+    target = digest_dir(store, info) / _FILE
+    if target.exists():
+        return pq.read_table(target)
+    with duckdb.connect() as con:
+        con.execute(f"CREATE TEMP TABLE e AS {_ENTRIES}", [_snapshot_file(store, info)])
+        con.execute("CREATE TEMP TABLE d (self BLOB, digest VARCHAR, depth INTEGER)")
+        deepest = con.execute("SELECT coalesce(max(depth), 0) FROM e").fetchone()
+        for level in range(int(deepest[0] if deepest else 0), -1, -1):
+            # NULL (unknown) when the directory or any child directory was not seen whole
+            con.execute(
+                """
+                INSERT INTO d
+                SELECT e.self,
+                       CASE WHEN bool_or(e.unseen) OR bool_or(c.kind = 'dir'
+                                 AND cd.digest IS NULL AND c.self IS NOT NULL)
+                            THEN NULL
+                            ELSE sha256(coalesce(string_agg(
+                                c.line || ':' || coalesce(cd.digest, ''), chr(10) ORDER BY c.line
+                            ), ''))
+                       END,
+                       ?
+                FROM e
+                LEFT JOIN e c ON c.p = e.self AND c.depth = ?
+                LEFT JOIN d cd ON cd.self = c.self AND cd.depth = ?
+                WHERE e.depth = ? AND e.kind = 'dir'
+                GROUP BY e.self
+                """,
+                [level, level + 1, level + 1, level],
+            )
+        table = con.sql("SELECT self, digest FROM d").to_arrow_table()
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    make_private_dir(target.parent.parent.parent.parent)
+    make_private_dir(target.parent.parent.parent)
+    make_private_dir(target.parent.parent)
+    make_private_dir(target.parent)
+    write_private_file(target, sink.getvalue())
+    return table
+
+
+def entry_digests(store: Store, info: ScanInfo, raws: Sequence[bytes]) -> dict[bytes, str]:
+    """The digest of each of ``raws`` (exact path bytes) in snapshot ``info``.
+
+    A path that the snapshot does not hold, or whose subtree was not read whole, is left out:
+    unknown, never a match.
+    """
+    wanted = list(dict.fromkeys(raws))
+    if not wanted:
+        return {}
+    dirs = _directory_digests(store, info)
+    asked = pa.table({"self": pa.array(wanted, pa.binary())})
+    with duckdb.connect() as con:
+        con.register("asked", asked)
+        con.register("dirs", dirs)
+        rows = con.execute(
+            f"""
+            SELECT e.self, e.kind, e.line, e.unseen, dirs.digest
+            FROM ({_ENTRIES}) e
+            JOIN asked ON asked.self = e.self
+            LEFT JOIN dirs ON dirs.self = e.self
+            """,
+            [_snapshot_file(store, info)],
+        ).fetchall()
+    out: dict[bytes, str] = {}
+    for self_, kind, line, unseen, dir_digest in rows:
+        if unseen:
+            continue
+        if kind == "dir":
+            if dir_digest is not None:
+                out[bytes(self_)] = "sha256:" + dir_digest
+        else:
+            out[bytes(self_)] = "sha256:" + hashlib.sha256(line.encode()).hexdigest()
+    return out
