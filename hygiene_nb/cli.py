@@ -426,7 +426,7 @@ def execute(
         f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
         f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
     ]
-    lines += [f"  {verb:<10} {m['path']}" for m in result.moved]
+    lines += [f"  {verb:<10} {m['path']}{_by_rule(m)}" for m in result.moved]
     lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
     if result.status == "dry-run":
         lines += _destinations(result.moved)
@@ -437,6 +437,11 @@ def execute(
     _out(as_json, payload, "\n".join(lines))
     if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
         raise _Exit(4)
+
+
+def _by_rule(moved: dict[str, Any]) -> str:
+    """A mark on an item a remembered rule decided (not a person)."""
+    return "  (decided by a remembered rule)" if moved.get("decided_by") == "rule" else ""
 
 
 def _destinations(moved: list[dict[str, Any]]) -> list[str]:
