@@ -20,6 +20,7 @@ import click
 # _process before api: it sets the environment numpy reads when it loads
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
+from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.snapshot import path_b64
 
 __all__ = ["cli", "main"]
@@ -230,6 +231,7 @@ def annotate(
     """
     if decision is None and note is None:
         raise click.UsageError("give --decision, --note, or both.")
+    require_no_dot_components(paths)  # never resolved as text: the kernel would not agree
     absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
     before = {a.path_raw for a in api.annotations_at(absolute, store=store)}
     written = api.annotate(

@@ -6,6 +6,7 @@
     ├── UsageError                    code bad-usage            exit 2
     │   ├── RootInvalid               code root-invalid         exit 2
     │   ├── RootChanged               code root-changed         exit 2
+    │   ├── PathNotNormal             code path-not-normal      exit 2
     │   ├── ExcludeInvalid            code exclude-invalid      exit 2
     │   ├── RuleInvalid               code rule-invalid         exit 2
     │   ├── ConfigInvalid             code config-invalid       exit 2
@@ -52,6 +53,7 @@ __all__ = [
     "HygieneError",
     "IndexCorrupt",
     "LedgerTooNew",
+    "PathNotNormal",
     "PlanAlreadyExecuted",
     "PlanDigestMismatch",
     "PlanExpired",
@@ -100,6 +102,12 @@ class RootChanged(UsageError):
     """Raised when a root is not the directory that was scanned (another device or inode)."""
 
     code = "root-changed"
+
+
+class PathNotNormal(UsageError):
+    """Raised when a path has a ``.`` or ``..`` component (never resolved as text)."""
+
+    code = "path-not-normal"
 
 
 class ExcludeInvalid(UsageError):
