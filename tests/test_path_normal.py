@@ -33,7 +33,7 @@ def linked(tmp_path: Path) -> Path:
     return root
 
 
-def annotations(store: Path) -> list[str]:
+def decided_paths(store: Path) -> list[str]:
     if not Store(store).ledger.exists():
         return []
     with Ledger.open(Store(store)) as ledger:
@@ -54,14 +54,14 @@ def test_annotate_refuses_dot_components_and_writes_nothing(
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "path-not-normal"
     assert given in error["message"] and "Traceback" not in done.stderr
-    assert annotations(store) == []
+    assert decided_paths(store) == []
     text = subprocess.run(
         [sys.executable, "-m", "hygiene_nb", "annotate", given, "--decision", "delete",
          "--store", str(store)],
         capture_output=True, text=True, cwd=linked.parent, timeout=120,
     )  # fmt: skip
     assert text.returncode == 2 and "[path-not-normal]" in text.stderr
-    assert annotations(store) == []
+    assert decided_paths(store) == []
 
 
 def test_the_api_refuses_them_too(linked: Path, store: Path) -> None:
@@ -72,7 +72,7 @@ def test_the_api_refuses_them_too(linked: Path, store: Path) -> None:
     with pytest.raises(UsageError) as info:
         hygiene_nb.annotate([os.fsencode(given)], store=store, decision="delete")
     assert info.value.code == "path-not-normal"
-    assert annotations(store) == []
+    assert decided_paths(store) == []
 
 
 def test_a_root_given_through_dot_dot_is_refused(linked: Path, store: Path) -> None:
@@ -94,4 +94,4 @@ def test_leading_dot_components_of_a_relative_path_still_work(linked: Path, stor
             timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
-    assert annotations(store) == [str(linked / "victim")]
+    assert decided_paths(store) == [str(linked / "victim")]
