@@ -20,6 +20,7 @@ import click
 # _process before api: it sets the environment numpy reads when it loads
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
+from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.snapshot import path_b64
 
 __all__ = ["cli", "main"]
@@ -230,6 +231,7 @@ def annotate(
     """
     if decision is None and note is None:
         raise click.UsageError("give --decision, --note, or both.")
+    require_no_dot_components(paths)  # never resolved as text: the kernel would not agree
     absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
     before = {a.path_raw for a in api.annotations_at(absolute, store=store)}
     written = api.annotate(
@@ -426,7 +428,7 @@ def execute(
         f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
         f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
     ]
-    lines += [f"  {verb:<10} {m['path']}" for m in result.moved]
+    lines += [f"  {verb:<10} {m['path']}{_by_rule(m)}" for m in result.moved]
     lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
     if result.status == "dry-run":
         lines += _destinations(result.moved)
@@ -437,6 +439,11 @@ def execute(
     _out(as_json, payload, "\n".join(lines))
     if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
         raise _Exit(4)
+
+
+def _by_rule(moved: dict[str, Any]) -> str:
+    """A mark on an item a remembered rule decided (not a person)."""
+    return "  (decided by a remembered rule)" if moved.get("decided_by") == "rule" else ""
 
 
 def _destinations(moved: list[dict[str, Any]]) -> list[str]:

@@ -6,6 +6,8 @@
     ├── UsageError                    code bad-usage            exit 2
     │   ├── RootInvalid               code root-invalid         exit 2
     │   ├── RootChanged               code root-changed         exit 2
+    │   ├── PathNotNormal             code path-not-normal      exit 2
+    │   ├── AmbiguousName             code ambiguous-name       exit 2
     │   ├── ExcludeInvalid            code exclude-invalid      exit 2
     │   ├── RuleInvalid               code rule-invalid         exit 2
     │   ├── ConfigInvalid             code config-invalid       exit 2
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 __all__ = [
     "AcknowledgementMissing",
+    "AmbiguousName",
     "BaselineFailed",
     "BatchBusy",
     "BatchIncomplete",
@@ -54,6 +57,7 @@ __all__ = [
     "HygieneError",
     "IndexCorrupt",
     "LedgerTooNew",
+    "PathNotNormal",
     "PlanAlreadyExecuted",
     "PlanDigestMismatch",
     "PlanExpired",
@@ -104,6 +108,21 @@ class RootChanged(UsageError):
     """Raised when a root is not the directory that was scanned (another device or inode)."""
 
     code = "root-changed"
+
+
+class PathNotNormal(UsageError):
+    """Raised when a path has a ``.`` or ``..`` component (never resolved as text)."""
+
+    code = "path-not-normal"
+
+
+class AmbiguousName(UsageError):
+    """Raised when a display text stands for two entries; only the exact bytes say which.
+
+    A name that is not valid UTF-8 displays with escapes, like its typed-out look-alike.
+    """
+
+    code = "ambiguous-name"
 
 
 class ExcludeInvalid(UsageError):

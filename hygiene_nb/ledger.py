@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hygiene_nb.errors import LedgerTooNew, StoreError, UsageError
+from hygiene_nb.errors import LedgerTooNew, PathNotNormal, StoreError, UsageError
 from hygiene_nb.store import FILE_MODE, Store
 
 __all__ = [
@@ -350,6 +350,7 @@ class Ledger:
         Raises:
             UsageError: a path is relative, the decision or author is unknown, or nothing is
                 being changed.
+            PathNotNormal: a path has a ``.``, ``..`` or empty component.
         """
         if decision == "none":
             decision = None
@@ -367,7 +368,7 @@ class Ledger:
             )
         unnormal = [display_path(r) for r in raws if os.path.normpath(r) != r]
         if unnormal:
-            raise UsageError(
+            raise PathNotNormal(
                 f"paths must be normalized (no '.', '..' or '//'), not {', '.join(unnormal[:3])};"
                 " nothing was written."
             )

@@ -35,6 +35,7 @@ __all__ = [
     "SnapshotIndex",
     "assemble_plan",
     "canonical_json",
+    "decided_by_text",
     "plan_digest",
     "plan_markdown",
     "select_candidates",
@@ -57,6 +58,8 @@ EXCLUSIONS = {
     "changed-since-decision": "what it was decided on is not what is there now: look at it "
     "again and decide again (`hygiene-nb annotate PATH --decision delete`), then plan",
     "outside-root": "it is not inside the plan's root: plan it from its own root",
+    "decided-by-agent": "an agent wrote this decision, and an agent may only propose: review "
+    "it and decide it yourself (`hygiene-nb annotate PATH --decision delete`, or the widget)",
     "vanished": "it is gone from disk since the scan",
     "changed-since-review": "it changed since the snapshot you reviewed: scan again, review, "
     "then plan",
@@ -284,6 +287,9 @@ def select_candidates(
     return sel
 
 
+_DECIDERS = ("human", "rule")  # who may decide; an agent only proposes (a claim)
+
+
 def _check_one(
     ann: Annotation,
     row: dict[str, Any] | None,
@@ -294,6 +300,9 @@ def _check_one(
     sel: Selection,
     made_on: tuple[str, Mapping[bytes, str]] | None = None,
 ) -> dict[str, Any] | None:
+    if ann.by not in _DECIDERS:
+        _exclude(sel, ann, "decided-by-agent", f"written by {ann.by!r}, not by a person or rule")
+        return None
     normal = os.path.normpath(ann.path)
     if normal != ann.path or not _inside(normal, root):
         _exclude(sel, ann, "outside-root", f"{ann.path} is outside {root}")
@@ -477,6 +486,11 @@ def assemble_plan(
     return plan
 
 
+def decided_by_text(by: Any) -> str:
+    """Who made a candidate's decision, for people: ``you`` or ``a remembered rule``."""
+    return {"human": "you", "rule": "**a remembered rule**"}.get(str(by), str(by))
+
+
 def _md_cell(text: Any) -> str:
     return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
 
@@ -521,10 +535,12 @@ def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_comm
         by_rule.setdefault(cand["rule"], []).append(cand)
     for rule, cands in sorted(by_rule.items()):
         lines += ["", f"### {rule}: {cands[0]['claim']}", "",
-                  "| path | kind | bytes | risk | note |", "|---|---|---|---|---|"]  # fmt: skip
+                  "| path | kind | bytes | risk | decided by | note |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
         for c in cands:
             size = c["tree_bytes"] if c["tree_bytes"] is not None else c["size"]
             lines.append(f"| `{_md_cell(c['path'])}` | {c['kind']} | {size} | {c['risk']} "
+                         f"| {decided_by_text(c['decided_by'])} "
                          f"| {_md_cell(c['note'])} |")  # fmt: skip
     lines += ["", "## Excluded", "", "| path | code | why |", "|---|---|---|"]
     lines += [f"| `{_md_cell(e['path'])}` | `{e['code']}` | {_md_cell(e['message'])} |"

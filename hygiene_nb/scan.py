@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hygiene_nb.errors import ExcludeInvalid, RootInvalid
+from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.walk.spec import ExcludeRule, WalkOptions
 
 __all__ = [
@@ -46,7 +47,9 @@ def validate_root(root: str | os.PathLike[str]) -> str:
 
     Raises:
         RootInvalid: it does not exist, is a symlink, or is not a directory.
+        PathNotNormal: it has a ``.`` or ``..`` component past a relative path's leading ones.
     """
+    require_no_dot_components([os.fspath(root)])
     path = os.path.abspath(os.fspath(root))
     try:
         path.encode("utf-8")

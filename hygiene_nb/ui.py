@@ -1,9 +1,12 @@
-"""The annotation widget: browse a snapshot, decide keep / delete / unsure, export a plan.
+r"""The annotation widget: browse a snapshot, decide keep / delete / unsure, export a plan.
 
 ``Annotator`` holds all the behaviour in plain methods (``open``, ``up``, ``decide``,
 ``set_note``, ``select_all``, ``decide_selected``, ``on_tree_click``, ``export_plan``); the
 ipywidgets only call them, so the tests drive it without a browser. Every decision is written
-to the ledger at once (``by: human``); nothing is kept only in widget state. The widget can
+to the ledger at once (``by: human``); nothing is kept only in widget state. Every row carries
+its entry's exact path bytes: two names that display alike (``caf\xe9`` typed out, and the
+byte 0xE9) are two rows, and a click on one never decides the other. A display text that two
+entries share is refused, never guessed. The widget can
 export a plan file and shows the command that would carry it out; it cannot execute anything.
 """
 
@@ -18,14 +21,15 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api, views
-from hygiene_nb.errors import HygieneError
+from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.figures import RISK_COLORS, treemap_trace
-from hygiene_nb.ledger import DECISIONS, Annotation, Ledger
+from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
 from hygiene_nb.plan import SnapshotIndex, select_candidates, selection_summary
-from hygiene_nb.render import human_bytes
+from hygiene_nb.render import counted, human_bytes
 from hygiene_nb.snapshot import entry_paths, raw_path
 from hygiene_nb.suggest import organize
 from hygiene_nb.summary import RISKS
@@ -50,16 +54,16 @@ class _Row:
     """The widgets of one listed entry."""
 
     def __init__(self, owner: Annotator, entry: Any) -> None:
-        path = str(entry.path)
-        self.path = path
-        decision = owner.decisions.get(path)
-        self.check = W.Checkbox(value=path in owner.selected, indent=False,
+        self.path = str(entry.path)  # for display only
+        exact = self.path_raw = owner.exact_of_row(int(entry.Index))  # what every action uses
+        decision = owner.exact_decisions.get(exact)
+        self.check = W.Checkbox(value=exact in owner.selected, indent=False,
                                 layout=W.Layout(width="28px"))  # fmt: skip
-        self.check.observe(lambda ch: owner.select(path, bool(ch["new"])), names="value")
+        self.check.observe(lambda ch: owner.select(exact, bool(ch["new"])), names="value")
         label = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
-        self.name = W.Button(description=label, tooltip=path, layout=W.Layout(width="240px"),
+        self.name = W.Button(description=label, tooltip=self.path, layout=W.Layout(width="240px"),
                              disabled=entry.kind != "dir")  # fmt: skip
-        self.name.on_click(lambda _b: owner.open(path))
+        self.name.on_click(lambda _b: owner.open(exact))
         age = owner.age_days(entry.latest_mtime_ns)
         risk = str(entry.risk)
         colour = RISK_COLORS.get(risk, RISK_COLORS[""])
@@ -80,10 +84,10 @@ class _Row:
             for d in (*DECISIONS, "clear")
         }
         for d, button in self.buttons.items():
-            button.on_click(lambda _b, d=d: owner.decide([path], None if d == "clear" else d))
-        self.note = W.Text(value=owner.notes.get(path, ""), placeholder="note",
+            button.on_click(lambda _b, d=d: owner.decide([exact], None if d == "clear" else d))
+        self.note = W.Text(value=owner.exact_notes.get(exact, ""), placeholder="note",
                            continuous_update=False, layout=W.Layout(width="220px"))  # fmt: skip
-        self.note.observe(lambda ch: owner.set_note(path, str(ch["new"])), names="value")
+        self.note.observe(lambda ch: owner.set_note(exact, str(ch["new"])), names="value")
         self.box = W.HBox([self.check, self.name, self.info, *self.buttons.values(), self.note])
 
     def close(self) -> None:
@@ -130,20 +134,31 @@ class Annotator:
         table = api.classify(store=self.store, scan_id=self.info.scan_id)
         # paths computed once; one chunk, so the plan summary's index shares its buffers
         self.table = table.append_column("path", entry_paths(table)).combine_chunks()
-        # text path → exact bytes, for the few names that are not valid UTF-8 (the ledger is
-        # keyed by the bytes; the text shows them escaped)
-        odd = self.table.filter(
-            pc.or_(pc.is_valid(self.table.column("name_raw")),
-                   pc.is_valid(self.table.column("parent_raw")))
-        )  # fmt: skip
-        self._raw = {row["path"]: raw_path(row) for row in odd.to_pylist()}
+        # row → exact bytes, for the few names that are not valid UTF-8 (the ledger is keyed by
+        # the bytes; the text shows them escaped, so it may read like another, literal name)
+        odd_mask = pc.or_(pc.is_valid(self.table.column("name_raw")),
+                          pc.is_valid(self.table.column("parent_raw")))  # fmt: skip
+        odd_rows = np.flatnonzero(pc.fill_null(odd_mask, False).to_numpy(zero_copy_only=False))
+        odd = self.table.take(pa.array(odd_rows, type=pa.int64())).to_pylist()
+        self._raw: dict[int, bytes] = {
+            int(i): raw_path(row) for i, row in zip(odd_rows, odd, strict=True)
+        }
         self.frame = views.browse_frame(self.table)
+        # display text → every row showing it, where one of them is not valid UTF-8
+        texts = {row["path"] for row in odd}
+        shared = self.frame.index[self.frame["path"].isin(texts)]
+        self._rows_of_text: dict[str, list[int]] = {}
+        for i in shared:
+            self._rows_of_text.setdefault(str(self.frame["path"].iat[i]), []).append(int(i))
         self.now_ns = api.scan_time_ns(self.info)
         self.page = page
-        self.cwd = self.root
-        self.selected: set[str] = set()
-        self.decisions: dict[str, str] = {}
+        self.cwd = self.root  # the text shown; the exact bytes are ``cwd_raw``
+        self.cwd_raw = os.fsencode(self.root)
+        self.selected: set[bytes] = set()  # exact path bytes
+        self.decisions: dict[str, str] = {}  # by display text, for the treemap and tidying
         self.notes: dict[str, str] = {}
+        self.exact_decisions: dict[bytes, str] = {}  # by exact bytes: what the rows show
+        self.exact_notes: dict[bytes, str] = {}
         self._summary: dict[str, int] | None = None
         self._organized: pd.DataFrame | None = None
         # built at the first plan summary, then kept: the paths in order, as text (about
@@ -210,6 +225,45 @@ class Annotator:
         self._annotations = found
         self.decisions = {a.path: str(a.decision) for a in found if a.decision in DECISIONS}
         self.notes = {a.path: a.note for a in found if a.note}
+        self.exact_decisions = {a.path_raw: str(a.decision) for a in found
+                                if a.decision in DECISIONS}  # fmt: skip
+        self.exact_notes = {a.path_raw: a.note for a in found if a.note}
+
+    def exact_of_row(self, row: int) -> bytes:
+        """The exact path bytes of the snapshot row ``row``."""
+        found = self._raw.get(row)
+        return found if found is not None else str(self.frame["path"].iat[row]).encode()
+
+    def _row_of(self, path: str | bytes) -> int | None:
+        """The row of ``path`` (exact bytes, or a display text only one entry shows)."""
+        text = display_path(path) if isinstance(path, bytes) else path
+        rows = self._rows_of_text.get(text)
+        if rows is None:
+            hits = self.frame.index[self.frame["path"] == text]
+            rows = [int(i) for i in hits]
+        if isinstance(path, bytes):
+            rows = [i for i in rows if self.exact_of_row(i) == path]
+        return rows[0] if len(rows) == 1 else None
+
+    def exact(self, path: str | bytes) -> bytes:
+        """The exact bytes ``path`` stands for.
+
+        Bytes are taken as they are; a display text only when no two entries show it.
+
+        Raises:
+            AmbiguousName: two entries of the snapshot display as ``path``.
+        """
+        if isinstance(path, bytes):
+            return path
+        rows = self._rows_of_text.get(path)
+        if rows is not None and len(rows) > 1:
+            raise AmbiguousName(
+                f"{len(rows)} entries display as {path}; act on its row (each row carries its "
+                "exact name), or give the exact bytes"
+            )
+        if rows:
+            return self.exact_of_row(rows[0])
+        return path.encode("utf-8", "surrogateescape")
 
     def age_days(self, mtime_ns: Any) -> float | None:
         """Days between ``mtime_ns`` and the scan (None when unknown)."""
@@ -220,6 +274,9 @@ class Annotator:
     def listed(self) -> pd.DataFrame:
         """The current directory's children after the filters, in the chosen order (all pages)."""
         kids = self.frame[self.frame["parent"] == self.cwd]
+        if self._raw and len(kids):  # a look-alike directory's children are not these
+            mine = [os.path.dirname(self.exact_of_row(int(i))) == self.cwd_raw for i in kids.index]
+            kids = kids[np.array(mine, dtype=bool)]
         if self.risk.value != _ALL:
             kids = kids[kids["risk"] == self.risk.value]
         if self.group.value != _ALL:
@@ -272,80 +329,123 @@ class Annotator:
 
     # -- actions (the widgets call these) ---------------------------------------------------
 
-    def open(self, directory: str) -> None:
-        """Make ``directory`` (a directory inside the root) the one listed and drawn."""
-        row = self.frame[self.frame["path"] == directory]
-        if not len(row) or row["kind"].iloc[0] != "dir":
-            self.status.value = f"{directory} is not a directory of this snapshot"
+    def open(self, directory: str | bytes) -> None:
+        """Make ``directory`` (a directory inside the root) the one listed and drawn.
+
+        ``directory`` is exact bytes, or a display text no other entry shows.
+        """
+        shown = display_path(directory) if isinstance(directory, bytes) else directory
+        if not isinstance(directory, bytes) and len(self._rows_of_text.get(directory, ())) > 1:
+            self.status.value = (
+                f"ambiguous-name: two entries display as {shown}; open it from its row"
+            )
             return
-        self.cwd = directory
+        row = self._row_of(directory)
+        if row is None or self.frame["kind"].iat[row] != "dir":
+            self.status.value = f"{shown} is not a directory of this snapshot"
+            return
+        self.cwd = str(self.frame["path"].iat[row])
+        self.cwd_raw = self.exact_of_row(row)
         self.selected.clear()
         self.refresh()
 
     def up(self) -> None:
         """List the parent of the current directory (never above the root)."""
         if self.cwd != self.root:
-            self.open(os.path.dirname(self.cwd))
+            self.open(os.path.dirname(self.cwd_raw))
 
-    def select(self, path: str, on: bool) -> None:
+    def select(self, path: str | bytes, on: bool) -> None:
         """Add ``path`` to (or take it from) the selection a batch decision applies to."""
+        try:
+            exact = self.exact(path)
+        except AmbiguousName as exc:
+            self.status.value = f"{exc.code}: {exc.message}"
+            return
         if on:
-            self.selected.add(path)
+            self.selected.add(exact)
         else:
-            self.selected.discard(path)
+            self.selected.discard(exact)
 
     def select_all(self, on: bool = True) -> None:
         """Select (or unselect) every entry listed now, on every page."""
-        self.selected = set(self.listed()["path"]) if on else set()
+        self.selected = self._listed_exact() if on else set()
         for row in self.rows:
-            row.check.value = row.path in self.selected
+            row.check.value = row.path_raw in self.selected
 
-    def decide(self, paths: Iterable[str], decision: str | None) -> None:
-        """Write ``decision`` (None clears it) for ``paths`` to the ledger now, then redraw."""
+    def _listed_exact(self) -> set[bytes]:
+        return {self.exact_of_row(int(i)) for i in self.listed().index}
+
+    def decide(self, paths: Iterable[str | bytes], decision: str | None) -> bool:
+        """Write ``decision`` (None clears it) for ``paths`` to the ledger now, then redraw.
+
+        ``paths`` are exact bytes (what the rows give), or display texts only one entry shows.
+
+        Returns:
+            Whether it was written (else the status line says why not).
+        """
         paths = list(paths)
         if not paths:
             self.status.value = "nothing selected"
-            return
-        exact = [self._raw.get(path, path) for path in paths]
+            return False
         try:
+            exact = list(dict.fromkeys(self.exact(path) for path in paths))
             api.annotate(exact, store=self.store, decision=decision, set_note=False)
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
-            return
+            return False
         self._summary = None  # the plan changed
         self._annotations = None  # read again: another process may have decided too
         self._version += 1  # the treemap's borders change
         self._organized = None  # a delete decision takes a file out of the suggestions
-        for path in paths:
+        for raw in exact:
             if decision is None:
-                self.decisions.pop(path, None)
+                self.decisions.pop(display_path(raw), None)
+                self.exact_decisions.pop(raw, None)
             else:
-                self.decisions[path] = decision
+                self.decisions[display_path(raw)] = decision
+                self.exact_decisions[raw] = decision
         what = decision or "cleared"
-        self.status.value = f"{what}: {len(paths)} entr{'y' if len(paths) == 1 else 'ies'}"
+        self.status.value = f"{what}: {counted(len(exact), 'entry', 'entries')}"
         self.refresh()
+        return True
 
     def decide_selected(self, decision: str | None) -> None:
-        """Apply ``decision`` to every selected entry at once."""
-        self.decide(sorted(self.selected), decision)
+        """Apply ``decision`` to every selected entry listed now (all pages), at once.
+
+        Entries selected and then filtered out of view are left as they were: a batch acts
+        only on what is listed, and the status line says how many it touched.
+        """
+        listed = self._listed_exact()
+        chosen = sorted(self.selected & listed)
+        hidden = len(self.selected - listed)
+        if not chosen:
+            self.status.value = "nothing selected" + (" is listed now" if hidden else "")
+        elif self.decide(chosen, decision):
+            what = decision or "cleared"
+            self.status.value = f"{what}: {counted(len(chosen), 'listed entry', 'listed entries')}"
+            if hidden:
+                self.status.value += f" ({hidden} selected but not listed now: left as they were)"
         self.selected.clear()
         self.select_all_box.value = False
         for row in self.rows:
             row.check.value = False
 
-    def set_note(self, path: str, note: str) -> None:
+    def set_note(self, path: str | bytes, note: str) -> None:
         """Write the note of ``path`` to the ledger now (an empty note clears it)."""
         try:
-            exact = self._raw.get(path, path)
+            exact = self.exact(path)
             api.annotate([exact], store=self.store, note=note or None, set_decision=False)
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return
+        text = display_path(exact)
         if note:
-            self.notes[path] = note
+            self.notes[text] = note
+            self.exact_notes[exact] = note
         else:
-            self.notes.pop(path, None)
-        self.status.value = f"note saved on {os.path.basename(path)}"
+            self.notes.pop(text, None)
+            self.exact_notes.pop(exact, None)
+        self.status.value = f"note saved on {os.path.basename(text)}"
 
     def on_tree_click(self, trace: Any, points: Any, _state: Any = None) -> None:
         """A treemap click: drill into the clicked directory (or up, on the view's own root)."""
@@ -431,17 +531,17 @@ class Annotator:
         )
 
     def _breadcrumb(self) -> None:
-        rel = os.path.relpath(self.cwd, self.root)
-        parts = [] if rel == "." else rel.split("/")
-        targets = [self.root] + [
-            os.path.join(self.root, *parts[: i + 1]) for i in range(len(parts))
-        ]
+        root = os.fsencode(self.root)
+        rel = os.path.relpath(self.cwd_raw, root)
+        parts = [] if rel == b"." else rel.split(b"/")
+        targets = [root] + [os.path.join(root, *parts[: i + 1]) for i in range(len(parts))]
         for crumb in self.breadcrumb.children[1:]:  # [0] is the up button, kept
             crumb.close()
         buttons = []
-        for target in targets:
-            label = self.root if target == self.root else os.path.basename(target)
-            button = W.Button(description=label, tooltip=target,
+        for target in targets:  # exact bytes: a look-alike directory is not this one
+            shown = display_path(target)
+            label = self.root if target == root else os.path.basename(shown)
+            button = W.Button(description=label, tooltip=shown,
                               layout=W.Layout(width="auto"))  # fmt: skip
             button.on_click(lambda _b, t=target: self.open(t))
             buttons.append(button)

@@ -59,7 +59,7 @@ from hygiene_nb.executor.fileops import (
     LocalFileOps,
     remove_original_after_verified_copy,
 )
-from hygiene_nb.executor.guards import GitCache, Skip, check_candidate
+from hygiene_nb.executor.guards import GitCache, Skip, acting_protection, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
 from hygiene_nb.executor.restore import restore_batch
@@ -320,13 +320,14 @@ def _dry_run(
     predict = _Destinations(store, allow_copy)
     root_fd = os.open(root, DIR_FLAGS)
     git = GitCache({})
+    protect = acting_protection(plan.plan["root"]["path"], config.homes)
     try:
         for cand in plan.plan["candidates"]:
             if cand["path"] in referenced:
                 _record(result, cand, referenced[cand["path"]])
                 continue
             raw = _raw(cand)
-            parent, skip = check_candidate(root_fd, root, cand, raw, git)
+            parent, skip = check_candidate(root_fd, root, cand, raw, git, protect)
             where: dict[str, str] = {}
             try:
                 if skip is None:
@@ -397,7 +398,8 @@ def _record(
     size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
     exact = {"path_b64": cand["path_b64"]} if "path_b64" in cand else {}  # non-UTF-8 names
     if skip is None:
-        result.moved.append({"path": cand["path"], "bytes": size, **exact, **(where or {})})
+        result.moved.append({"path": cand["path"], "bytes": size, "decided_by": cand["decided_by"],
+                             **exact, **(where or {})})  # fmt: skip
         result.bytes += size
     else:
         mine = exact if skip.path == cand["path"] else {}
@@ -431,7 +433,7 @@ def _carry_out(
     quarantine_dev = os.stat(store.quarantine).st_dev
     root = p["root"]["path"].encode()
     root_fd = os.open(root, DIR_FLAGS)
-    run = _Run(store, p, ops, quarantine_dev, allow_copy)
+    run = _Run(store, p, ops, quarantine_dev, allow_copy, tuple(config.homes))
     aborted = ""
     unexpected: Exception | None = None
     cands = p["candidates"]
@@ -557,7 +559,13 @@ class _Run:
     """
 
     def __init__(
-        self, store: Store, p: dict[str, Any], ops: FileOps, dev: int, allow_copy: bool
+        self,
+        store: Store,
+        p: dict[str, Any],
+        ops: FileOps,
+        dev: int,
+        allow_copy: bool,
+        homes: tuple[str, ...] = (),
     ) -> None:
         self.store, self.p, self.ops, self.dev = store, p, ops, dev
         self.allow_copy = allow_copy
@@ -566,6 +574,7 @@ class _Run:
         self.dests: dict[int, _Dest] = {}  # by device of the item's parent
         self.outcomes: list[dict[str, Any]] = []
         self.git = GitCache({})
+        self.protect = acting_protection(p["root"]["path"], homes)
 
     def store_batch(self) -> Batch:
         """The store's batch, claimed on first use."""
@@ -582,7 +591,7 @@ class _Run:
         try:
             for cand in cands:
                 raw = _raw(cand)
-                parent, skip = check_candidate(root_fd, root, cand, raw, self.git)
+                parent, skip = check_candidate(root_fd, root, cand, raw, self.git, self.protect)
                 dest = _Dest()
                 if skip is None:
                     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +31,16 @@ from hygiene_nb.protect import (
     CREDENTIAL_PREFIXES,
     KEEP_MARKER,
     VCS_DIRS,
+    ProtectContext,
+    Protection,
+    account_homes,
     find_git_tracked,
+    protect_dir,
+    protect_file,
+    protection_above,
 )
 
-__all__ = ["SKIP_HINTS", "Skip", "check_candidate"]
+__all__ = ["SKIP_HINTS", "Skip", "acting_protection", "check_candidate"]
 
 SKIP_HINTS = {
     "gone": "it is no longer there; nothing to do",
@@ -110,15 +117,61 @@ def _above(path: bytes) -> tuple[str | None, str | None]:
         directory = parent
 
 
+def acting_protection(root: str, homes: Iterable[str] = ()) -> ProtectContext:
+    """What protection knows at the moment of acting, whatever a plan or the ledger says.
+
+    The homes are yours (``$HOME``, links resolved), every account's home in or around
+    ``root``, and ``homes`` (the store's ``config.toml`` names them), as at plan time.
+    """
+    home = os.path.realpath(os.path.expanduser("~"))
+    named = frozenset(os.path.realpath(h) for h in homes)
+    return ProtectContext("", home, "", other_homes=account_homes(root) | named)
+
+
+def _protection_now(
+    raw: bytes, is_dir: bool, entries: list[tuple[bytes, str, int, int, int]],
+    ctx: ProtectContext,
+) -> Protection | None:  # fmt: skip
+    """What protects the item now: something above it, its own name and place, or inside it.
+
+    The rules are protection's own (``hygiene_nb.protect``): configuration in a home (a home's
+    dot-files, ``~/.config``), keys, VCS data, keep markers, system directories.
+    """
+    path = raw.decode("utf-8", "backslashreplace")  # as snapshot paths and homes are written
+    found = protection_above(os.path.dirname(path), ctx)
+    if found is not None:
+        return found
+    found = _protected_entry(path, is_dir, ctx)
+    for rel, kind, *_ in entries:
+        if found is not None:
+            break
+        inside = f"{path}/{rel.decode('utf-8', 'backslashreplace')}"
+        found = _protected_entry(inside, kind == "dir", ctx)
+    return found
+
+
+def _protected_entry(path: str, is_dir: bool, ctx: ProtectContext) -> Protection | None:
+    parent, name = os.path.split(path)
+    return protect_dir(path, name, ctx) if is_dir else protect_file(name, parent, ctx)
+
+
 def check_candidate(
-    root_fd: int, root: bytes, cand: dict[str, Any], raw: bytes, git: GitCache
+    root_fd: int,
+    root: bytes,
+    cand: dict[str, Any],
+    raw: bytes,
+    git: GitCache,
+    protect: ProtectContext | None = None,
 ) -> tuple[int, Skip | None]:
     """Re-check one candidate; return (a handle on its parent, or -1) and a skip, if any.
 
     The caller closes the handle. Checks: no symlink on the way; same kind, device, inode,
     size and mtime; a directory's subtree fingerprint; not protected now (names inside, a keep
-    marker or git tracking above); not a symlink or special file.
+    marker or git tracking above, a home's configuration by ``protect``, which defaults to
+    ``acting_protection`` of the root); not a symlink or special file.
     """
+    if protect is None:
+        protect = acting_protection(os.fsdecode(root))
     path = cand["path"]
     rel = raw[len(root) :].strip(b"/").split(b"/")
     try:
@@ -126,7 +179,7 @@ def check_candidate(
     except OSError as exc:
         return -1, _skip_for_oserror(path, exc)
     try:
-        skip = _check_at(parent, rel[-1], root, raw, cand, git)
+        skip = _check_at(parent, rel[-1], root, raw, cand, git, protect)
     except OSError as exc:
         skip = _skip_for_oserror(path, exc)
     if skip is not None:
@@ -146,7 +199,13 @@ def _skip_for_oserror(path: str, exc: OSError) -> Skip:
 
 
 def _check_at(
-    parent: int, name: bytes, root: bytes, raw: bytes, cand: dict[str, Any], git: GitCache
+    parent: int,
+    name: bytes,
+    root: bytes,
+    raw: bytes,
+    cand: dict[str, Any],
+    git: GitCache,
+    protect: ProtectContext,
 ) -> Skip | None:
     path = cand["path"]
     st = os.stat(name, dir_fd=parent, follow_symlinks=False)
@@ -170,6 +229,9 @@ def _check_at(
         _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir") for e in entries
     ):
         return Skip.of(path, "now-protected", "it holds keys, VCS data or a keep marker")
+    found = _protection_now(raw, stat.S_ISDIR(mode), entries, protect)
+    if found is not None:
+        return Skip.of(path, "now-protected", f"{found.claim} ({found.rule})")
     keep, tree = _above(raw)
     if keep is not None:
         return Skip.of(path, "now-protected", f"{keep} holds a {KEEP_MARKER} marker")

@@ -1,0 +1,46 @@
+"""Paths are taken as the kernel reads them: never ``.`` or ``..`` resolved as text.
+
+After a symlink, ``link/..`` is the parent of the link's *target* for the kernel, while
+``os.path.normpath`` makes it the directory holding the link. A path a person or a program
+gives is therefore refused when it has such a component (``path-not-normal``), except at the
+start of a relative path: those start at the working directory, whose physical path Python and
+the kernel agree on.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hygiene_nb.errors import PathNotNormal
+
+__all__ = ["has_dot_components", "require_no_dot_components"]
+
+
+def has_dot_components(path: str | bytes) -> bool:
+    """Whether ``path`` has a ``.`` or ``..`` component (past a relative path's leading ones)."""
+    raw = path if isinstance(path, bytes) else os.fsencode(path)
+    parts = raw.split(b"/")
+    if not raw.startswith(b"/"):
+        while parts and parts[0] in (b".", b".."):
+            parts.pop(0)
+    return any(part in (b".", b"..") for part in parts)
+
+
+def require_no_dot_components(paths: list[str | bytes] | tuple[str | bytes, ...]) -> None:
+    """Refuse the whole batch when one path has a ``.`` or ``..`` component.
+
+    Raises:
+        PathNotNormal: names up to three such paths and what to give instead.
+    """
+    bad = [p for p in paths if has_dot_components(p)]
+    if bad:
+        shown = (
+            ", ".join(os.fsdecode(p) if isinstance(p, bytes) else p for p in bad[:3])
+            .encode("utf-8", "backslashreplace")
+            .decode("utf-8")
+        )
+        raise PathNotNormal(
+            f"{shown}: a path with a '.' or '..' component is not taken as text, because after "
+            "a symlink the kernel resolves it elsewhere; give the path without them (`realpath "
+            "PATH` prints the one the kernel means); nothing was written."
+        )
