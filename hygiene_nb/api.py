@@ -79,6 +79,7 @@ __all__ = [
     "protect_context",
     "prune_snapshots",
     "scan_root",
+    "stale_decisions",
     "summarize",
 ]
 
@@ -457,6 +458,26 @@ def annotate(
         kwargs["note"] = note
     with Ledger.open(st) as ledger:
         return ledger.annotate(paths, by="human", **kwargs)
+
+
+def stale_decisions(
+    annotations: Sequence[Annotation], info: ScanInfo, *, store: StoreArg = None
+) -> set[bytes]:
+    """The delete decisions that no longer match what snapshot ``info`` shows (exact bytes).
+
+    Stale: the decision records no digest (it predates that record), or its entry's digest in
+    ``info`` differs from the recorded one. A plan leaves these out (``changed-since-decision``;
+    one whose entry is still all ``safe`` is planned all the same) until a person decides again.
+    """
+    deletes = [a for a in annotations if a.decision == "delete"]
+    st = _store(store)
+    later = [a.path_raw for a in deletes if a.digest is not None and a.snapshot_id != info.scan_id]
+    now = entry_digests(st, info, later) if later else {}
+    return {
+        a.path_raw
+        for a in deletes
+        if a.digest is None or (a.snapshot_id != info.scan_id and now.get(a.path_raw) != a.digest)
+    }
 
 
 def _made_on(

@@ -74,6 +74,13 @@ class _Row:
             f"<span style='background:{colour};color:white;padding:0 4px'>{risk}</span> "
             f"<span title='{html.escape(str(entry.claim or ''), quote=True)}'>"
             f"{html.escape(str(entry.rule or ''))}</span>"
+            + (
+                " <span style='color:#b35806' title='decided on what is no longer there (or "
+                "before decisions recorded it): a plan leaves it out until you decide again'>"
+                "stale</span>"
+                if exact in owner.stale
+                else ""
+            )
         )
         self.buttons = {
             d: W.Button(
@@ -228,6 +235,7 @@ class Annotator:
         self.exact_decisions = {a.path_raw: str(a.decision) for a in found
                                 if a.decision in DECISIONS}  # fmt: skip
         self.exact_notes = {a.path_raw: a.note for a in found if a.note}
+        self.stale = api.stale_decisions(found, self.info, store=self.store)
 
     def exact_of_row(self, row: int) -> bytes:
         """The exact path bytes of the snapshot row ``row``."""
@@ -389,7 +397,14 @@ class Annotator:
             return False
         try:
             exact = list(dict.fromkeys(self.exact(path) for path in paths))
-            api.annotate(exact, store=self.store, decision=decision, set_note=False)
+            api.annotate(
+                exact,
+                store=self.store,
+                decision=decision,
+                set_note=False,
+                snapshot=self.info.scan_id,
+            )  # what is on screen is what was decided
+            self.stale.difference_update(exact)
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return False

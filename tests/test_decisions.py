@@ -154,3 +154,29 @@ def test_the_digest_of_an_unchanged_tree_is_the_same_in_every_scan(tree: Path, s
     c = entry_digests(st, find_scan(st, scan_id=third.scan_id), paths)
     changed = {p for p in paths if a[p] != c[p]}
     assert changed == {str(p).encode() for p in (tree, tree / "drafts", tree / "drafts" / "sub")}
+
+
+def test_the_widget_shows_stale_decisions_and_records_the_snapshot_on_screen(
+    tree: Path, store: Path
+) -> None:
+    from hygiene_nb.ui import Annotator
+
+    first = api.scan_root(tree, store=store)
+    api.annotate([str(tree / "drafts")], store=store, decision="delete")
+    write(tree / "drafts" / "thesis.tex", 5000)
+    second = api.scan_root(tree, store=store)
+    panel = Annotator(str(tree), store=store)
+    drafts = str(tree / "drafts").encode()
+    assert panel.info.scan_id == second.scan_id
+    assert panel.stale == {drafts}
+    [row] = [r for r in panel.rows if r.path_raw == drafts]
+    assert "stale" in row.info.value
+    assert panel.decide([drafts], "delete")
+    assert panel.stale == set()
+    [ann] = api.annotations_at([drafts], store=store)
+    assert ann.snapshot_id == second.scan_id
+    # an older snapshot on screen: the decision is recorded as made on that one
+    older = Annotator(str(tree), store=store, scan_id=first.scan_id)
+    assert older.decide([str(tree / "scratch.bin").encode()], "delete")
+    [made] = api.annotations_at([str(tree / "scratch.bin")], store=store)
+    assert made.snapshot_id == first.scan_id

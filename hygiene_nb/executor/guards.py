@@ -129,7 +129,7 @@ def acting_protection(root: str, homes: Iterable[str] = ()) -> ProtectContext:
 
 
 def _protection_now(
-    raw: bytes, is_dir: bool, entries: list[tuple[bytes, str, int, int, int]],
+    raw: bytes, is_dir: bool, entries: list[Entry],
     ctx: ProtectContext,
 ) -> Protection | None:  # fmt: skip
     """What protects the item now: something above it, its own name and place, or inside it.

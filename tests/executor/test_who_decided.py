@@ -96,7 +96,7 @@ def _forge(base: api.PlanResult, store: Path, root: Path, targets: list[Path]) -
         st = os.lstat(target)
         doc["candidates"].append(
             {**template, "path": str(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-             "inode": st.st_ino, "dev": st.st_dev, "nlink": st.st_nlink}
+             "ctime_ns": st.st_ctime_ns, "inode": st.st_ino, "dev": st.st_dev, "nlink": st.st_nlink}
         )  # fmt: skip
     doc["summary"]["candidates"] = len(targets)
     doc["plan_id"] = "plan-20260101T000000Z-0b0b0b0b"
