@@ -32,3 +32,23 @@ def test_rules_doc_holds_the_builtin_rule_table() -> None:
     assert rules_table_markdown() in doc, "regenerate the table in docs/rules.md"
     for protection in ALL_PROTECTIONS:
         assert f"| `{protection.rule}` | {protection.claim} |" in doc
+
+
+def test_the_format_doc_describes_every_snapshot_column_and_the_current_version() -> None:
+    from hygiene_nb.plan import _CANDIDATE_KEYS
+    from hygiene_nb.snapshot import FORMAT_VERSION, SNAPSHOT_SCHEMA, ScanInfo
+
+    doc = (README.parent / "docs" / "format.md").read_text()
+    table = {cell.strip("` ") for line in doc.splitlines() if line.startswith("| `")
+             for cell in line.split("|")[1].split(",")}  # fmt: skip
+    assert set(SNAPSHOT_SCHEMA.names) <= table
+    assert f"Format version **{FORMAT_VERSION}**" in doc
+    for key in ScanInfo.__dataclass_fields__:
+        if key != "path":  # derived on load, not recorded
+            assert f"`{key}`" in doc, key
+    for key in _CANDIDATE_KEYS:
+        assert f"`{key}`" in doc, key
+
+
+def test_the_readme_links_the_format_doc() -> None:
+    assert "docs/format.md" in README.read_text()
