@@ -3,7 +3,9 @@
 A subtree fingerprint is (count, bytes, newest mtime, sha256 over sorted (relative path, kind,
 size, mtime_ns, inode) lines). The same function hashes snapshot rows and a fresh walk, so a
 deep file touched, added, removed or replaced by a symlink changes it. Reading the disk here is
-read-only, relative to directory handles opened from the root with no symlink followed.
+read-only, relative to directory handles opened from the root with no symlink followed. A walk
+never enters another mount: every directory it opens must be on the mount of the directory it
+walks (mount ids, so a bind mount of the same filesystem counts), else ``MountInside``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from hygiene_nb.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "Fingerprint",
@@ -123,11 +127,18 @@ def walk_subtree(
 
     Raises:
         SymlinkOnPath: a directory on the way is a symlink now, or ``path`` is not ``expect``.
+        MountInside: ``path`` is a mount point, or holds one (or it cannot be told).
         OSError: a directory cannot be read.
     """
     fd, name = _open_parent(root, path) if path != root else (os.open(root, _DIR_FLAGS), b"")
     try:
         top = os.open(name, _DIR_FLAGS, dir_fd=fd) if name else os.dup(fd)
+        try:
+            if name:
+                require_mount(top, mount_id(fd), path)  # not a mount point itself
+        except BaseException:
+            os.close(top)
+            raise
     finally:
         os.close(fd)
     try:
@@ -135,7 +146,7 @@ def walk_subtree(
         if expect is not None and (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", path)
         out: list[tuple[bytes, str, int, int, int]] = []
-        _walk_into(top, b"", out)
+        _walk_into(top, b"", out, _mount_of(top, path))
         return out
     finally:
         os.close(top)
@@ -148,6 +159,7 @@ def walk_subtree_at(
 
     Raises:
         SymlinkOnPath: ``name`` is not the directory ``expect`` names.
+        MountInside: ``name`` is a mount point, or holds one (or it cannot be told).
         OSError: a directory cannot be read.
     """
     top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
@@ -155,14 +167,25 @@ def walk_subtree_at(
         st = os.fstat(top)
         if (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", name)
+        require_mount(top, mount_id(dir_fd), name)
         out: list[tuple[bytes, str, int, int, int]] = []
-        _walk_into(top, b"", out)
+        _walk_into(top, b"", out, _mount_of(top, name))
         return out
     finally:
         os.close(top)
 
 
-def _walk_into(dfd: int, prefix: bytes, out: list[tuple[bytes, str, int, int, int]]) -> None:
+def _mount_of(fd: int, where: bytes) -> int:
+    """The mount id of ``fd``; "cannot tell" refuses (``MountInside``)."""
+    found = mount_id(fd)
+    if found is None:
+        raise MountInside(where, "it cannot be told whether another filesystem is mounted there")
+    return found
+
+
+def _walk_into(
+    dfd: int, prefix: bytes, out: list[tuple[bytes, str, int, int, int]], mount: int
+) -> None:
     subdirs: list[tuple[bytes, tuple[int, int]]] = []
     with os.scandir(dfd) as entries:
         for entry in entries:
@@ -178,6 +201,7 @@ def _walk_into(dfd: int, prefix: bytes, out: list[tuple[bytes, str, int, int, in
             here = os.fstat(child)
             if (here.st_dev, here.st_ino) != identity:
                 raise SymlinkOnPath(errno.ESTALE, "a directory was replaced while walking", name)
-            _walk_into(child, prefix + name + b"/", out)
+            require_mount(child, mount, prefix + name)  # never into another mount
+            _walk_into(child, prefix + name + b"/", out, mount)
         finally:
             os.close(child)

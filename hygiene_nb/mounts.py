@@ -24,7 +24,9 @@ __all__ = [
     "mount_id",
     "mount_id_at",
     "mount_points_below",
+    "mounted_inside",
     "require_mount",
+    "same_mount",
 ]
 
 AT_FDCWD = -100  # a dir_fd meaning "relative to the working directory" (absolute paths)
@@ -150,3 +152,25 @@ def mount_points_below(path: bytes) -> list[bytes] | None:
         if point == top or point.startswith(prefix):
             found.append(point)
     return found
+
+
+def same_mount(a_fd: int, b_fd: int) -> bool:
+    """Whether two handles are on one mount (a rename between them can work); False if unknown."""
+    a, b = mount_id(a_fd), mount_id(b_fd)
+    return a is not None and a == b
+
+
+def mounted_inside(path: bytes) -> str:
+    """Why ``path`` may hold a mount (one at it or below it), or "" when none is listed.
+
+    From ``/proc/self/mountinfo``, so a file bind-mounted over a file counts too; an unreadable
+    table is "cannot tell", which is a reason as well.
+    """
+    found = mount_points_below(path)
+    if found is None:
+        return "the mount table cannot be read, so it cannot be told whether a mount is inside"
+    if not found:
+        return ""
+    shown = ", ".join(os.fsdecode(p) for p in sorted(found)[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return f"another filesystem is mounted at {shown}{more}"
