@@ -36,6 +36,7 @@ from hygiene_nb.fingerprint import (
 )
 from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger, display_path
 from hygiene_nb.models import Summary
+from hygiene_nb.mounts import MountInside, mount_points_below
 from hygiene_nb.plan import (
     DEFAULT_TTL,
     Exclusion,
@@ -588,13 +589,16 @@ def _recheck_on_disk(sel: Selection, root: str, *, known_worktrees: frozenset[st
     """Stat every candidate again (and fingerprint directories); exclude what changed.
 
     Also excluded: what something protective above it (a keep marker, a new git work tree)
-    covers now.
+    covers now, and what is a mount point or holds one (``contains-mount``).
     """
     root_raw = os.fsencode(root)
     above: dict[bytes, str] = {}
     kept = []
+    mounts = mount_points_below(root_raw)  # read once; each walk also checks mount ids
     for cand in sel.candidates:
         code, detail = _protected_from_above(cand["path_raw"], known_worktrees, above)
+        if code is None:
+            code, detail = _mounted(cand["path_raw"], mounts)
         if code is None:
             code, detail = _disk_difference(cand, root_raw)
         if code is None:
@@ -647,6 +651,20 @@ def _protected_from_above(
         directory = parent
 
 
+def _mounted(path: bytes, mounts: list[bytes] | None) -> tuple[str | None, str]:
+    """``contains-mount`` if the mount table lists a mount at ``path`` or below it.
+
+    An unreadable mount table is "cannot tell", which leaves it out too.
+    """
+    if mounts is None:
+        return "contains-mount", "the mount table cannot be read, so it cannot be told"
+    inside = path.rstrip(b"/") + b"/"
+    found = sorted(m for m in mounts if m == path or m.startswith(inside))
+    if not found:
+        return None, ""
+    return "contains-mount", f"another filesystem is mounted at {display_path(found[0])}"
+
+
 def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None, str]:
     try:
         st = lstat_beneath(root_raw, cand["path_raw"])
@@ -671,6 +689,8 @@ def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None,
             fresh = fingerprint(
                 walk_subtree(root_raw, cand["path_raw"], expect=(st.st_dev, st.st_ino))
             )
+        except MountInside as exc:
+            return "contains-mount", f"{display_path(os.fsencode(exc.filename))}: {exc.strerror}"
         except SymlinkOnPath:
             return "symlink-on-path", ""
         except OSError as exc:

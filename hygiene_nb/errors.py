@@ -35,6 +35,7 @@
         ├── ReceiptTampered           code receipt-tampered     exit 3
         ├── BatchInvalid              code batch-invalid        exit 3
         ├── BatchIncomplete           code batch-incomplete     exit 3
+        ├── BatchContainsMount        code batch-contains-mount exit 3
         └── BatchBusy                 code batch-busy           exit 3
 
 A message names the object it is about and ends with what to do next.
@@ -47,6 +48,7 @@ __all__ = [
     "AmbiguousName",
     "BaselineFailed",
     "BatchBusy",
+    "BatchContainsMount",
     "BatchIncomplete",
     "BatchInvalid",
     "BatchNotFound",
@@ -269,6 +271,12 @@ class BatchIncomplete(Refused):
     """Raised when purge would destroy a batch holding items its manifest does not record."""
 
     code = "batch-incomplete"
+
+
+class BatchContainsMount(Refused):
+    """Raised when purge finds another filesystem mounted inside a batch: nothing is destroyed."""
+
+    code = "batch-contains-mount"
 
 
 class BatchBusy(Refused):

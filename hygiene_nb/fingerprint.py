@@ -5,7 +5,9 @@ size, mtime_ns, inode, ctime_ns) lines). The same function hashes snapshot rows 
 so a deep file touched, added, removed or replaced by a symlink changes it. ctime is in it
 because no user can set it: a file rewritten with its size kept and its mtime put back
 (``touch -d``) still changes the fingerprint. Reading the disk here is read-only, relative to
-directory handles opened from the root with no symlink followed.
+directory handles opened from the root with no symlink followed. A walk
+never enters another mount: every directory it opens must be on the mount of the directory it
+walks (mount ids, so a bind mount of the same filesystem counts), else ``MountInside``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from hygiene_nb.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "Entry",
@@ -127,11 +131,18 @@ def walk_subtree(root: bytes, path: bytes, *, expect: tuple[int, int] | None = N
 
     Raises:
         SymlinkOnPath: a directory on the way is a symlink now, or ``path`` is not ``expect``.
+        MountInside: ``path`` is a mount point, or holds one (or it cannot be told).
         OSError: a directory cannot be read.
     """
     fd, name = _open_parent(root, path) if path != root else (os.open(root, _DIR_FLAGS), b"")
     try:
         top = os.open(name, _DIR_FLAGS, dir_fd=fd) if name else os.dup(fd)
+        try:
+            if name:
+                require_mount(top, mount_id(fd), path)  # not a mount point itself
+        except BaseException:
+            os.close(top)
+            raise
     finally:
         os.close(fd)
     try:
@@ -139,7 +150,7 @@ def walk_subtree(root: bytes, path: bytes, *, expect: tuple[int, int] | None = N
         if expect is not None and (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", path)
         out: list[Entry] = []
-        _walk_into(top, b"", out)
+        _walk_into(top, b"", out, _mount_of(top, path))
         return out
     finally:
         os.close(top)
@@ -150,6 +161,7 @@ def walk_subtree_at(dir_fd: int, name: bytes, *, expect: tuple[int, int]) -> lis
 
     Raises:
         SymlinkOnPath: ``name`` is not the directory ``expect`` names.
+        MountInside: ``name`` is a mount point, or holds one (or it cannot be told).
         OSError: a directory cannot be read.
     """
     top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
@@ -157,14 +169,23 @@ def walk_subtree_at(dir_fd: int, name: bytes, *, expect: tuple[int, int]) -> lis
         st = os.fstat(top)
         if (st.st_dev, st.st_ino) != expect:
             raise SymlinkOnPath(errno.ESTALE, "the directory was replaced", name)
+        require_mount(top, mount_id(dir_fd), name)
         out: list[Entry] = []
-        _walk_into(top, b"", out)
+        _walk_into(top, b"", out, _mount_of(top, name))
         return out
     finally:
         os.close(top)
 
 
-def _walk_into(dfd: int, prefix: bytes, out: list[Entry]) -> None:
+def _mount_of(fd: int, where: bytes) -> int:
+    """The mount id of ``fd``; "cannot tell" refuses (``MountInside``)."""
+    found = mount_id(fd)
+    if found is None:
+        raise MountInside(where, "it cannot be told whether another filesystem is mounted there")
+    return found
+
+
+def _walk_into(dfd: int, prefix: bytes, out: list[Entry], mount: int) -> None:
     subdirs: list[tuple[bytes, tuple[int, int]]] = []
     with os.scandir(dfd) as entries:
         for entry in entries:
@@ -189,6 +210,7 @@ def _walk_into(dfd: int, prefix: bytes, out: list[Entry]) -> None:
             here = os.fstat(child)
             if (here.st_dev, here.st_ino) != identity:
                 raise SymlinkOnPath(errno.ESTALE, "a directory was replaced while walking", name)
-            _walk_into(child, prefix + name + b"/", out)
+            require_mount(child, mount, prefix + name)  # never into another mount
+            _walk_into(child, prefix + name + b"/", out, mount)
         finally:
             os.close(child)

@@ -52,6 +52,9 @@ EXCLUSIONS = {
     "special-file": "it is a fifo, socket or device: never planned",
     "incomplete-scan": "part of it was not read (unreadable, budget cut, excluded or another "
     "filesystem): scan again without limits, review, then plan",
+    "contains-mount": "another filesystem is mounted on it or inside it (a bind mount of the "
+    "same filesystem counts), and nothing is ever moved or destroyed through a mount: unmount "
+    "it (`umount PATH`), scan again, review, then plan",
     "contains-kept-entry": "it contains an entry you marked keep: mark the parts to delete "
     "instead, or change that decision",
     "not-in-snapshot": "the snapshot has no such entry: scan again, review, then plan",
@@ -141,6 +144,7 @@ class SnapshotIndex:
         self.sorted = paths.take(pa.array(order)).to_pylist()
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
+        self.mount_points = _flag_rows(self.table, "mount_point")
         # some name is not valid UTF-8, so two text paths may stand for different bytes
         self.undecodable = any(
             self.table.column(c).null_count < self.table.num_rows
@@ -214,6 +218,16 @@ def _incomplete_rows(table: pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:
         if column in names:
             mask |= pc.fill_null(table.column(column), False).to_numpy()
     return mask
+
+
+def _flag_rows(table: pa.Table, column: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Which rows have the boolean ``column`` set (none when the snapshot lacks it)."""
+    if column not in table.column_names:
+        return np.zeros(table.num_rows, dtype=bool)
+    flags: np.ndarray[Any, np.dtype[np.bool_]] = pc.fill_null(
+        table.column(column), False
+    ).to_numpy()
+    return flags
 
 
 def _subtree_fingerprint(root_row: Mapping[str, Any], rows: list[dict[str, Any]]) -> Fingerprint:
@@ -324,6 +338,9 @@ def _check_one(
         _exclude(sel, ann, "special-file")
         return None
     inside = tree.below(ann.path, ann.path_raw) if row["kind"] == "dir" else None
+    if tree.mount_points[index] or (inside is not None and tree.mount_points[inside].any()):
+        _exclude(sel, ann, "contains-mount", "the scan recorded a mount point there")
+        return None
     if tree.incomplete[index] or (inside is not None and tree.incomplete[inside].any()):
         _exclude(sel, ann, "incomplete-scan")
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -141,8 +142,59 @@ def tmpfs(where: Path, options: str = "size=1m") -> Iterator[Path]:
         pytest.skip(f"mount is not usable here ({exc})")
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    mounted = _mount_id(where)
     try:
         yield where
     finally:
-        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(where)], capture_output=True)
+        _unmount(where, mounted)
+
+
+@contextmanager
+def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterator[Path]:
+    """``source`` bind-mounted on ``where`` for the block (the same filesystem: same ``st_dev``).
+
+    Skips the test where mounting is impossible (not root, no mount permission); unmounts in
+    any case, lazily as a last resort.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    try:
+        done = subprocess.run(["mount", "--bind", str(source), str(where)], capture_output=True,
+                              text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"mount is not usable here ({exc})")
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+    mounted = _mount_id(where)
+    try:
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(where)], check=True)
+        yield where
+    finally:
+        _unmount(where, mounted)
+
+
+def _mount_id(where: Path) -> int | None:
+    from hygiene_nb.mounts import mount_id
+
+    fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return mount_id(fd)
+    finally:
+        os.close(fd)
+
+
+def _unmount(where: Path, mounted: int | None) -> None:
+    """Unmount what a test mounted on ``where``, wherever it is now (a move takes it along)."""
+    points = []
+    if mounted is not None:
+        with open("/proc/self/mountinfo", "rb") as info:
+            fields = [line.split(b" ") for line in info]
+        points = [
+            Path(os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), f[4])))
+            for f in fields
+            if int(f[0]) == mounted
+        ]
+    points = points or [where]
+    if subprocess.run(["umount", str(points[0])], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(points[0])], capture_output=True)

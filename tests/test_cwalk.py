@@ -31,7 +31,7 @@ from hygiene_nb.walk.spec import (
     ExcludeRule,
     WalkOptions,
 )
-from tests.conftest import tmpfs, world_readable_tmpdir
+from tests.conftest import bind_mount, tmpfs, world_readable_tmpdir
 
 CORE_BUILT = cwalk.is_available()
 needs_core = pytest.mark.skipif(
@@ -429,6 +429,31 @@ def test_one_file_system_records_mount_point_without_descending(tmp_path: Path) 
         assert rm + b"/inside" not in by_path
         by_path = _by_path(_assert_same_as_python(root, threads=4))
         assert by_path[rm]["flags"] == 0 and rm + b"/inside" in by_path
+
+
+@needs_core
+def test_one_file_system_stops_at_a_same_filesystem_bind_mount(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    (root / "sub").mkdir(parents=True)
+    _write(root / "f", 10)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _write(outside / "precious", 100)
+    for name in ("a", "b"):
+        (root / "sub" / name).mkdir()
+    _write(root / "sub" / "b" / "own", 3)
+    with (
+        bind_mount(outside, root / "sub" / "a"),
+        bind_mount(root / "sub" / "b", root / "sub" / "b"),
+    ):
+        rows = _assert_same_as_python(root, one_file_system=True, threads=4)
+        by_path = _by_path(rows)
+        for point in (b"a", b"b"):  # another directory, and one mounted on itself
+            mp = os.fsencode(root / "sub") + b"/" + point
+            assert by_path[mp]["flags"] == FLAG_MOUNT_POINT, point
+            assert not any(p.startswith(mp + b"/") for p in by_path), point
+        assert os.fsencode(root / "sub" / "a" / "precious") not in by_path
+        assert by_path[os.fsencode(root / "sub")]["flags"] == 0
 
 
 def _walk_as_nobody(root: Path) -> tuple[list[Row], list[Row]]:

@@ -18,7 +18,14 @@ from hygiene_nb.errors import ExcludeInvalid, RootInvalid
 from hygiene_nb.scan import parse_ignore_lines
 from hygiene_nb.snapshot import raw_path
 from hygiene_nb.walk import pywalk
-from tests.conftest import as_nobody, du_bytes, tmpfs, world_readable_tmpdir, write
+from tests.conftest import (
+    as_nobody,
+    bind_mount,
+    du_bytes,
+    tmpfs,
+    world_readable_tmpdir,
+    write,
+)
 
 
 def rows_of(store: Path, root: Path, walker: str, **kwargs: Any) -> dict[bytes, dict[str, Any]]:
@@ -212,6 +219,26 @@ def test_mount_point_is_recorded_and_not_crossed(tmp_path: Path, store: Path, wa
         assert os.fsencode(mnt / "inside") not in rows
         crossing = rows_of(store, root, walker)
         assert os.fsencode(mnt / "inside") in crossing
+
+
+@pytest.mark.parametrize("self_bind", [False, True])
+def test_a_same_filesystem_bind_mount_is_a_mount_point_too(
+    tmp_path: Path, store: Path, walker: str, self_bind: bool
+) -> None:
+    """Same ``st_dev`` as the root: only its mount id says another mount is there."""
+    root = tmp_path / "r"
+    outside = tmp_path / "outside"
+    write(outside / "precious", 100)
+    mnt = root / "mnt"
+    mnt.mkdir(parents=True)
+    write(mnt / "own", 5)
+    write(root / "f", 10)
+    with bind_mount(mnt if self_bind else outside, mnt):
+        assert os.stat(mnt).st_dev == os.stat(root).st_dev
+        rows = rows_of(store, root, walker, one_file_system=True)
+        assert rows[os.fsencode(mnt)]["mount_point"] is True
+        assert not any(p.startswith(os.fsencode(mnt) + b"/") for p in rows)
+        assert rows[os.fsencode(root / "f")]["mount_point"] is False
 
 
 def _walk_as_nobody(root: Path, walker: str) -> list[dict[str, Any]]:

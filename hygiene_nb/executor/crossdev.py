@@ -1,10 +1,11 @@
 """Items on another filesystem than the store (SAFETY "Prefer a per-volume quarantine", 15).
 
 First choice: a quarantine directory ``.hygiene-nb-quarantine`` at the top of the item's own
-filesystem, so that the move stays a no-replace rename. The top is found by walking up from the
-item's parent handle through ``..`` until the device changes; the directory is created 0700, or
-if it exists it must be a real directory (never a symlink) on that filesystem, owned by us and
-closed to group and others (else ``quarantine-untrusted``).
+mount, so that the move stays a no-replace rename (a rename never crosses a mount, not even a
+bind mount of the same filesystem). The top is found by walking up from the item's parent
+handle through ``..`` until the mount (its mount id, or the device) changes; the directory is
+created 0700, or if it exists it must be a real directory (never a symlink) on that mount, owned
+by us and closed to group and others (else ``quarantine-untrusted``).
 
 Only when that quarantine cannot be used (not writable, read-only, not registrable) and the
 person passed ``--allow-copy``, an item is copied into the store's quarantine instead: copy →
@@ -28,6 +29,7 @@ from pathlib import Path
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at
 from hygiene_nb.executor.guards import Skip
+from hygiene_nb.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "CROSSDEV_HINTS",
@@ -104,15 +106,22 @@ class VolumeQuarantine:
 
 
 def _top_of_filesystem(parent_fd: int) -> tuple[int, int]:
-    """(a handle on the top directory of ``parent_fd``'s filesystem, levels climbed)."""
+    """(a handle on the top directory of ``parent_fd``'s mount, levels climbed).
+
+    Raises:
+        MountInside: the mount of a directory on the way cannot be told.
+    """
     fd = os.dup(parent_fd)
     levels = 0
     try:
+        mount = mount_id(fd)
+        if mount is None:
+            raise MountInside(b".", "it cannot be told which mount it is on")
         while True:
             here = os.fstat(fd)
             up = os.open(b"..", DIR_FLAGS, dir_fd=fd)
             there = os.fstat(up)
-            if there.st_dev != here.st_dev or there.st_ino == here.st_ino:
+            if there.st_dev != here.st_dev or there.st_ino == here.st_ino or mount_id(up) != mount:
                 os.close(up)
                 return fd, levels
             os.close(fd)
@@ -168,6 +177,7 @@ def _volume_quarantine(
     top_fd, levels = _top_of_filesystem(parent_fd)
     try:
         top = os.fstat(top_fd)
+        top_mount = mount_id(top_fd)
         top_path = parent_path
         for _ in range(levels):
             top_path = os.path.dirname(top_path)
@@ -197,7 +207,7 @@ def _volume_quarantine(
     finally:
         os.close(top_fd)
     try:
-        _check_quarantine(qfd, top, path)
+        _check_quarantine(qfd, top, path, top_mount)
         if ops is None and not os.access(".", os.W_OK | os.X_OK, dir_fd=qfd, effective_ids=True):
             raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)  # no batch fits in
     except BaseException:
@@ -206,10 +216,10 @@ def _volume_quarantine(
     return path, qfd, top
 
 
-def _check_quarantine(qfd: int, top: os.stat_result, path: Path) -> None:
+def _check_quarantine(qfd: int, top: os.stat_result, path: Path, top_mount: int | None) -> None:
     st = os.fstat(qfd)
-    if st.st_dev != top.st_dev:
-        raise QuarantineUntrusted(f"{path} is on another filesystem than its top")
+    if st.st_dev != top.st_dev or top_mount is None or mount_id(qfd) != top_mount:
+        raise QuarantineUntrusted(f"{path} is on another filesystem or mount than its top")
     if st.st_uid != os.geteuid() or st.st_mode & 0o077:
         raise QuarantineUntrusted(f"{path} is not owned by you or is open to group or others")
     try:
@@ -238,7 +248,8 @@ def inventory(dir_fd: int, name: bytes, dev: int) -> dict[bytes, Entry]:
     """Every entry of ``name`` (``b""``) and below it (``b"a/b"``), by lstat only.
 
     Raises:
-        Unverifiable: a symlink, special file, hard-linked file or other filesystem inside.
+        Unverifiable: a symlink, special file, hard-linked file or other filesystem inside,
+            or a directory on another mount than ``dir_fd`` (a bind mount counts).
         OSError: it cannot be read.
     """
     out: dict[bytes, Entry] = {}
@@ -268,6 +279,10 @@ def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, 
         return
     fd = open_dir_at(dir_fd, name)
     try:
+        try:
+            require_mount(fd, mount_id(dir_fd), name)  # the same mount all the way down
+        except MountInside as exc:
+            raise Unverifiable(f"{shown} is a mount point ({exc.strerror})") from exc
         with os.scandir(fd) as entries:
             children = sorted(os.fsencode(e.name) for e in entries)
         for child in children:
@@ -402,6 +417,10 @@ def _copy(
             opened = os.fstat(src)
             if (opened.st_dev, opened.st_ino) != (entry.dev, entry.ino):
                 raise CopyMismatch("a directory was replaced while it was copied")
+            try:
+                require_mount(src, mount_id(src_dir), name)
+            except MountInside as exc:
+                raise Unverifiable(f"{os.fsdecode(name)} is a mount point now") from exc
             for child in kids[rel]:
                 _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops,
                       child, modes)  # fmt: skip

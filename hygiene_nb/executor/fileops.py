@@ -19,6 +19,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from hygiene_nb.mounts import MountInside, mount_id, require_mount
+
 __all__ = [
     "DIR_FLAGS",
     "DryRunFileOps",
@@ -134,12 +136,25 @@ def remove_tree(dir_fd: int, name: bytes) -> tuple[int, int]:
     """**Destroy** ``name`` under ``dir_fd`` and everything below it (purge only).
 
     Directories are opened with ``O_NOFOLLOW|O_DIRECTORY``; everything else (files, links,
-    fifos, sockets, devices) is unlinked by name without being opened.
+    fifos, sockets, devices) is unlinked by name without being opened. Every directory opened
+    must be on the mount of ``dir_fd`` (mount ids, so a bind mount of the same filesystem
+    counts): at another mount the removal stops before reading or removing anything under it.
 
     Returns:
         (entries removed, bytes of regular files removed).
+
+    Raises:
+        MountInside: a directory inside is on another mount (or it cannot be told); what was
+            removed before stays removed, nothing under the mount was touched.
     """
     sys.audit("hygiene_nb.remove_tree", dir_fd, name)
+    mount = mount_id(dir_fd)
+    if mount is None:
+        raise MountInside(name, "it cannot be told whether another filesystem is mounted there")
+    return _remove_tree(dir_fd, name, mount)
+
+
+def _remove_tree(dir_fd: int, name: bytes, mount: int) -> tuple[int, int]:
     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=dir_fd)
@@ -147,10 +162,11 @@ def remove_tree(dir_fd: int, name: bytes) -> tuple[int, int]:
     count = size = 0
     fd = open_dir_at(dir_fd, name)
     try:
+        require_mount(fd, mount, name)  # never delete through a mount
         with os.scandir(fd) as entries:
             children = [os.fsencode(e.name) for e in entries]
         for child in children:
-            removed, freed = remove_tree(fd, child)
+            removed, freed = _remove_tree(fd, child, mount)
             count += removed
             size += freed
     finally:
@@ -185,7 +201,8 @@ def remove_original_after_verified_copy(
     ``verified`` maps each entry's path relative to the item (``b""`` for the item itself,
     ``b"sub/file"`` below it) to the (dev, inode, size, mtime_ns) it had when its copy was
     verified (size and mtime_ns are -1 for directories). First every entry is checked: the tree
-    must hold exactly those entries, regular files and directories only, each unchanged; only
+    must hold exactly those entries, regular files and directories only, each unchanged, no
+    directory on another mount; only
     then are files unlinked and directories removed bottom-up. Nothing is opened but directories
     and no link is followed.
 
@@ -247,6 +264,7 @@ def _check_verified(
         opened = os.fstat(fd)
         if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
             raise OSError(errno.ESTALE, "it was replaced after its copy was verified", name)
+        require_mount(fd, mount_id(dir_fd), name)  # a mount that arrived is never removed
         with os.scandir(fd) as entries:
             children = [os.fsencode(e.name) for e in entries]
         for child in children:
@@ -265,6 +283,7 @@ def _remove_verified(
     count = 0
     fd = open_dir_at(dir_fd, name)
     try:
+        require_mount(fd, mount_id(dir_fd), name)
         with os.scandir(fd) as entries:
             children = [os.fsencode(e.name) for e in entries]
         for child in children:

@@ -24,6 +24,7 @@ from hygiene_nb.fingerprint import (
     signed64,
     walk_subtree,
 )
+from hygiene_nb.mounts import MountInside, mount_id, mount_id_at, mounted_inside
 from hygiene_nb.protect import (
     CREDENTIAL_DIRS,
     CREDENTIAL_EXTENSIONS,
@@ -47,6 +48,10 @@ SKIP_HINTS = {
     "symlink-on-path": "a directory on its path is a symlink now; scan and plan again",
     "changed-since-plan": "it changed since the plan was made; scan, review and plan again",
     "special-file": "it is a fifo, socket or device now; never moved",
+    "contains-mount": "another filesystem is mounted on it or inside it (a bind mount counts; "
+    "so does a mount that cannot be told apart), and nothing is ever moved or destroyed "
+    "through a mount; it stays where it is: unmount it (`umount PATH`), then scan and plan "
+    "again",
     "now-protected": "it is protected now; it will not be moved",
     "permission-denied": "it cannot be read or moved with your permissions",
     "cross-device": "it is on another filesystem than the quarantine; nothing was copied",
@@ -165,10 +170,11 @@ def check_candidate(
 ) -> tuple[int, Skip | None]:
     """Re-check one candidate; return (a handle on its parent, or -1) and a skip, if any.
 
-    The caller closes the handle. Checks: no symlink on the way; same kind, device, inode,
-    size and mtime; a directory's subtree fingerprint; not protected now (names inside, a keep
-    marker or git tracking above, a home's configuration by ``protect``, which defaults to
-    ``acting_protection`` of the root); not a symlink or special file.
+    The caller closes the handle. Checks: no symlink on the way; no mount on it or inside it
+    (``contains-mount``); same kind, device, inode, size, mtime and ctime; a directory's subtree
+    fingerprint; not protected now (names inside, a keep marker or git tracking above, a home's
+    configuration by ``protect``, which defaults to ``acting_protection`` of the root); not a
+    symlink or special file.
     """
     if protect is None:
         protect = acting_protection(os.fsdecode(root))
@@ -189,6 +195,8 @@ def check_candidate(
 
 
 def _skip_for_oserror(path: str, exc: OSError) -> Skip:
+    if isinstance(exc, MountInside):
+        return Skip.of(path, "contains-mount", f"{exc.filename}: {exc.strerror}")
     if isinstance(exc, SymlinkOnPath) or exc.errno in (errno.ELOOP, errno.ENOTDIR):
         return Skip.of(path, "symlink-on-path")
     if exc.errno == errno.ENOENT:
@@ -210,6 +218,9 @@ def _check_at(
     path = cand["path"]
     st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     mode = st.st_mode
+    mounted = _mount_on_or_in(parent, name, raw, stat.S_ISDIR(mode))
+    if mounted:
+        return Skip.of(path, "contains-mount", mounted)
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
         return Skip.of(path, "special-file")
     now = (kind_of_mode(mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
@@ -241,6 +252,20 @@ def _check_at(
         if git.is_tracked_or_unknown(tree, inside):
             return Skip.of(path, "now-protected", f"git in {tree} tracks it (or cannot tell)")
     return None
+
+
+def _mount_on_or_in(parent: int, name: bytes, raw: bytes, is_dir: bool) -> str:
+    """Why ``name`` is (or may be) a mount point or hold one; "" when it is not.
+
+    By mount id for the entry itself; for a directory also from the mount table (a file
+    bind-mounted inside). The subtree walk checks the mount id of every directory it opens.
+    """
+    here, there = mount_id(parent), mount_id_at(parent, name)
+    if here is None or there is None:
+        return "it cannot be told whether it is a mount point"
+    if here != there:
+        return "it is a mount point"
+    return mounted_inside(raw) if is_dir else ""
 
 
 def _difference(then: tuple[Any, ...], now: tuple[Any, ...]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from hygiene_nb.errors import (
     AcknowledgementMissing,
+    BatchContainsMount,
     BatchIncomplete,
     BatchInvalid,
     ConfirmationMismatch,
@@ -34,6 +35,7 @@ from hygiene_nb.executor.fileops import (
     remove_tree,
 )
 from hygiene_nb.executor.restore import lock_batch, open_batch
+from hygiene_nb.mounts import MountInside, mount_id, require_mount
 from hygiene_nb.store import Store
 
 __all__ = ["PURGE_ACKNOWLEDGEMENT", "PurgeResult", "purge_batch"]
@@ -88,6 +90,8 @@ def purge_batch(
 
     Raises:
         BatchNotFound: there is no such batch.
+        BatchContainsMount: another filesystem is mounted inside the batch (nothing touched,
+            dry run or not).
         BatchInvalid: it is not ours, holds unknown entries, or (without
             ``include_incomplete``) its manifest is invalid.
         ConfirmationMismatch: the batch id (or byte count) was not confirmed exactly.
@@ -157,8 +161,9 @@ def _recorded(doc: dict[str, Any] | None) -> set[bytes]:
 class _Tally:
     """Counts items, regular files and bytes below ``tree/`` with lstat only."""
 
-    def __init__(self, recorded: set[bytes]) -> None:
+    def __init__(self, recorded: set[bytes], mount: int | None) -> None:
         self.recorded = recorded
+        self.mount = mount  # the batch's mount: every directory counted must be on it
         self.prefixes = {p[:i] for p in recorded for i in range(1, len(p)) if p[i : i + 1] == b"/"}
         self.items = self.files = self.bytes = 0
         self.seen: set[tuple[int, int]] = set()
@@ -186,13 +191,14 @@ class _Tally:
             if is_dir:
                 child = open_dir_at(fd, name)
                 try:
+                    require_mount(child, self.mount, path)  # purge never reaches through
                     self.walk(child, path, item)
                 finally:
                     os.close(child)
 
 
 def _count(fd: int, batch_id: str, recorded: set[bytes]) -> dict[str, int]:
-    tally = _Tally(recorded)
+    tally = _Tally(recorded, mount_id(fd))
     try:
         tree = open_dir_at(fd, TREE_NAME)
     except FileNotFoundError:
@@ -200,7 +206,15 @@ def _count(fd: int, batch_id: str, recorded: set[bytes]) -> dict[str, int]:
     except OSError as exc:
         raise _invalid(batch_id, f"its tree cannot be opened ({exc.strerror})") from exc
     try:
+        require_mount(tree, tally.mount, b"")
         tally.walk(tree, b"", False)
+    except MountInside as exc:
+        where = os.fsdecode(exc.filename) or "its tree"
+        raise BatchContainsMount(
+            f"batch {batch_id} holds a mount at {where!r} inside its tree ({exc.strerror}); "
+            "purge would delete the mounted files, so nothing was touched. Unmount it "
+            "(`umount PATH`, see `findmnt`), then run purge again."
+        ) from exc
     except OSError as exc:
         raise _invalid(batch_id, f"its tree cannot be read ({exc.strerror})") from exc
     finally:
@@ -249,6 +263,12 @@ def _destroy(qfd: int, fd: int, batch_id: str, temps: list[bytes]) -> dict[str, 
             with contextlib.suppress(FileNotFoundError):
                 remove_own_file(fd, name)
         remove_own_empty_dir(qfd, batch_id.encode("ascii"))
+    except MountInside as exc:
+        raise BatchContainsMount(
+            f"purge of batch {batch_id} stopped at a mount at {os.fsdecode(exc.filename)!r} "
+            "that appeared after it was counted; nothing under the mount was touched. Unmount "
+            f"it (`umount PATH`), then run `hygiene-nb purge {batch_id}` to see what is left."
+        ) from exc
     except OSError as exc:
         raise StoreError(
             f"purge of batch {batch_id} stopped partway ({exc.strerror}); "

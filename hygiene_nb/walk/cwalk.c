@@ -45,7 +45,9 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -409,6 +411,8 @@ typedef struct W {
     int nthreads;
     size_t batch_rows;
     uint64_t root_dev;
+    uint64_t root_mnt; /* mount id of the root (under ofs), when root_mnt_known */
+    bool root_mnt_known;
     struct timespec deadline;
     bool has_deadline;
     locale_t cloc;
@@ -1100,6 +1104,69 @@ static bool is_excluded(W *w, Worker *t, Node *c, const char *name, size_t nlen,
     return excluded;
 }
 
+/* struct statx as the kernel lays it out (libc headers may lack stx_mnt_id). */
+struct mnt_statx {
+    uint32_t mask, blksize;
+    uint64_t attributes;
+    uint32_t nlink, uid, gid;
+    uint16_t mode, spare0;
+    uint64_t ino, size, blocks, attributes_mask;
+    uint64_t times[8];
+    uint32_t rdev_major, rdev_minor, dev_major, dev_minor;
+    uint64_t mnt_id;
+    uint64_t spare[14];
+};
+_Static_assert(offsetof(struct mnt_statx, mnt_id) == 144, "struct statx layout");
+#define MNT_STATX_MNT_ID 0x1000U
+#define MNT_AT_NO_AUTOMOUNT 0x800
+#define MNT_AT_EMPTY_PATH 0x1000
+
+/*
+ * The mount id of `name` under `dirfd` ("" for dirfd itself; a mount on it counts): statx
+ * STATX_MNT_ID, else the mnt_id line of /proc/self/fdinfo for an O_PATH handle.  False when it
+ * cannot be told (the caller then treats it as another mount).  A bind mount of the same
+ * filesystem has the same st_dev; only the mount id tells.
+ */
+static bool mount_id_at(int dirfd, const char *name, uint64_t *out)
+{
+#ifdef SYS_statx
+    struct mnt_statx sx;
+    memset(&sx, 0, sizeof sx);
+    int flags = AT_SYMLINK_NOFOLLOW | MNT_AT_NO_AUTOMOUNT | (name[0] ? 0 : MNT_AT_EMPTY_PATH);
+    if (syscall(SYS_statx, dirfd, name, flags, MNT_STATX_MNT_ID, &sx) == 0 &&
+        (sx.mask & MNT_STATX_MNT_ID)) {
+        *out = sx.mnt_id;
+        return true;
+    }
+#endif
+    int fd = name[0] ? openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                     : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    int info = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = info < 0 ? -1 : read(info, buf, sizeof buf - 1);
+    if (info >= 0)
+        close(info);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    char *line = strstr(buf, "mnt_id:");
+    if (line == NULL)
+        return false;
+    *out = strtoull(line + 7, NULL, 10);
+    return true;
+}
+
+/* Whether directory `name` under `fd` is on another mount than the root (or cannot tell). */
+static bool other_mount(W *w, int fd, const char *name)
+{
+    uint64_t id;
+    return !w->root_mnt_known || !mount_id_at(fd, name, &id) || id != w->root_mnt;
+}
+
 static bool skipped(W *w, const char *name, size_t nlen, const struct stat *st)
 {
     for (size_t i = 0; i < w->nskip_names; i++)
@@ -1170,7 +1237,8 @@ static void list_entry(W *w, Worker *t, Node *c, int fd, const struct linux_dire
     if (kind == KIND_DIR) {
         if (skipped(w, name, nlen, &st))
             flags = FLAG_EXCLUDED;
-        else if (w->ofs && (uint64_t)st.st_dev != w->root_dev && !flags)
+        else if (w->ofs && !flags &&
+                 ((uint64_t)st.st_dev != w->root_dev || other_mount(w, fd, name)))
             flags = FLAG_MOUNT_POINT;
         if (!flags) {
             Node *n = node_new(w, c, c->path, c->path_len, name, nlen, &st);
@@ -1763,6 +1831,11 @@ static int walker_start(WalkerObject *self)
         return -1;
     }
     w->root_dev = (uint64_t)st.st_dev;
+    if (w->ofs) {
+        Py_BEGIN_ALLOW_THREADS
+        w->root_mnt_known = mount_id_at(AT_FDCWD, w->root, &w->root_mnt);
+        Py_END_ALLOW_THREADS
+    }
     if (w->max_seconds > 0) {
         clock_gettime(CLOCK_MONOTONIC, &w->deadline);
         double whole = (double)(long long)w->max_seconds;

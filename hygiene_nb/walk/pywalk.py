@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
+from hygiene_nb.mounts import AT_FDCWD, mount_id_at
 from hygiene_nb.walk.spec import (
     FLAG_BUDGET_CUT,
     FLAG_EXCLUDED,
@@ -166,6 +167,7 @@ class PyWalker:
         self._turns: deque[int] = deque()
         self._uids = 0  # directory ids for hard-link bookkeeping (id() may be reused)
         self._root_dev = 0
+        self._root_mnt: int | None = None  # mount id of the root (with one_file_system)
 
     # -- budget -------------------------------------------------------------------------------
 
@@ -364,7 +366,11 @@ class PyWalker:
                 name in self.options.skip_names
             ):
                 flags = FLAG_EXCLUDED
-            elif self.options.one_file_system and st.st_dev != self._root_dev and not flags:
+            elif (
+                self.options.one_file_system
+                and not flags
+                and (st.st_dev != self._root_dev or self._other_mount(_join(node.path, name)))
+            ):
                 flags = FLAG_MOUNT_POINT
             if not flags:
                 node.pending += 1
@@ -383,6 +389,14 @@ class PyWalker:
         self._emit(node.path, name, kind, st, depth, sums, False, 0, flags)
         return None
 
+    def _other_mount(self, path: bytes) -> bool:
+        """Whether directory ``path`` is on another mount than the root (or it cannot be told).
+
+        A bind mount of the same filesystem has the root's ``st_dev``; its mount id differs.
+        """
+        here = mount_id_at(AT_FDCWD, path)
+        return here is None or self._root_mnt is None or here != self._root_mnt
+
     # -- the walk -----------------------------------------------------------------------------
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -390,6 +404,8 @@ class PyWalker:
         root = self.options.root
         st = os.lstat(root)
         self._root_dev = st.st_dev
+        if self.options.one_file_system:
+            self._root_mnt = mount_id_at(AT_FDCWD, root)
         self.stats.entries = 1
         top = _Dir(root, root, None, 0, b"", st, 0)
         for child in self._list(top):

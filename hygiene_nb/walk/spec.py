@@ -33,8 +33,10 @@ Semantics every walker keeps:
   What is partial is *unknown*, not empty.
 * ``flags`` bit 1 = excluded (matched an exclude rule, or is a skip identity/name: not descended,
   ``tree_*`` = own values, not partial); bit 2 = mount point under ``one_file_system`` (st_dev
-  differs from the root's; recorded, not descended); bit 4 = budget cut (this directory was not
-  listed, or not listed completely, because the budget ran out; it is partial).
+  or the mount id differs from the root's, so a bind mount of the same filesystem counts, and
+  so does a directory whose mount id cannot be told; recorded, not descended); bit 4 = budget
+  cut (this directory was not listed, or not listed completely, because the budget ran out; it
+  is partial).
 * Exclude rules are evaluated in order and the last match wins (gitignore): a rule matches an
   entry when (not ``dir_only`` or the entry is a directory) and the pattern matches the entry's
   name (``anchored`` false) or its path relative to the root without a leading slash (``anchored``

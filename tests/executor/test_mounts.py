@@ -1,0 +1,220 @@
+"""Mounts inside what would be moved or destroyed, and a root that is itself a bind mount.
+
+A bind mount of another directory of the *same* filesystem has the same ``st_dev`` as its
+surroundings: only mount ids tell it apart. Every test mounts for real (``mount --bind``,
+``mount -t tmpfs``) and is skipped, with the reason, where mounting is impossible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb.errors import HygieneError
+from hygiene_nb.executor import execute_plan, list_store_batches
+from hygiene_nb.executor.fileops import DIR_FLAGS, remove_tree
+from hygiene_nb.executor.purge import purge_batch
+from hygiene_nb.mounts import MountInside
+from hygiene_nb.store import Store
+from tests.conftest import bind_mount, tmpfs, write
+from tests.executor.test_execute import confirm_for
+from tests.executor.test_restore import in_batch, quarantine_items
+
+
+def hashes(path: Path) -> dict[str, str]:
+    """Every file below ``path`` and its SHA-256 (what must keep its bytes)."""
+    out = {}
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(path))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def mworld(tmp_path: Path) -> dict[str, Path]:
+    """A root with a candidate directory ``cache`` and, outside it, precious files to mount."""
+    root = tmp_path / "r"
+    write(root / "cache" / "junk.bin", 500)
+    write(root / "cache" / "deep" / "more.bin", 300)
+    (root / "cache" / "mnt").mkdir()
+    write(root / "other.log", 20)
+    outside = tmp_path / "precious"
+    write(outside / "thesis.tex", data=b"four years of work\n")
+    write(outside / "data" / "results.csv", data=b"1,2,3\n")
+    return {"root": root, "store": tmp_path / "store", "outside": outside, "tmp": tmp_path}
+
+
+def plan_of(world: dict[str, Path], *rels: str, one_file_system: bool = False) -> api.PlanResult:
+    root, store = world["root"], world["store"]
+    api.scan_root(root, store=store, one_file_system=one_file_system)
+    api.annotate([str(root / r) for r in rels], store=store, decision="delete")
+    return api.make_plan(root, store=store)
+
+
+def excluded(plan: api.PlanResult) -> dict[str, str]:
+    return {Path(e["path"]).name: e["code"] for e in plan.plan["excluded"]}
+
+
+def outcomes(result: Any) -> dict[str, str]:
+    out = {Path(m["path"]).name: "moved" for m in result.moved}
+    out.update({Path(s["path"]).name: s["code"] for s in result.skipped})
+    return out
+
+
+# -- plan time ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("one_file_system", [False, True])
+def test_a_candidate_holding_a_same_filesystem_bind_mount_is_left_out_of_the_plan(
+    mworld: dict[str, Path], one_file_system: bool
+) -> None:
+    mnt = mworld["root"] / "cache" / "mnt"
+    with bind_mount(mworld["outside"], mnt):
+        assert os.stat(mnt).st_dev == os.stat(mworld["root"]).st_dev  # st_dev cannot tell
+        plan = plan_of(mworld, "cache", "other.log", one_file_system=one_file_system)
+    assert excluded(plan) == {"cache": "contains-mount"}
+    assert [Path(c["path"]).name for c in plan.plan["candidates"]] == ["other.log"]
+    (entry,) = plan.plan["excluded"]
+    assert "mounted" in entry["message"] and "unmount" in entry["message"]
+
+
+def test_a_candidate_holding_a_tmpfs_is_left_out_of_the_plan(mworld: dict[str, Path]) -> None:
+    mnt = mworld["root"] / "cache" / "mnt"
+    with tmpfs(mnt):
+        write(mnt / "volatile.bin", 40)
+        plan = plan_of(mworld, "cache")
+    assert excluded(plan) == {"cache": "contains-mount"}
+
+
+def test_a_candidate_that_is_itself_a_mount_point_is_left_out(mworld: dict[str, Path]) -> None:
+    cache = mworld["root"] / "cache"
+    with bind_mount(cache, cache):  # the same directory mounted on itself: same dev and inode
+        plan = plan_of(mworld, "cache")
+    assert excluded(plan) == {"cache": "contains-mount"}
+
+
+# -- execute time ------------------------------------------------------------------------------
+
+
+def test_a_bind_mount_made_after_planning_is_skipped_and_its_files_untouched(
+    mworld: dict[str, Path],
+) -> None:
+    plan = plan_of(mworld, "cache", "other.log")
+    assert len(plan.plan["candidates"]) == 2
+    store = Store(mworld["store"])
+    before = hashes(mworld["outside"])
+    mnt = mworld["root"] / "cache" / "mnt"
+    with bind_mount(mworld["outside"], mnt):
+        dry = execute_plan(plan.plan_path, store=store)
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+        assert hashes(mnt) == before  # still mounted where it was
+    assert outcomes(dry) == outcomes(done) == {"cache": "contains-mount", "other.log": "moved"}
+    (skip,) = done.skipped
+    assert "unmount" in skip["message"]
+    assert hashes(mworld["outside"]) == before
+    assert (mworld["root"] / "cache" / "junk.bin").exists()
+
+
+def test_a_directory_bind_mounted_on_itself_after_planning_is_not_moved(
+    mworld: dict[str, Path],
+) -> None:
+    """Same device, inode, size and mtime, same fingerprint: only the mount id differs."""
+    plan = plan_of(mworld, "cache")
+    store = Store(mworld["store"])
+    deep = mworld["root"] / "cache" / "deep"
+    with bind_mount(deep, deep):
+        dry = execute_plan(plan.plan_path, store=store)
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+        assert outcomes(dry) == outcomes(done) == {"cache": "contains-mount"}
+    assert (deep / "more.bin").stat().st_size == 300
+    assert all(b.items == 0 for b in list_store_batches(store))
+
+
+def test_a_tmpfs_mounted_after_planning_is_skipped(mworld: dict[str, Path]) -> None:
+    plan = plan_of(mworld, "cache")
+    store = Store(mworld["store"])
+    mnt = mworld["root"] / "cache" / "mnt"
+    with tmpfs(mnt):
+        write(mnt / "volatile.bin", data=b"only copy")
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+        assert (mnt / "volatile.bin").read_bytes() == b"only copy"
+    assert outcomes(done) == {"cache": "contains-mount"}
+
+
+def test_a_mount_in_a_copied_tree_is_never_copied_or_removed(
+    mworld: dict[str, Path],
+) -> None:
+    """The verified copy's own walks (inventory, removal) stop at another mount too."""
+    from hygiene_nb.executor.crossdev import Unverifiable, inventory
+
+    cache = mworld["root"] / "cache"
+    with bind_mount(mworld["outside"], cache / "mnt"):
+        fd = os.open(mworld["root"], DIR_FLAGS)
+        try:
+            with pytest.raises(Unverifiable, match="mount"):
+                inventory(fd, b"cache", os.fstat(fd).st_dev)
+        finally:
+            os.close(fd)
+
+
+# -- purge -------------------------------------------------------------------------------------
+
+
+def test_purge_refuses_a_batch_holding_a_mount_and_deletes_nothing(
+    mworld: dict[str, Path],
+) -> None:
+    """A batch that older code filled with a live mount inside: purge must not reach through."""
+    store = Store(mworld["store"]).ensure()
+    cache = mworld["root"] / "cache"
+    bid = quarantine_items(store, [cache])
+    held = Path(os.fsdecode(in_batch(store, bid, cache)))
+    before_outside = hashes(mworld["outside"])
+    before_batch = hashes(held)
+    with bind_mount(mworld["outside"], held / "mnt"):
+        with pytest.raises(HygieneError) as dry:
+            purge_batch(store, bid)
+        with pytest.raises(HygieneError) as refused:
+            purge_batch(store, bid, execute=True, confirm_batch_id=bid,
+                        acknowledge_risk="permanent-delete", include_incomplete=True)  # fmt: skip
+        assert hashes(held / "mnt") == before_outside
+    assert dry.value.code == refused.value.code == "batch-contains-mount"
+    assert refused.value.exit_code == 3 and "umount" in str(refused.value)
+    assert hashes(mworld["outside"]) == before_outside
+    assert hashes(held) == before_batch  # nothing of the batch either
+
+
+def test_remove_tree_stops_at_a_mount_before_anything_under_it(
+    mworld: dict[str, Path],
+) -> None:
+    """The destroying walk checks every directory it opens (a mount raced in after the count)."""
+    cache = mworld["root"] / "cache"
+    before = hashes(mworld["outside"])
+    with bind_mount(mworld["outside"], cache / "mnt"):
+        fd = os.open(mworld["root"], DIR_FLAGS)
+        try:
+            with pytest.raises(MountInside):
+                remove_tree(fd, b"cache")
+        finally:
+            os.close(fd)
+        assert hashes(cache / "mnt") == before
+    assert hashes(mworld["outside"]) == before
+
+
+def test_purge_of_a_batch_holding_a_tmpfs_refuses(mworld: dict[str, Path]) -> None:
+    store = Store(mworld["store"]).ensure()
+    cache = mworld["root"] / "cache"
+    bid = quarantine_items(store, [cache])
+    held = Path(os.fsdecode(in_batch(store, bid, cache)))
+    with tmpfs(held / "mnt"):
+        write(held / "mnt" / "volatile", data=b"v")
+        with pytest.raises(HygieneError) as refused:
+            purge_batch(store, bid, execute=True, confirm_batch_id=bid,
+                        acknowledge_risk="permanent-delete")  # fmt: skip
+        assert (held / "mnt" / "volatile").read_bytes() == b"v"
+    assert refused.value.code == "batch-contains-mount"
