@@ -460,12 +460,14 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "reappeared": result.reappeared,
         "missing_from_batch": result.missing_from_batch,
         "not_back": result.not_back,
+        "removal_interrupted": result.removal_interrupted,
         "freed_bytes": result.freed_bytes,
     }
     text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
     text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
     text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
     text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
+    text += "".join(f"\n  [{r['code']}] {r['message']}" for r in result.removal_interrupted)
     text += (
         f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
         " the execution (a quarantine on the same filesystem frees nothing until its batch is"
@@ -490,13 +492,14 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     found = list_store_batches(api.open_store(store))
     rows = [
         {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
-         "bytes": b.bytes, "manifest": b.manifest}
+         "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers}
         for b in found
     ]  # fmt: skip
     text = "\n".join(
         f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
         f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
+        + "".join(f"\n  [{left['code']}] {left['message']}" for left in b.leftovers)
         for b in found
     )
     _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")

@@ -618,7 +618,7 @@ class _Run:
             for cand, raw, parent, planned in copies:
                 batch = self.store_batch()
                 skip = _copy(batch, parent, raw, cand, planned, self.ops)
-                where = {} if skip else _where(batch, "copy")
+                where = _where(batch, "copy")  # a skipped copy too: verify looks for leftovers
                 if not skip:  # where the copy is (the original's identity is in dev/inode)
                     item = batch.items[raw]
                     where.update(batch_dev=item.dev, batch_inode=item.inode)

@@ -26,6 +26,7 @@ from hygiene_nb.executor.writers import Probe
 
 __all__ = [
     "DIR_FLAGS",
+    "REMOVING_PREFIX",
     "DryRunFileOps",
     "FileOps",
     "LocalFileOps",
@@ -40,6 +41,7 @@ __all__ = [
     "replace_own_file",
 ]
 
+REMOVING_PREFIX = b".hygiene-nb-removing-"  # the staging directory of an original being removed
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RENAME_NOREPLACE = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -234,7 +236,7 @@ def remove_original_after_verified_copy(
     top = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if _seen(top) is None or not _same(_seen(top), verified.get(b""), ctime=True):
         raise RemovalRefused("changed-since-plan", "it changed after its copy was verified", shown)
-    staging = b".hygiene-nb-removing-" + secrets.token_hex(6).encode()
+    staging = REMOVING_PREFIX + secrets.token_hex(6).encode()
     os.mkdir(staging, 0o700, dir_fd=dir_fd)
     stage_fd = open_dir_at(dir_fd, staging)
     removal = _Removal(stage_fd, verified)
