@@ -13,6 +13,7 @@ import sys
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
@@ -60,6 +61,7 @@ def cli() -> None:
     execute PLAN     dry-run a plan, or move its candidates into quarantine
     verify RECEIPT   check an execution's receipt against the disk
     quarantine list  the quarantine batches
+    recover          finish the records of an execution that stopped after moving
     restore BATCH    put quarantined items back (never over anything)
     purge BATCH      destroy a quarantine batch (the only command that does)
     report ROOT      run the audit notebook: an offline HTML report
@@ -475,6 +477,35 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
     )
     _out(as_json, payload, text)
     if result.status != "verified":
+        raise _Exit(4)
+
+
+@cli.command()
+@common_options
+def recover(store: str | None, as_json: bool) -> None:
+    """Finish the records of executions that stopped after moving (receipt, log, plan state).
+
+    For every plan still `executing` whose run is not alive: the receipt, the execution log row,
+    the cleanup.log line and the state `executed`, from its batches' manifests. An original an
+    interrupted --allow-copy removal left in `.hygiene-nb-removing-*` goes back in its place
+    when nothing is there (else `removal-interrupted` says where it is). Nothing else moves.
+    """
+    from hygiene_nb.executor import recover_store
+
+    result = recover_store(api.open_store(store))
+    payload = {"status": result.status, "plans": [asdict(p) for p in result.plans]}
+    lines = []
+    for p in result.plans:
+        if p.status == "running":
+            lines.append(f"  [still-running] {p.message}")
+            continue
+        lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
+                     f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
+                     f"receipt {p.receipt_path}")  # fmt: skip
+        lines += [f"  [{r['code']}] {r['message']}" for r in p.leftovers]
+    head = f"recovered {render.counted(len(result.plans), 'stopped execution')}"
+    _out(as_json, payload, "\n".join([head, *lines]))
+    if result.status != "done":
         raise _Exit(4)
 
 

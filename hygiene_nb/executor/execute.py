@@ -12,6 +12,7 @@ import errno
 import os
 import secrets
 import shlex
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from hygiene_nb.errors import (
     PlanDigestMismatch,
     PlanExpired,
     PlanNotIssued,
+    RecordsIncomplete,
     RootReplaced,
     StoreError,
 )
@@ -66,6 +68,7 @@ from hygiene_nb.executor.fileops import (
 from hygiene_nb.executor.guards import GitCache, Skip, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
+from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.executor.writers import tree_writer
@@ -282,12 +285,18 @@ def execute_plan(
         if config.verify:
             result.verification["baseline"] = _baseline(config, plan.plan)
             _check_not_expired(plan.plan)  # the baseline may have outlived the plan
-        if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
-            raise PlanAlreadyExecuted(
-                f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts once."
-            )
-        checkpoint("after-claim")
-        _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config)
+        reserve = Reserve.hold(store, plan.plan["plan_id"], len(plan.plan["candidates"]))
+        try:
+            if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
+                raise PlanAlreadyExecuted(
+                    f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts "
+                    "once."
+                )
+            checkpoint("after-claim")
+            _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config,
+                       reserve)  # fmt: skip
+        finally:
+            reserve.close()
     return result
 
 
@@ -433,6 +442,7 @@ def _carry_out(
     ops: FileOps,
     allow_copy: bool,
     config: RootConfig,
+    reserve: Reserve,
 ) -> None:
     p = plan.plan
     authorized_at = _now().isoformat()
@@ -477,10 +487,31 @@ def _carry_out(
     if config.verify and result.moved:
         _verify_after(store, config, p, result, run)
     checkpoint("before-receipt")
-    _finish(plan, store, ledger, result, run.batches, run.outcomes,
-            (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+    reserve.release()  # the space held for the records since before the first move
+    checkpoint("before-records")
+    try:
+        _finish(plan, store, ledger, result, run.batches, run.outcomes,
+                (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+    except (OSError, StoreError, sqlite3.Error) as exc:
+        raise RecordsIncomplete(_records_failed(store, result, run.batches, exc)) from exc
     if unexpected is not None:
         raise unexpected
+
+
+def _records_failed(
+    store: Store, result: ExecuteResult, batches: list[Batch], exc: Exception
+) -> str:
+    """What moved and where, when the receipt, ledger or log could not be written after it."""
+    why = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc)
+    into = ", ".join(f"{b.batch_id} ({b.path})" for b in batches) or "no batch"
+    return (
+        f"{len(result.moved)} item(s) were moved into {into} and "
+        f"{len(result.skipped)} stayed, but the run's records could not be written ({why}). "
+        "The moved items are safe in their batch, recorded in its manifest. Free space in the "
+        f"store ({store.root}), then run `hygiene-nb recover --store "
+        f"{shlex.quote(str(store.root))}`: it writes the receipt, the log line and the plan's "
+        "state from the manifests."
+    )
 
 
 def _reference_skips(

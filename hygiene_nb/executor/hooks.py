@@ -18,6 +18,7 @@ CHECKPOINTS = (
     "after-move",
     "after-manifest",
     "before-receipt",
+    "before-records",  # the space reserved for the records was just given back to write them
     "before-rollback",  # reached only when a configured verify command fails after the move
     # reached only when a verified copy's original is removed (``--allow-copy``, a copy-back):
     "before-removal",  # the copy is verified and recorded; the original is still in place
