@@ -540,7 +540,9 @@ def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
                          _item_bytes(held), state, doc.get("plan_id") if doc else None,
                          problems)  # fmt: skip
         if doc is not None:
-            info.leftovers = _leftovers_of(name, doc)
+            info.leftovers = _leftovers_of(name, doc) + _copies_not_moved(
+                fd, name, str(quarantine / name), doc
+            )
         return info
     finally:
         os.close(fd)
@@ -599,4 +601,39 @@ def _leftovers_of(batch_id: str, doc: dict[str, Any]) -> list[dict[str, str]]:
         original, where = os.fsdecode(raw), os.fsdecode(staging)
         out.append({"code": REMOVAL_INTERRUPTED, "original": original, "path": where,
                     "message": removal_leftover_message(original, where, batch_id)})  # fmt: skip
+    return out
+
+
+COPY_NOT_MOVED = "copy-not-moved"
+
+
+def _copies_not_moved(
+    fd: int, batch_id: str, batch_path: str, doc: dict[str, Any]
+) -> list[dict[str, str]]:
+    """Copies in the batch that are not the item: the original is in its place.
+
+    The copy failed (a full store) or was cut short, or its original was kept (``in-use``).
+    Only an item whose place is on another filesystem than the batch (a copy, never a rename)
+    whose original is there and whose copy is in the batch counts.
+    """
+    out: list[dict[str, str]] = []
+    here = os.fstat(fd).st_dev
+    for item in doc["items"]:
+        if item.get("state") not in ("pending", "returned"):
+            continue
+        raw = base64.b64decode(item["original_b64"])
+        try:
+            os.stat(TREE_NAME + raw, dir_fd=fd, follow_symlinks=False)
+            if os.stat(os.path.dirname(raw)).st_dev == here or not os.path.lexists(raw):
+                continue
+        except OSError:
+            continue
+        original = os.fsdecode(raw)
+        cut = "was cut short" if item["state"] == "pending" else "was not kept as the item"
+        out.append({"code": COPY_NOT_MOVED, "original": original,
+                    "path": os.fsdecode(os.fsencode(batch_path) + b"/" + TREE_NAME + raw),
+                    "message": f"a copy of {original} into batch {batch_id} {cut} (it failed, "
+                    "stopped, or its original had to stay): the original is in its place and "
+                    "was never removed; the copy in the batch is only a duplicate, not counted "
+                    "as an item, and goes when the batch is purged."})  # fmt: skip
     return out

@@ -94,6 +94,7 @@ def test_allow_copy_never_unlinks_a_file_someone_is_writing(
     assert states(batch) == {os.fsencode(mnt / item): "returned"}
     (info,) = list_store_batches(store)
     assert info.items == 0
+    assert [x["code"] for x in info.leftovers] == ["copy-not-moved"]  # named, a duplicate
     receipt = json.loads(Path(str(result.receipt_path)).read_text())
     assert receipt["moved"] == 0 and receipt["moved_bytes"] == 0
 

@@ -163,7 +163,8 @@ def test_recover_puts_back_an_original_a_killed_removal_left(xworld: dict[str, P
     (batch,) = list(store.quarantine.iterdir())
     assert states(batch) == {os.fsencode(mnt / "old.log"): "returned"}
     (info,) = list_store_batches(store)
-    assert info.leftovers == [] and info.items == 0
+    # no removal left interrupted; the batch's copy is now only a duplicate, and named so
+    assert [x["code"] for x in info.leftovers] == ["copy-not-moved"] and info.items == 0
     (receipt,) = store.receipts.glob("receipt-*.json")
     check = verify_receipt(str(receipt))
     assert check.status == "verified" and check.moved == 0 and check.removal_interrupted == []
@@ -187,3 +188,34 @@ def test_verify_and_recover_report_a_leftover_that_cannot_go_back(xworld: dict[s
     doc = json.loads(out)
     (left,) = doc["removal_interrupted"]
     assert left["code"] == "removal-interrupted" and left["staging"] == str(staging / "old.log")
+
+
+def test_a_copy_cut_short_by_a_full_store_is_listed_as_a_duplicate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.executor.test_crossdev import volume_unusable
+
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    with tmpfs(fs, "size=4m"):
+        world = {"root": fs / "r", "store": fs / "store"}
+        mnt = world["root"] / "mnt"
+        mnt.mkdir(parents=True)
+        with tmpfs(mnt, "size=32m"):
+            data = os.urandom(6 * 1024 * 1024)  # more than the store's filesystem holds
+            write(mnt / "big.bin", data=data)
+            volume_unusable(monkeypatch)
+            plan = make_plan(world, "mnt/big.bin")
+            store = Store(world["store"])
+            result = execute_plan(
+                plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True
+            )
+            assert result.moved == [] and (mnt / "big.bin").read_bytes() == data
+            assert verify_receipt(str(result.receipt_path)).status == "verified"
+            (info,) = list_store_batches(store)
+            assert info.items == 0
+            (left,) = info.leftovers
+            assert left["code"] == "copy-not-moved" and left["original"] == str(mnt / "big.bin")
+            assert Path(left["path"]).exists() and "purged" in left["message"]
+            code, out, _ = cli("quarantine", "list", "--store", str(store.root))
+            assert code == 0 and "[copy-not-moved]" in out
