@@ -503,6 +503,8 @@ def recover(store: str | None, as_json: bool) -> None:
                      f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
                      f"receipt {p.receipt_path}")  # fmt: skip
         lines += [f"  [{r['code']}] {r['message']}" for r in p.leftovers]
+        if p.status == "incomplete":
+            lines.append(f"  [batch-unreadable] {p.message}")
     head = f"recovered {render.counted(len(result.plans), 'stopped execution')}"
     _out(as_json, payload, "\n".join([head, *lines]))
     if result.status != "done":

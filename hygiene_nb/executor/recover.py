@@ -58,7 +58,7 @@ class RecoveredPlan:
     """One plan ``recover`` looked at: what it found and what it wrote."""
 
     plan_id: str
-    status: str  # recovered | running
+    status: str  # recovered | incomplete (a batch could not be read) | running
     message: str = ""
     receipt_path: str | None = None
     batches: list[dict[str, str]] = field(default_factory=list)
@@ -105,7 +105,15 @@ def _recover_plan(store: Store, ledger: Ledger, issued: IssuedPlan) -> Recovered
         reserve = reserve_name(issued.plan_id)
         if reserved_by_a_live_run(receipts_fd, reserve):
             return _running(out, "its execution is still running (it holds its reserve)")
-        batches = _batches_of(store, issued.plan_id)
+        unreadable: list[str] = []
+        batches = _batches_of(store, issued.plan_id, unreadable)
+        if unreadable:
+            out.status = "incomplete"
+            out.message = (
+                f"the manifest of {', '.join(unreadable)} cannot be read, so whether it holds "
+                f"items of plan {issued.plan_id} cannot be told; the records were written "
+                "without it. Inspect it (`hygiene-nb quarantine list`)."
+            )
         try:
             if any(b is None for b in batches):
                 return _running(out, "its execution is still running (a batch is locked)")
@@ -129,8 +137,11 @@ def _running(out: RecoveredPlan, why: str) -> RecoveredPlan:
     return out
 
 
-def _batches_of(store: Store, plan_id: str) -> list[Batch | None]:
-    """Every batch of ``plan_id``, opened and locked (None for one another process holds)."""
+def _batches_of(store: Store, plan_id: str, unreadable: list[str]) -> list[Batch | None]:
+    """Every batch of ``plan_id``, opened and locked (None for one another process holds).
+
+    Batches whose manifest cannot be read (whose plan cannot be told) go to ``unreadable``.
+    """
     found: list[Batch | _Other | None] = []
     for quarantine in known_quarantines(store):
         try:
@@ -141,8 +152,10 @@ def _batches_of(store: Store, plan_id: str) -> list[Batch | None]:
             with os.scandir(qfd) as entries:
                 names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
             for name in names:
-                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                try:
                     found.append(_open_batch(qfd, quarantine, name, plan_id))
+                except (OSError, ValueError, KeyError, TypeError):
+                    unreadable.append(str(quarantine / name))
         finally:
             os.close(qfd)
     return [b for b in found if not isinstance(b, _Other)]

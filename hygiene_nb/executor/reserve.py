@@ -16,7 +16,7 @@ import errno
 import fcntl
 import os
 
-from hygiene_nb.errors import StoreError
+from hygiene_nb.errors import PlanAlreadyExecuted, StoreError
 from hygiene_nb.executor.fileops import DIR_FLAGS, remove_own_file
 from hygiene_nb.store import Store
 
@@ -45,6 +45,7 @@ class Reserve:
 
         Raises:
             StoreError: the store has no room for them (nothing was moved or claimed).
+            PlanAlreadyExecuted: another run of the plan holds its reserve.
         """
         size = _BASE + _PER_ITEM * items
         try:
@@ -56,9 +57,14 @@ class Reserve:
             ) from exc
         name = reserve_name(plan_id)
         try:
-            fd = os.open(name, _FLAGS, 0o600, dir_fd=dir_fd)
+            fd = _create(dir_fd, name)
         except OSError as exc:
             os.close(dir_fd)
+            if exc.errno == errno.EEXIST:
+                raise PlanAlreadyExecuted(
+                    f"plan {plan_id} is being executed (its run holds "
+                    f"{store.receipts / name.decode()}); a plan acts once. Nothing was moved."
+                ) from exc
             raise StoreError(
                 f"the space for plan {plan_id}'s receipt cannot be reserved in {store.receipts} "
                 f"({exc.strerror}); nothing was moved and the plan can still be executed."
@@ -88,6 +94,22 @@ class Reserve:
             remove_own_file(self.dir_fd, self.name)
         os.close(self.fd)
         os.close(self.dir_fd)
+
+
+def _create(dir_fd: int, name: bytes) -> int:
+    """Create the reserve; one a dead run left (nobody locks it) is replaced.
+
+    Raises:
+        OSError: ``EEXIST`` while a live run holds it, or it cannot be created.
+    """
+    try:
+        return os.open(name, _FLAGS, 0o600, dir_fd=dir_fd)
+    except FileExistsError:
+        if reserved_by_a_live_run(dir_fd, name):
+            raise
+    with contextlib.suppress(FileNotFoundError):
+        remove_own_file(dir_fd, name)  # hygiene-nb's own file, of a run that died before claiming
+    return os.open(name, _FLAGS, 0o600, dir_fd=dir_fd)
 
 
 def _allocate(fd: int, size: int) -> None:

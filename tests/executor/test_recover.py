@@ -219,3 +219,33 @@ def test_a_copy_cut_short_by_a_full_store_is_listed_as_a_duplicate(
             assert Path(left["path"]).exists() and "purged" in left["message"]
             code, out, _ = cli("quarantine", "list", "--store", str(store.root))
             assert code == 0 and "[copy-not-moved]" in out
+
+
+def test_a_reserve_a_dead_run_left_before_claiming_does_not_block_the_plan(
+    small: dict[str, Path],
+) -> None:
+    store = Store(small["store"])
+    plan = make_plan(small, "a.log")
+    stale = store.receipts / f".reserve-{plan.plan_id}"
+    write(stale, 10)  # a run killed between its reservation and its claim: nobody locks it
+    live = Reserve.hold(store, "plan-other", 1)  # another plan's live run is left alone
+    try:
+        result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    finally:
+        live.close()
+    assert result.status == "done" and not stale.exists()
+
+
+def test_a_second_run_of_a_plan_whose_run_holds_the_reserve_is_refused(
+    small: dict[str, Path],
+) -> None:
+    store = Store(small["store"])
+    plan = make_plan(small, "a.log")
+    held = Reserve.hold(store, plan.plan_id, 1)  # as a concurrent run that has not claimed yet
+    try:
+        with pytest.raises(HygieneError) as info:
+            execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    finally:
+        held.close()
+    assert info.value.code == "plan-already-executed"
+    assert (small["root"] / "a.log").exists()
