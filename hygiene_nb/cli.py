@@ -13,6 +13,7 @@ import sys
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
@@ -61,6 +62,7 @@ def cli() -> None:
     execute PLAN     dry-run a plan, or move its candidates into quarantine
     verify RECEIPT   check an execution's receipt against the disk
     quarantine list  the quarantine batches
+    recover          finish the records of an execution that stopped after moving
     restore BATCH    put quarantined items back (never over anything)
     purge BATCH      destroy a quarantine batch (the only command that does)
     report ROOT      run the audit notebook: an offline HTML report
@@ -467,12 +469,14 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "reappeared": result.reappeared,
         "missing_from_batch": result.missing_from_batch,
         "not_back": result.not_back,
+        "removal_interrupted": result.removal_interrupted,
         "freed_bytes": result.freed_bytes,
     }
     text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
     text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
     text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
     text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
+    text += "".join(f"\n  [{r['code']}] {r['message']}" for r in result.removal_interrupted)
     text += (
         f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
         " the execution (a quarantine on the same filesystem frees nothing until its batch is"
@@ -480,6 +484,37 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
     )
     _out(as_json, payload, text)
     if result.status != "verified":
+        raise _Exit(4)
+
+
+@cli.command()
+@common_options
+def recover(store: str | None, as_json: bool) -> None:
+    """Finish the records of executions that stopped after moving (receipt, log, plan state).
+
+    For every plan still `executing` whose run is not alive: the receipt, the execution log row,
+    the cleanup.log line and the state `executed`, from its batches' manifests. An original an
+    interrupted --allow-copy removal left in `.hygiene-nb-removing-*` goes back in its place
+    when nothing is there (else `removal-interrupted` says where it is). Nothing else moves.
+    """
+    from hygiene_nb.executor import recover_store
+
+    result = recover_store(api.open_store(store))
+    payload = {"status": result.status, "plans": [asdict(p) for p in result.plans]}
+    lines = []
+    for p in result.plans:
+        if p.status == "running":
+            lines.append(f"  [still-running] {p.message}")
+            continue
+        lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
+                     f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
+                     f"receipt {p.receipt_path}")  # fmt: skip
+        lines += [f"  [{r['code']}] {r['message']}" for r in p.leftovers]
+        if p.status == "incomplete":
+            lines.append(f"  [batch-unreadable] {p.message}")
+    head = f"recovered {render.counted(len(result.plans), 'stopped execution')}"
+    _out(as_json, payload, "\n".join([head, *lines]))
+    if result.status != "done":
         raise _Exit(4)
 
 
@@ -497,13 +532,14 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     found = list_store_batches(api.open_store(store))
     rows = [
         {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
-         "bytes": b.bytes, "manifest": b.manifest}
+         "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers}
         for b in found
     ]  # fmt: skip
     text = "\n".join(
         f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
         f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
+        + "".join(f"\n  [{left['code']}] {left['message']}" for left in b.leftovers)
         for b in found
     )
     _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")

@@ -145,6 +145,12 @@ class StoreError(HygieneError):
     code = "store-unusable"
 
 
+class RecordsIncomplete(StoreError):
+    """Items moved, but the run's records (receipt, ledger, log) could not all be written."""
+
+    code = "records-incomplete"
+
+
 class IndexCorrupt(StoreError):
     """Raised when the store's snapshot index cannot be parsed."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hygiene_nb.executor.batches import BatchInfo, known_quarantines, list_batches
 from hygiene_nb.executor.execute import Confirmation, ExecuteResult, execute_plan
 from hygiene_nb.executor.purge import PurgeResult, purge_batch
+from hygiene_nb.executor.recover import RecoverResult, recover_store
 from hygiene_nb.executor.restore import RestoreResult, restore_batch
 from hygiene_nb.executor.verify import VerifyResult, verify_receipt
 from hygiene_nb.store import Store
@@ -19,11 +20,13 @@ __all__ = [
     "Confirmation",
     "ExecuteResult",
     "PurgeResult",
+    "RecoverResult",
     "RestoreResult",
     "VerifyResult",
     "execute_plan",
     "list_store_batches",
     "purge_batch",
+    "recover_store",
     "restore_batch",
     "verify_receipt",
 ]

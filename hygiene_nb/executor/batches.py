@@ -29,6 +29,7 @@ from typing import Any
 from hygiene_nb.errors import StoreError
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
+    REMOVING_PREFIX,
     FileOps,
     open_dir_at,
     remove_own_file,
@@ -48,6 +49,7 @@ __all__ = [
     "ManifestItem",
     "claim_batch",
     "claim_batch_at",
+    "find_removal_leftovers",
     "known_quarantines",
     "list_batches",
     "read_manifest",
@@ -109,6 +111,8 @@ class BatchInfo:
     manifest: str  # ok | incomplete | invalid
     plan_id: str | None = None
     problems: list[str] = field(default_factory=list)
+    # what a run that stopped while removing an original after its verified copy left beside it
+    leftovers: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -532,8 +536,104 @@ def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
         )
         held = _held(doc, fd)
         extra = len([p for p in problems if p.endswith("not in its manifest")])
-        return BatchInfo(name, str(quarantine / name), created, len(held) + extra,
+        info = BatchInfo(name, str(quarantine / name), created, len(held) + extra,
                          _item_bytes(held), state, doc.get("plan_id") if doc else None,
                          problems)  # fmt: skip
+        if doc is not None:
+            info.leftovers = _leftovers_of(name, doc) + _copies_not_moved(
+                fd, name, str(quarantine / name), doc
+            )
+        return info
     finally:
         os.close(fd)
+
+
+REMOVAL_INTERRUPTED = "removal-interrupted"
+
+
+def find_removal_leftovers(originals: list[bytes]) -> dict[bytes, bytes]:
+    """Original path → the staging entry holding it, for originals whose removal was cut short.
+
+    ``remove_original_after_verified_copy`` renames an original into a private
+    ``.hygiene-nb-removing-*`` directory beside it before removing it; a run killed then leaves
+    it there, a duplicate of the verified copy. Read-only: each parent is listed once.
+    """
+    by_parent: dict[bytes, list[bytes]] = {}
+    for raw in originals:
+        by_parent.setdefault(os.path.dirname(raw), []).append(os.path.basename(raw))
+    found: dict[bytes, bytes] = {}
+    for parent, names in by_parent.items():
+        try:
+            fd = os.open(parent, DIR_FLAGS)
+        except OSError:
+            continue
+        try:
+            with os.scandir(fd) as entries:
+                stagings = sorted(os.fsencode(e.name) for e in entries
+                                  if os.fsencode(e.name).startswith(REMOVING_PREFIX))  # fmt: skip
+            for staging in stagings:
+                for name in names:
+                    with contextlib.suppress(OSError):
+                        os.stat(staging + b"/" + name, dir_fd=fd, follow_symlinks=False)
+                        found.setdefault(os.path.join(parent, name),
+                                         os.path.join(parent, staging, name))  # fmt: skip
+        finally:
+            os.close(fd)
+    return found
+
+
+def removal_leftover_message(original: str, staging: str, batch_id: str) -> str:
+    """What ``removal-interrupted`` means and what to do about it."""
+    return (
+        f"a run stopped while it removed the original of {original} after its copy into "
+        f"batch {batch_id} was verified: {staging} still holds the original, a duplicate of "
+        f"that copy (nothing is lost). Run `hygiene-nb recover` to put it back in its place "
+        f"(the batch's copy then goes with the batch's purge), or compare the two and remove "
+        f"{os.path.dirname(staging)} by hand."
+    )
+
+
+def _leftovers_of(batch_id: str, doc: dict[str, Any]) -> list[dict[str, str]]:
+    originals = [base64.b64decode(i["original_b64"]) for i in doc["items"]
+                 if i.get("state") in ("moved", "pending")]  # fmt: skip
+    out = []
+    for raw, staging in sorted(find_removal_leftovers(originals).items()):
+        original, where = os.fsdecode(raw), os.fsdecode(staging)
+        out.append({"code": REMOVAL_INTERRUPTED, "original": original, "path": where,
+                    "message": removal_leftover_message(original, where, batch_id)})  # fmt: skip
+    return out
+
+
+COPY_NOT_MOVED = "copy-not-moved"
+
+
+def _copies_not_moved(
+    fd: int, batch_id: str, batch_path: str, doc: dict[str, Any]
+) -> list[dict[str, str]]:
+    """Copies in the batch that are not the item: the original is in its place.
+
+    The copy failed (a full store) or was cut short, or its original was kept (``in-use``).
+    Only an item whose place is on another filesystem than the batch (a copy, never a rename)
+    whose original is there and whose copy is in the batch counts.
+    """
+    out: list[dict[str, str]] = []
+    here = os.fstat(fd).st_dev
+    for item in doc["items"]:
+        if item.get("state") not in ("pending", "returned"):
+            continue
+        raw = base64.b64decode(item["original_b64"])
+        try:
+            os.stat(TREE_NAME + raw, dir_fd=fd, follow_symlinks=False)
+            if os.stat(os.path.dirname(raw)).st_dev == here or not os.path.lexists(raw):
+                continue
+        except OSError:
+            continue
+        original = os.fsdecode(raw)
+        cut = "was cut short" if item["state"] == "pending" else "was not kept as the item"
+        out.append({"code": COPY_NOT_MOVED, "original": original,
+                    "path": os.fsdecode(os.fsencode(batch_path) + b"/" + TREE_NAME + raw),
+                    "message": f"a copy of {original} into batch {batch_id} {cut} (it failed, "
+                    "stopped, or its original had to stay): the original is in its place and "
+                    "was never removed; the copy in the batch is only a duplicate, not counted "
+                    "as an item, and goes when the batch is purged."})  # fmt: skip
+    return out

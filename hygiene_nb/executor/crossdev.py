@@ -9,10 +9,13 @@ by us and closed to group and others (else ``quarantine-untrusted``).
 
 Only when that quarantine cannot be used (not writable, read-only, not registrable) and the
 person passed ``--allow-copy``, an item is copied into the store's quarantine instead: copy →
-verify (count, bytes and a SHA-256 of every file, read back from both sides) → only then unlink
-the original through ``fileops.remove_original_after_verified_copy``. A tree holding a symlink,
-a hard link, a special file or a mount is not verifiable and stays where it is
-(``copy-unverifiable``). There is never a moment with zero copies.
+verify (count, bytes, extended attributes and ACLs, and a SHA-256 of every file, read back from
+both sides) → only then unlink the original through
+``fileops.remove_original_after_verified_copy`` (which refuses an original someone still
+writes to, ``in-use``, or that changed since, ``changed-since-plan``). A tree holding a symlink,
+a hard link, a special file or a mount, or an extended attribute the copy's filesystem cannot
+keep, is not verifiable and stays where it is (``copy-unverifiable``). There is never a moment
+with zero copies.
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hygiene_nb.executor.batches import QUARANTINE_NAME
-from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at
+from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, Verified, open_dir_at
 from hygiene_nb.executor.guards import Skip
 from hygiene_nb.mounts import MountInside, mount_id, require_mount
 
@@ -60,10 +63,14 @@ CROSSDEV_HINTS = {
         "inspect it, fix or move it aside, then plan again. Nothing was moved"
     ),
     "copy-unverifiable": (
-        "it holds a symlink, a hard link, a special file or a mount, so a copy could not be "
-        "verified; the original was kept"
+        "it holds a symlink, a hard link, a special file, a mount or an extended attribute "
+        "(an ACL) the copy cannot keep, so a copy could not be verified; the original was kept"
     ),
     "copy-failed": "the copy could not be made or verified; the original was kept",
+    "in-use": (
+        "a program has it (or a file in it) open for writing, or whether one does could not "
+        "be told; let that program finish or close it, then plan again"
+    ),
     "read-only-filesystem": (
         "its filesystem is mounted read-only, so nothing on it can be moved or removed; "
         "remount it read-write and plan again. Nothing was copied"
@@ -71,6 +78,7 @@ CROSSDEV_HINTS = {
 }
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
+_ACL_PREFIX = "system.posix_acl_"
 
 
 def crossdev_skip(path: str, code: str, detail: str = "") -> Skip:
@@ -232,7 +240,12 @@ def _check_quarantine(qfd: int, top: os.stat_result, path: Path, top_mount: int 
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of a tree to copy: kind, identity, size, mtime, permission bits and owner."""
+    """One entry of a tree to copy: kind, identity, size, times, permission bits, owner, xattrs.
+
+    ``xattrs`` are its extended attributes (``user.*``, ``security.*``, ``trusted.*`` and the
+    ACLs, ``system.posix_acl_access``/``_default``) as sorted (name, value) pairs; ``digest`` is
+    the SHA-256 of a file's bytes once a copy of it was verified ("" before).
+    """
 
     is_dir: bool
     dev: int
@@ -242,6 +255,9 @@ class Entry:
     mode: int
     uid: int = -1
     gid: int = -1
+    ctime_ns: int = -1
+    xattrs: tuple[tuple[str, bytes], ...] = ()
+    digest: str = ""
 
 
 def inventory(dir_fd: int, name: bytes, dev: int) -> dict[bytes, Entry]:
@@ -272,9 +288,18 @@ def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, 
         # only root can give a copy its owner back; a copy owned by us would lock them out
         raise Unverifiable(f"{shown} belongs to another user")
     is_dir = stat.S_ISDIR(st.st_mode)
-    out[rel] = Entry(is_dir, st.st_dev, st.st_ino, st.st_size if not is_dir else -1,
-                     st.st_mtime_ns if not is_dir else -1, stat.S_IMODE(st.st_mode),
-                     st.st_uid, st.st_gid)  # fmt: skip
+    out[rel] = Entry(
+        is_dir=is_dir,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        size=st.st_size if not is_dir else -1,
+        mtime_ns=st.st_mtime_ns if not is_dir else -1,
+        mode=stat.S_IMODE(st.st_mode),
+        uid=st.st_uid,
+        gid=st.st_gid,
+        ctime_ns=st.st_ctime_ns,
+        xattrs=_xattrs(dir_fd, name, shown),
+    )
     if not is_dir:
         return
     fd = open_dir_at(dir_fd, name)
@@ -289,6 +314,50 @@ def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, 
             _inventory(fd, child, rel + b"/" + child if rel else child, dev, out)
     finally:
         os.close(fd)
+
+
+def _xattrs(dir_fd: int, name: bytes, shown: str) -> tuple[tuple[str, bytes], ...]:
+    """Every extended attribute of ``name`` under ``dir_fd`` (no link followed), sorted.
+
+    Read through ``/proc/self/fd`` so that nothing needs to be opened (a link is never followed:
+    the last component is looked up with ``follow_symlinks=False``).
+
+    Raises:
+        Unverifiable: they cannot be read (then a copy could not be shown to keep them).
+    """
+    path = os.fsencode(f"/proc/self/fd/{dir_fd}/") + name
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+        return tuple(sorted((n, os.getxattr(path, n, follow_symlinks=False)) for n in names))
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return ()  # a filesystem without extended attributes: the entry has none
+        raise Unverifiable(
+            f"the extended attributes of {shown} cannot be read ({exc.strerror})"
+        ) from exc
+
+
+def _set_xattrs(fd: int, entry: Entry, shown: str, *, acls: bool) -> None:
+    """Give the copy open at ``fd`` the original's extended attributes: ACLs, or all others.
+
+    With ``acls`` the ACLs, else all the others. The others go first, while the copy is still
+    writable by us (``user.*`` needs that); the ACLs last, after its mode (an ACL sets the mode
+    bits it implies, and a chmod afterwards would rewrite the ACL).
+
+    Raises:
+        Unverifiable: one cannot be kept on this filesystem (not supported, not permitted,
+            too large): the copy would silently lose it, so it is refused.
+    """
+    for attr, value in entry.xattrs:
+        if attr.startswith(_ACL_PREFIX) != acls:
+            continue
+        try:
+            os.setxattr(fd, attr, value)
+        except OSError as exc:
+            raise Unverifiable(
+                f"{shown} has the extended attribute {attr}, which its copy cannot keep on the "
+                f"other filesystem ({exc.strerror})"
+            ) from exc
 
 
 def copy_mode(entry: Entry) -> int:
@@ -312,9 +381,10 @@ def altered_modes(entries: dict[bytes, Entry]) -> list[list[str | int]]:
             for rel, e in sorted(entries.items()) if copy_mode(e) != e.mode]  # fmt: skip
 
 
-def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, tuple[int, int, int, int]]:
+def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, Verified]:
     """What ``remove_original_after_verified_copy`` checks each original entry against."""
-    return {rel: (e.dev, e.ino, e.size, e.mtime_ns) for rel, e in entries.items()}
+    return {rel: (e.dev, e.ino, e.size, e.mtime_ns, e.ctime_ns, e.digest)
+            for rel, e in entries.items()}  # fmt: skip
 
 
 def copy_verified(
@@ -374,13 +444,23 @@ def verify_copy(
     copied = inventory(dst_dir, dst_name, os.fstat(dst_dir).st_dev)
     if set(copied) != set(now) or any(copied[r].is_dir != now[r].is_dir for r in now):
         raise CopyMismatch("the copy does not hold the same entries")
+    for rel, entry in now.items():
+        if copied[rel].xattrs != entry.xattrs:
+            shown = (rel or name).decode("utf-8", "backslashreplace")
+            lost = sorted({a for a, _ in entry.xattrs} ^ {a for a, _ in copied[rel].xattrs})
+            which = ", ".join(lost) or "their values differ"
+            raise Unverifiable(
+                f"the extended attributes of {shown} could not be kept by its copy ({which})"
+            )
     files = [r for r, e in now.items() if not e.is_dir]
     if sum(now[r].size for r in files) != sum(copied[r].size for r in files):
         raise CopyMismatch("the copy does not hold the same number of bytes")
     for rel in files:
-        if _hash(src_dir, name, rel) != _hash(dst_dir, dst_name, rel):
+        digest = _hash(src_dir, name, rel)
+        if digest != _hash(dst_dir, dst_name, rel):
             shown = (rel or name).decode("utf-8", "backslashreplace")
             raise CopyMismatch(f"{shown} differs from its copy")
+        now[rel] = replace(now[rel], digest=digest)
     return now
 
 
@@ -426,7 +506,10 @@ def _copy(
                       child, modes)  # fmt: skip
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # before chmod: chown clears mode bits
-            os.chmod(dst, _mode_for(entry, rel, modes))  # through the handle, last
+            shown = (rel or name).decode("utf-8", "backslashreplace")
+            _set_xattrs(dst, entry, shown, acls=False)
+            os.chmod(dst, _mode_for(entry, rel, modes))  # through the handle
+            _set_xattrs(dst, entry, shown, acls=True)
             os.fsync(dst)
             src_st = os.fstat(src)
             os.utime(dst, ns=(src_st.st_atime_ns, src_st.st_mtime_ns))
@@ -453,7 +536,10 @@ def _copy_file(
                     view = view[os.write(dst, view) :]
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # its owner, as restore gives it back
+            shown = name.decode("utf-8", "backslashreplace")
+            _set_xattrs(dst, entry, shown, acls=False)
             os.fchmod(dst, mode)  # after fchown, which would clear setuid/setgid
+            _set_xattrs(dst, entry, shown, acls=True)
             os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             os.fsync(dst)
         finally:

@@ -12,6 +12,7 @@ import errno
 import os
 import secrets
 import shlex
+import sqlite3
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,10 +29,12 @@ from hygiene_nb.errors import (
     PlanDigestMismatch,
     PlanExpired,
     PlanNotIssued,
+    RecordsIncomplete,
     RootReplaced,
     StoreError,
 )
 from hygiene_nb.executor.batches import (
+    TREE_NAME,
     Batch,
     ManifestItem,
     claim_batch,
@@ -55,15 +58,20 @@ from hygiene_nb.executor.crossdev import (
 )
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
+    DryRunFileOps,
     FileOps,
     LocalFileOps,
+    RemovalRefused,
+    open_dirs_at,
     remove_original_after_verified_copy,
 )
 from hygiene_nb.executor.guards import GitCache, Skip, acting_protection, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
+from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.executor.verification import failed, run_commands
+from hygiene_nb.executor.writers import tree_writer
 from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
@@ -277,12 +285,18 @@ def execute_plan(
         if config.verify:
             result.verification["baseline"] = _baseline(config, plan.plan)
             _check_not_expired(plan.plan)  # the baseline may have outlived the plan
-        if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
-            raise PlanAlreadyExecuted(
-                f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts once."
-            )
-        checkpoint("after-claim")
-        _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config)
+        reserve = Reserve.hold(store, plan.plan["plan_id"], len(plan.plan["candidates"]))
+        try:
+            if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
+                raise PlanAlreadyExecuted(
+                    f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts "
+                    "once."
+                )
+            checkpoint("after-claim")
+            _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config,
+                       reserve)  # fmt: skip
+        finally:
+            reserve.close()
     return result
 
 
@@ -394,13 +408,18 @@ def _record(
     cand: dict[str, Any],
     skip: Skip | None,
     where: dict[str, str] | None = None,
+    *,
+    open_at_move: bool = False,
 ) -> None:
     size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
     exact = {"path_b64": cand["path_b64"]} if "path_b64" in cand else {}  # non-UTF-8 names
     if skip is None:
         result.moved.append({"path": cand["path"], "bytes": size, "decided_by": cand["decided_by"],
                              **exact, **(where or {})})  # fmt: skip
-        result.bytes += size
+        if open_at_move:  # its space is not freed while a program has it open
+            result.moved[-1]["open_at_move"] = True
+        else:
+            result.bytes += size
     else:
         mine = exact if skip.path == cand["path"] else {}
         result.skipped.append(
@@ -425,6 +444,7 @@ def _carry_out(
     ops: FileOps,
     allow_copy: bool,
     config: RootConfig,
+    reserve: Reserve,
 ) -> None:
     p = plan.plan
     authorized_at = _now().isoformat()
@@ -453,7 +473,7 @@ def _carry_out(
                 else:
                     group.append(cand)
             for cand, skip, where in run.group(root_fd, root, group):
-                _record(result, cand, skip)
+                _record(result, cand, skip, open_at_move=bool(where.get("open_at_move")))
                 run.outcomes.append({**_outcome(cand, skip), **where})
     except Exception as exc:  # noqa: BLE001 - re-raised below when unexpected
         # Stop moving (what is moved is recorded in its batch), but always write the receipt:
@@ -469,10 +489,31 @@ def _carry_out(
     if config.verify and result.moved:
         _verify_after(store, config, p, result, run)
     checkpoint("before-receipt")
-    _finish(plan, store, ledger, result, run.batches, run.outcomes,
-            (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+    reserve.release()  # the space held for the records since before the first move
+    checkpoint("before-records")
+    try:
+        _finish(plan, store, ledger, result, run.batches, run.outcomes,
+                (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+    except (OSError, StoreError, sqlite3.Error) as exc:
+        raise RecordsIncomplete(_records_failed(store, result, run.batches, exc)) from exc
     if unexpected is not None:
         raise unexpected
+
+
+def _records_failed(
+    store: Store, result: ExecuteResult, batches: list[Batch], exc: Exception
+) -> str:
+    """What moved and where, when the receipt, ledger or log could not be written after it."""
+    why = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc)
+    into = ", ".join(f"{b.batch_id} ({b.path})" for b in batches) or "no batch"
+    return (
+        f"{len(result.moved)} item(s) were moved into {into} and "
+        f"{len(result.skipped)} stayed, but the run's records could not be written ({why}). "
+        "The moved items are safe in their batch, recorded in its manifest. Free space in the "
+        f"store ({store.root}), then run `hygiene-nb recover --store "
+        f"{shlex.quote(str(store.root))}`: it writes the receipt, the log line and the plan's "
+        "state from the manifests."
+    )
 
 
 def _reference_skips(
@@ -518,7 +559,7 @@ def _verify_after(
             outcome["outcome"] = "rolled-back"
     result.rolled_back = [m for m in result.moved if m["path"] in back_home]
     result.moved = [m for m in result.moved if m["path"] not in back_home]
-    result.bytes -= sum(m["bytes"] for m in result.rolled_back)
+    result.bytes -= sum(m["bytes"] for m in result.rolled_back if not m.get("open_at_move"))
 
 
 def _abort_rest(result: ExecuteResult, run: _Run, cands: list[dict[str, Any]], reason: str) -> None:
@@ -617,7 +658,7 @@ class _Run:
             for cand, raw, parent, planned in copies:
                 batch = self.store_batch()
                 skip = _copy(batch, parent, raw, cand, planned, self.ops)
-                where = {} if skip else _where(batch, "copy")
+                where = _where(batch, "copy")  # a skipped copy too: verify looks for leftovers
                 if not skip:  # where the copy is (the original's identity is in dev/inode)
                     item = batch.items[raw]
                     where.update(batch_dev=item.dev, batch_inode=item.inode)
@@ -643,7 +684,12 @@ class _Run:
         checkpoint("after-intent")
         for cand, raw, parent, batch in placed:
             skip = _move(batch, parent, raw, cand, self.ops)
-            done.append((cand, skip, {} if skip else _where(batch, "rename")))
+            where = {} if skip else _where(batch, "rename")
+            if skip is None and not isinstance(self.ops, DryRunFileOps):
+                writing = _open_at_move(batch, raw)
+                if writing:
+                    where.update(open_at_move=True, open_at_move_detail=writing)
+            done.append((cand, skip, where))
         for batch in used:
             write_batch_manifest(batch)
         checkpoint("after-manifest")
@@ -752,6 +798,23 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
         os.close(target)
 
 
+def _open_at_move(batch: Batch, raw: bytes) -> str:
+    """Why a moved item may still be written to by another program ("" if nobody writes).
+
+    A rename takes an open file along (its writer keeps writing into the batch, nothing is
+    lost), but its space is not freed while it is open: the receipt says so.
+    """
+    parts = (TREE_NAME + raw).split(b"/")
+    try:
+        fd = open_dirs_at(batch.fd, parts[:-1])
+    except OSError as exc:
+        return f"it cannot be reached in the batch to ask ({exc.strerror})"
+    try:
+        return tree_writer(fd, parts[-1])
+    finally:
+        os.close(fd)
+
+
 def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> str:
     """Why what arrived in the batch is not what the plan described ("" if it is).
 
@@ -843,8 +906,21 @@ def _copy(
     item.size, item.state, item.at = arrived.st_size, "moved", _now().isoformat()
     item.modes = altered_modes(verified) or None  # for a restore to give them back
     write_batch_manifest(batch)  # the verified copy is recorded before the original goes
+    checkpoint("before-removal")
     try:
         remove_original_after_verified_copy(parent, name, verified_identities(verified))
+    except RemovalRefused as exc:
+        # put back whole: the original is the item again; the copy is a duplicate, not moved
+        item.state, item.at = "returned", _now().isoformat()
+        write_batch_manifest(batch)
+        detail = (
+            f"{exc.strerror} ({exc.filename}); it was put back in its place and stays there, "
+            f"and its verified copy in batch {batch.batch_id} is not counted as moved (it "
+            "goes when the batch is purged)"
+        )
+        if exc.code == "in-use":
+            return crossdev_skip(cand["path"], "in-use", detail)
+        return Skip.of(cand["path"], exc.code, detail)
     except OSError as exc:
         return Skip(
             cand["path"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["CHECKPOINTS", "CheckpointFault", "checkpoint"]
+__all__ = ["CHECKPOINTS", "COPY_ONLY", "CheckpointFault", "checkpoint"]
 
 CHECKPOINTS = (
     "after-claim",
@@ -18,8 +18,13 @@ CHECKPOINTS = (
     "after-move",
     "after-manifest",
     "before-receipt",
+    "before-records",  # the space reserved for the records was just given back to write them
     "before-rollback",  # reached only when a configured verify command fails after the move
+    # reached only when a verified copy's original is removed (``--allow-copy``, a copy-back):
+    "before-removal",  # the copy is verified and recorded; the original is still in place
+    "during-removal",  # the original is in its private staging directory, nothing removed yet
 )
+COPY_ONLY = ("before-removal", "during-removal")
 _ENV = "HYGIENE_NB_TEST_CHECKPOINT"
 
 

@@ -1,7 +1,9 @@
 """Verify a receipt against the disk, read-only.
 
 What moved must be gone from its place and in its batch with the recorded identity; what a
-rollback put back must be at its place; and the receipt must match its own digest.
+rollback put back must be at its place; no original copied with ``--allow-copy`` may be left
+in the staging directory of an interrupted removal (``removal-interrupted``); and the receipt
+must match its own digest.
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hygiene_nb.errors import ReceiptTampered
-from hygiene_nb.executor.batches import TREE_NAME
+from hygiene_nb.executor.batches import (
+    REMOVAL_INTERRUPTED,
+    TREE_NAME,
+    find_removal_leftovers,
+    removal_leftover_message,
+)
 from hygiene_nb.fingerprint import signed64
 from hygiene_nb.receipts import read_receipt, receipt_digest
 
@@ -28,6 +35,8 @@ class VerifyResult:
     reappeared: list[str] = field(default_factory=list)
     missing_from_batch: list[str] = field(default_factory=list)
     not_back: list[str] = field(default_factory=list)  # rolled back, yet not at its place
+    # an original whose removal after its verified copy was cut short: {code, path, message}
+    removal_interrupted: list[dict[str, str]] = field(default_factory=list)
     moved: int = 0
     freed_bytes: int = 0
 
@@ -70,7 +79,32 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
             same = False
         if not same:
             result.missing_from_batch.append(item["path"])
+    result.removal_interrupted = _leftovers(receipt)
     result.freed_bytes = int(receipt.get("free_after", 0)) - int(receipt.get("free_before", 0))
-    if result.reappeared or result.missing_from_batch or result.not_back:
+    if (
+        result.reappeared
+        or result.missing_from_batch
+        or result.not_back
+        or result.removal_interrupted
+    ):
         result.status = "mismatch"
     return result
+
+
+def _leftovers(receipt: dict[str, object]) -> list[dict[str, str]]:
+    """Originals of the receipt's copied items left in an interrupted removal's staging dir."""
+    items = receipt.get("items")
+    copied: dict[bytes, dict[str, str]] = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("method") == "copy":
+            raw = (
+                base64.b64decode(item["path_b64"]) if "path_b64" in item else item["path"].encode()
+            )
+            copied[raw] = item
+    out = []
+    for raw, staging in sorted(find_removal_leftovers(list(copied)).items()):
+        item, where = copied[raw], os.fsdecode(staging)
+        message = removal_leftover_message(item["path"], where, str(item.get("batch_id")))
+        out.append({"code": REMOVAL_INTERRUPTED, "path": item["path"], "staging": where,
+                    "message": message})  # fmt: skip
+    return out

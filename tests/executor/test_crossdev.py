@@ -485,8 +485,9 @@ def test_the_original_is_not_removed_if_it_changed_after_verification(tmp_path: 
     item = tmp_path / "item"
     write(item / "f", data=b"one")
     st_dir, st_f = os.stat(item), os.stat(item / "f")
-    verified = {b"": (st_dir.st_dev, st_dir.st_ino, -1, -1),
-                b"f": (st_f.st_dev, st_f.st_ino, st_f.st_size, st_f.st_mtime_ns)}  # fmt: skip
+    verified = {b"": (st_dir.st_dev, st_dir.st_ino, -1, -1, st_dir.st_ctime_ns, ""),
+                b"f": (st_f.st_dev, st_f.st_ino, st_f.st_size, st_f.st_mtime_ns,
+                       st_f.st_ctime_ns, "")}  # fmt: skip
     write(item / "new", data=b"arrived later")
     fd = os.open(tmp_path, DIR_FLAGS)
     try:

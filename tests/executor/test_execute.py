@@ -26,7 +26,7 @@ from hygiene_nb.executor import (
 )
 from hygiene_nb.executor.batches import TREE_NAME, read_manifest
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
-from hygiene_nb.executor.hooks import CHECKPOINTS, checkpoint
+from hygiene_nb.executor.hooks import CHECKPOINTS, COPY_ONLY, checkpoint
 from hygiene_nb.store import Store
 from tests.conftest import write
 
@@ -411,7 +411,7 @@ def located(world: dict[str, Path], store: Path, files: dict[bytes, bytes]) -> d
     return counts
 
 
-ALWAYS_REACHED = [c for c in CHECKPOINTS if c not in ("after-claim", "before-rollback")]
+ALWAYS_REACHED = [c for c in CHECKPOINTS if c not in ("after-claim", "before-rollback", *COPY_ONLY)]
 
 
 @pytest.mark.parametrize("point", [*ALWAYS_REACHED, "after-claim"])

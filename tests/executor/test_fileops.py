@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hygiene_nb.executor import fileops
+from hygiene_nb.executor import fileops, hooks
 from hygiene_nb.executor.fileops import LocalFileOps, remove_tree
 from tests.executor.conftest import deadline
 
@@ -134,14 +134,14 @@ def test_dry_run_ops_touch_nothing(tmp_path: Path) -> None:
     assert ops.calls == [("rename", b"f", b"g"), ("mkdir", b"d", b"")]
 
 
-def _identities(item: Path) -> dict[bytes, tuple[int, int, int, int]]:
-    out: dict[bytes, tuple[int, int, int, int]] = {}
+def _identities(item: Path) -> dict[bytes, fileops.Verified]:
+    out: dict[bytes, fileops.Verified] = {}
     for path in [item, *item.rglob("*")]:
         st = os.lstat(path)
         rel = os.fsencode(path.relative_to(item)) if path != item else b""
         rel = b"" if rel == b"." else rel
         sized = (st.st_size, st.st_mtime_ns) if path.is_file() else (-1, -1)
-        out[rel] = (st.st_dev, st.st_ino, *sized)
+        out[rel] = (st.st_dev, st.st_ino, *sized, st.st_ctime_ns, "")
     return out
 
 
@@ -153,15 +153,17 @@ def test_removal_after_a_verified_copy_cannot_be_raced(
     (item / "f").write_bytes(b"copied and verified")
     (tmp_path / "victim").write_bytes(b"never copied")
     verified = _identities(item)
-    real_check = fileops._check_verified
+    real_checkpoint = hooks.checkpoint
 
-    def attacker_then_check(*args: object, **kwargs: object) -> None:
-        # The swap the review acted out: put an unverified file where a verified one was.
-        with contextlib.suppress(OSError):  # the item is staged where the attacker cannot go
-            os.rename(tmp_path / "victim", item / "f")
-        real_check(*args, **kwargs)  # type: ignore[arg-type]
+    def attacker_then_check(name: str) -> None:
+        # The swap the review acted out: put an unverified file where a verified one was
+        # (between the rename into staging and the checks).
+        if name == "during-removal":
+            with contextlib.suppress(OSError):  # the item is staged where the attacker cannot go
+                os.rename(tmp_path / "victim", item / "f")
+        real_checkpoint(name)
 
-    monkeypatch.setattr(fileops, "_check_verified", attacker_then_check)
+    monkeypatch.setattr("hygiene_nb.executor.fileops.checkpoint", attacker_then_check)
     with dirfd(tmp_path) as parent:
         fileops.remove_original_after_verified_copy(parent, b"item", verified)
     assert (tmp_path / "victim").read_bytes() == b"never copied"

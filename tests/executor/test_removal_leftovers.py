@@ -1,0 +1,84 @@
+"""SIGKILL while ``--allow-copy`` removes an original: the duplicate it leaves is found and named.
+
+The original is renamed into ``.hygiene-nb-removing-*`` beside its place before it is removed;
+a run killed there leaves it in that directory (a duplicate of the verified copy in the batch).
+``quarantine list`` (text and ``--json``) reports it as ``removal-interrupted`` with what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hygiene_nb.executor import list_store_batches
+from hygiene_nb.store import Store
+from tests.executor import test_crossdev
+from tests.executor.test_crossdev import in_batch, states
+from tests.executor.test_execute import make_plan
+
+xworld = test_crossdev.xworld  # the fixture: a root with a tmpfs mounted inside it
+
+# execute with --allow-copy where the volume quarantine cannot be used (as volume_unusable)
+COPY_KILLER = """
+import errno, os, sys
+import hygiene_nb.executor.execute as ex
+from hygiene_nb.executor import Confirmation, execute_plan
+from hygiene_nb.store import resolve_store
+
+def refuse(*_):
+    raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+
+ex.open_volume_quarantine = refuse
+execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
+             confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"), allow_copy=True)
+"""
+
+
+def kill_during_removal(world: dict[str, Path], *rels: str) -> tuple[str, Path]:
+    """Plan ``rels``, execute with --allow-copy in a child killed inside the removal step."""
+    plan = make_plan(world, *rels)
+    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": "during-removal:kill"}
+    done = subprocess.run(
+        [sys.executable, "-c", COPY_KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
+         plan.plan_digest], env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    (staging,) = [p for p in world["mnt"].iterdir() if p.name.startswith(".hygiene-nb-removing-")]
+    return plan.plan_path, staging
+
+
+def cli(*args: str) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "hygiene_nb", *args], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    return done.returncode, done.stdout
+
+
+def test_quarantine_list_reports_an_original_left_by_a_killed_removal(
+    xworld: dict[str, Path],
+) -> None:
+    mnt = xworld["mnt"]
+    before = (mnt / "old.log").read_bytes()
+    _, staging = kill_during_removal(xworld, "mnt/old.log")
+    # the state a kill there leaves: the original in staging, its verified copy in the batch
+    assert not (mnt / "old.log").exists() and (staging / "old.log").read_bytes() == before
+    store = Store(xworld["store"])
+    (batch,) = list(store.quarantine.iterdir())
+    assert in_batch(batch, mnt / "old.log").read_bytes() == before
+    assert states(batch) == {os.fsencode(mnt / "old.log"): "moved"}
+
+    (info,) = list_store_batches(store)
+    (left,) = info.leftovers
+    assert left["code"] == "removal-interrupted"
+    assert left["path"] == str(staging / "old.log") and left["original"] == str(mnt / "old.log")
+    assert "hygiene-nb recover" in left["message"] and batch.name in left["message"]
+
+    code, out = cli("quarantine", "list", "--store", str(store.root), "--json")
+    assert code == 0
+    (row,) = json.loads(out)["batches"]
+    assert [x["code"] for x in row["leftovers"]] == ["removal-interrupted"]
+    code, out = cli("quarantine", "list", "--store", str(store.root))
+    assert code == 0
+    assert "[removal-interrupted]" in out and str(staging / "old.log") in out
