@@ -31,6 +31,7 @@
         ├── ReceiptTampered           code receipt-tampered     exit 3
         ├── BatchInvalid              code batch-invalid        exit 3
         ├── BatchIncomplete           code batch-incomplete     exit 3
+        ├── BatchChanged              code batch-changed        exit 3
         └── BatchBusy                 code batch-busy           exit 3
 
 A message names the object it is about and ends with what to do next.
@@ -42,6 +43,7 @@ __all__ = [
     "AcknowledgementMissing",
     "BaselineFailed",
     "BatchBusy",
+    "BatchChanged",
     "BatchIncomplete",
     "BatchInvalid",
     "BatchNotFound",
@@ -234,6 +236,12 @@ class BatchIncomplete(Refused):
     """Raised when purge would destroy a batch holding items its manifest does not record."""
 
     code = "batch-incomplete"
+
+
+class BatchChanged(Refused):
+    """Raised when purge would destroy items that changed after they were quarantined."""
+
+    code = "batch-changed"
 
 
 class BatchBusy(Refused):
