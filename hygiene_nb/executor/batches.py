@@ -672,15 +672,15 @@ def check_held(
     filesystem, kind and inode) but written to or altered since (a process that kept it open,
     say); or ``("replaced", what)``: another entry, or one that cannot be told to be the same.
     The filesystem is the same if the device number is, or else if the batch's recorded
-    filesystem identity matches (a remount gives a new device number); a version-1 batch has
-    none, so there the inode and the unchanged size and mtime have to vouch for it.
+    filesystem identity matches (a remount gives a new device number); where that cannot be
+    told (a version-1 batch has no identity) only the same inode with the size, mtime and
+    recorded ctime all unchanged vouches for it.
 
     Raises:
         OSError: it cannot be examined (``FileNotFoundError``: it is not there).
     """
     st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    same_dev = signed64(st.st_dev) == item.dev
-    same_fs = same_dev or same_filesystem(batch_fs, fs_identity(parent)) is True
+    same_fs = signed64(st.st_dev) == item.dev or same_filesystem(batch_fs, fs_identity(parent))
     who = (
         [f"kind {item.kind} → {kind_of_mode(st.st_mode)}"]
         if kind_of_mode(st.st_mode) != item.kind
@@ -697,12 +697,10 @@ def check_held(
         what.append(f"mtime {item.mtime_ns} → {st.st_mtime_ns}")
     if item.ctime_ns is not None and st.st_ctime_ns != item.ctime_ns:
         what.append(f"ctime {item.ctime_ns} → {st.st_ctime_ns}")
-    if not same_fs and (batch_fs is not None or what):
-        who.append(
-            f"device {item.dev} → {signed64(st.st_dev)}"
-            if batch_fs is None
-            else "it is on another filesystem than the batch"
-        )
+    if same_fs is False:
+        who.append("it is on another filesystem than the batch")
+    elif same_fs is None and what:  # cannot tell: only an untouched inode (and ctime) vouches
+        who.append(f"device {item.dev} → {signed64(st.st_dev)}")
     if who:
         return "replaced", who + what
     if not what and stat.S_ISDIR(st.st_mode) and item.ctime_ns is not None:

@@ -106,7 +106,8 @@ def same_filesystem(then: dict[str, Any] | None, now: dict[str, Any] | None) -> 
     """Whether ``now`` is the filesystem recorded as ``then``: True, False, or None (unknown).
 
     A non-zero ``f_fsid`` on both sides decides, unless the mount differs (the same filesystem
-    mounted elsewhere, or another of its directories bound over the place, is refused). Else the
+    mounted elsewhere, or another of its directories bound over the place, is refused) or the
+    fsids differ on an otherwise identical mount under a new device number (None). Else the
     mount decides: another type, source, root or mount point is another filesystem; the same
     mount with the same device number is the same one; the same mount under a new device number
     is the same only when its source names something durable (a device path or a remote
@@ -116,7 +117,12 @@ def same_filesystem(then: dict[str, Any] | None, now: dict[str, Any] | None) -> 
         return None
     if then.get("fsid") and now.get("fsid"):
         if then["fsid"] != now["fsid"]:
-            return False
+            # some filesystems derive f_fsid from the device number: the very same mount
+            # under a new device number cannot be told from another filesystem by it
+            remounted = then.get("dev") != now.get("dev") and all(
+                k in then and k in now and then[k] == now[k] for k in _MOUNT_KEYS
+            )
+            return None if remounted else False
         # the same filesystem mounted elsewhere, or another part of it bound over the place
         # (its source may change: the same image on another loop device)
         return not any(k in then and k in now and then[k] != now[k] for k in _PLACE_KEYS)

@@ -33,6 +33,7 @@ from hygiene_nb.executor import (
 )
 from hygiene_nb.executor.batches import QUARANTINE_NAME, read_manifest
 from hygiene_nb.executor.fileops import DIR_FLAGS
+from hygiene_nb.executor.filesystems import same_filesystem
 from hygiene_nb.store import Store
 from tests.conftest import tmpfs, write
 from tests.executor.test_execute import confirm_for, make_plan
@@ -431,3 +432,62 @@ def test_a_corrupt_registry_hides_none_of_the_stores_own_batches(
     rows = json.loads(listed.output)["batches"]
     assert {r["manifest"] for r in rows} == {"ok", "invalid"}
     assert restore_batch(qstore, bid, execute=True).restored == [str(root / "f")]
+
+
+def _edit_manifest(batch: Path, edit: Any) -> None:
+    path = batch / "manifest.json"
+    doc = json.loads(path.read_bytes())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+def test_a_device_number_changed_by_a_remount_is_told_by_the_filesystem_identity(
+    world: dict[str, Path],
+) -> None:
+    """Without a loop device: the manifest says the batch was on device N+1 (as if remounted)."""
+    store, bid, _ = quarantine(world, "data/scratch.bin")
+
+    def remounted(doc: dict[str, Any]) -> None:
+        doc["root"]["dev"] += 1
+        for item in doc["items"]:
+            item["dev"] += 1
+
+    _edit_manifest(store.quarantine / bid, remounted)
+    assert restore_batch(store, bid, execute=True).restored == [
+        str(world["root"] / "data" / "scratch.bin")
+    ]
+
+
+def test_a_version_1_manifest_is_still_read_and_restored(qstore: Store, root: Path) -> None:
+    (root / "d").mkdir()
+    (root / "d" / "f").write_bytes(b"old batch")
+    bid = quarantine_items(qstore, [root / "d" / "f"])
+
+    def version_1(doc: dict[str, Any]) -> None:
+        doc["schema"] = "hygiene-nb/quarantine-manifest@1"
+        doc.pop("fs", None)
+        doc["root"].pop("fs", None)
+        for item in doc["items"]:
+            for key in ("uid", "fs", "parents", "ctime_ns"):
+                item.pop(key, None)
+
+    _edit_manifest(qstore.quarantine / bid, version_1)
+    (root / "d").rmdir()
+    result = restore_batch(qstore, bid, execute=True)
+    assert result.status == "done" and (root / "d" / "f").read_bytes() == b"old batch"
+    assert stat.S_IMODE(os.stat(root / "d").st_mode) == 0o700  # nothing recorded: ours, 0700
+
+
+def test_same_filesystem_answers_true_false_or_cannot_tell() -> None:
+    mount = {"fstype": "ext4", "source": "/dev/loop3", "root": "/", "mount_point": "/mnt/v"}
+    then = {"dev": 1793, "fsid": "ab12", **mount}
+    assert same_filesystem(then, {**then, "dev": 1794, "source": "/dev/loop4"}) is True
+    assert same_filesystem(then, {**then, "fsid": "cd34", "mount_point": "/mnt/v/d"}) is False
+    assert same_filesystem(then, {**then, "dev": 1794, "fsid": "cd34"}) is None  # dev-derived
+    assert same_filesystem(then, None) is None and same_filesystem(None, then) is None
+    tmp = {"fstype": "tmpfs", "source": "tmpfs", "root": "/", "mount_point": "/mnt/t"}
+    assert same_filesystem({"dev": 50, **tmp}, {"dev": 50, **tmp}) is True
+    assert same_filesystem({"dev": 50, **tmp}, {"dev": 51, **tmp}) is None  # cannot tell
+    assert same_filesystem({"dev": 50, **tmp}, {"dev": 51, **tmp, "fstype": "ext4"}) is False
+    nfs = {"fstype": "nfs4", "source": "server:/export", "root": "/", "mount_point": "/n"}
+    assert same_filesystem({"dev": 60, **nfs}, {"dev": 61, **nfs}) is True
