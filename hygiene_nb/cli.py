@@ -495,13 +495,15 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     found = list_store_batches(api.open_store(store))
     rows = [
         {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
-         "bytes": b.bytes, "manifest": b.manifest}
+         "bytes": b.bytes, "manifest": b.manifest,
+         **({"problems": b.problems} if b.manifest == "invalid" else {})}
         for b in found
     ]  # fmt: skip
     text = "\n".join(
         f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
         f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
+        + "".join(f"\n  {p}" for p in (b.problems if b.manifest == "invalid" else []))
         for b in found
     )
     _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")

@@ -431,6 +431,9 @@ def test_a_corrupt_registry_hides_none_of_the_stores_own_batches(
     assert listed.exit_code == 0, listed.output
     rows = json.loads(listed.output)["batches"]
     assert {r["manifest"] for r in rows} == {"ok", "invalid"}
+    assert next(r["problems"] for r in rows if r["manifest"] == "invalid")
+    shown = CliRunner().invoke(cli, ["quarantine", "list", "--store", str(qstore.root)])
+    assert "quarantine registry" in shown.output and bid in shown.output
     assert restore_batch(qstore, bid, execute=True).restored == [str(root / "f")]
 
 
