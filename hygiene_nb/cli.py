@@ -470,6 +470,7 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "missing_from_batch": result.missing_from_batch,
         "not_back": result.not_back,
         "removal_interrupted": result.removal_interrupted,
+        "changed_in_quarantine": result.changed_in_quarantine,
         "freed_bytes": result.freed_bytes,
     }
     text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
@@ -477,6 +478,10 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
     text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
     text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
     text += "".join(f"\n  [{r['code']}] {r['message']}" for r in result.removal_interrupted)
+    text += "".join(
+        f"\n  changed in its batch after it was quarantined: {p}"
+        for p in result.changed_in_quarantine
+    )
     text += (
         f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
         " the execution (a quarantine on the same filesystem frees nothing until its batch is"
@@ -532,7 +537,8 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     found = list_store_batches(api.open_store(store))
     rows = [
         {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
-         "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers}
+         "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers,
+         **({"problems": b.problems} if b.manifest == "invalid" else {})}
         for b in found
     ]  # fmt: skip
     text = "\n".join(
@@ -540,6 +546,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
         f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
         + "".join(f"\n  [{left['code']}] {left['message']}" for left in b.leftovers)
+        + "".join(f"\n  {p}" for p in (b.problems if b.manifest == "invalid" else []))
         for b in found
     )
     _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")
@@ -597,7 +604,7 @@ def restore(
     if result.status == "dry-run" and result.restored:
         lines.append(f"to restore: hygiene-nb restore {batch_id} --execute")
     _out(as_json, payload, "\n".join(lines))
-    if any(b.code != "already" for b in result.blocked) and result.status != "dry-run":
+    if result.status == "partial":  # blocked for a reason other than already/changed
         raise _Exit(4)
 
 
@@ -609,6 +616,11 @@ def restore(
 @click.option(
     "--include-incomplete", is_flag=True, help="Also purge a batch whose manifest is incomplete."
 )
+@click.option(
+    "--include-changed",
+    is_flag=True,
+    help="Also purge items that changed after they were quarantined (a writer kept them open).",
+)
 @common_options
 def purge(
     batch_id: str,
@@ -616,6 +628,7 @@ def purge(
     confirm_batch_id: str | None,
     acknowledge_risk: str | None,
     include_incomplete: bool,
+    include_changed: bool,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -632,6 +645,7 @@ def purge(
         confirm_batch_id=confirm_batch_id,
         acknowledge_risk=acknowledge_risk,
         include_incomplete=include_incomplete,
+        include_changed=include_changed,
     )
     w = result.would_destroy
     payload = {
@@ -639,6 +653,7 @@ def purge(
         "batch_id": result.batch_id,
         "would_destroy": w,
         "manifest": result.manifest,
+        "changed_in_quarantine": result.changed,
     }
     if result.status == "dry-run":
         text = (
@@ -647,7 +662,10 @@ def purge(
             f"{render.human_bytes(w['bytes'])} (manifest {result.manifest}). This cannot be "
             f"undone. To do it:\n  hygiene-nb purge {batch_id} --execute --confirm-batch-id "
             f"{batch_id} --acknowledge-risk permanent-delete"
+            + " --include-changed"
+            * bool(result.changed)
         )
+        text += "".join(f"\n  changed after it was quarantined: {p}" for p in result.changed)
     else:
         items, size = render.counted(w["items"], "item"), render.human_bytes(w["bytes"])
         text = f"destroyed {batch_id}: {items}, {size}"

@@ -36,6 +36,7 @@
         ├── BatchInvalid              code batch-invalid        exit 3
         ├── BatchIncomplete           code batch-incomplete     exit 3
         ├── BatchContainsMount        code batch-contains-mount exit 3
+        ├── BatchChanged              code batch-changed        exit 3
         └── BatchBusy                 code batch-busy           exit 3
 
 A message names the object it is about and ends with what to do next.
@@ -48,6 +49,7 @@ __all__ = [
     "AmbiguousName",
     "BaselineFailed",
     "BatchBusy",
+    "BatchChanged",
     "BatchContainsMount",
     "BatchIncomplete",
     "BatchInvalid",
@@ -283,6 +285,12 @@ class BatchContainsMount(Refused):
     """Raised when purge finds another filesystem mounted inside a batch: nothing is destroyed."""
 
     code = "batch-contains-mount"
+
+
+class BatchChanged(Refused):
+    """Raised when purge would destroy items that changed after they were quarantined."""
+
+    code = "batch-changed"
 
 
 class BatchBusy(Refused):

@@ -7,7 +7,12 @@ purged (purge is the only destruction, and only with explicit confirmation).
 
 from __future__ import annotations
 
-from hygiene_nb.executor.batches import BatchInfo, known_quarantines, list_batches
+from hygiene_nb.executor.batches import (
+    BatchInfo,
+    known_quarantines,
+    list_batches,
+    registry_problems,
+)
 from hygiene_nb.executor.execute import Confirmation, ExecuteResult, execute_plan
 from hygiene_nb.executor.purge import PurgeResult, purge_batch
 from hygiene_nb.executor.recover import RecoverResult, recover_store
@@ -35,7 +40,7 @@ __all__ = [
 def list_store_batches(store: Store) -> list[BatchInfo]:
     """Every quarantine batch of the store (and of the quarantines it registered), oldest first.
 
-    Raises:
-        StoreError: the store's quarantine registry cannot be read.
+    A registry that cannot be (fully) read hides none of the batches it can give, nor the
+    store's own: it is listed first as one ``invalid`` entry saying what is wrong.
     """
-    return list_batches(known_quarantines(store))
+    return registry_problems(store) + list_batches(known_quarantines(store))

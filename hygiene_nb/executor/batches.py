@@ -10,6 +10,14 @@ its original path or in the batch with its origin recorded.
 Quarantine directories live in the store (``quarantine/``) and, for items on other filesystems,
 at the top of those filesystems (``.hygiene-nb-quarantine``); the store's ``quarantines.json``
 registers the latter so that listing, restore and purge find their batches.
+
+Manifest version 2 (version 1 is still read) also records, per item, what restore needs to put
+it back safely and what purge and verify need to see it changed: the filesystem identity of
+its original parent (``fs``, see ``filesystems``), its owner (``uid``), the owner, group and
+mode of each directory from the plan's root down to its parent (``parents``) and its ctime
+right after the move (``ctime_ns``); and, per batch, the identity of the batch's own
+filesystem (``fs``) and of the root (``root.fs``). Fields a version-1 manifest lacks read as
+unknown, never as "unchanged".
 """
 
 from __future__ import annotations
@@ -32,14 +40,18 @@ from hygiene_nb.executor.fileops import (
     REMOVING_PREFIX,
     FileOps,
     open_dir_at,
+    open_dirs_at,
     remove_own_file,
     replace_own_file,
 )
+from hygiene_nb.executor.filesystems import birth_ns, fs_identity, same_filesystem
+from hygiene_nb.fingerprint import kind_of_mode, signed64
 from hygiene_nb.store import FILE_MODE, Store, write_private_file
 
 __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
+    "MANIFEST_SCHEMAS",
     "QUARANTINES_NAME",
     "QUARANTINES_SCHEMA",
     "QUARANTINE_NAME",
@@ -47,17 +59,25 @@ __all__ = [
     "Batch",
     "BatchInfo",
     "ManifestItem",
+    "changed_items",
+    "check_held",
     "claim_batch",
     "claim_batch_at",
     "find_removal_leftovers",
     "known_quarantines",
     "list_batches",
+    "note_arrival",
+    "note_origin",
     "read_manifest",
+    "read_registry",
     "register_quarantine",
+    "registry_error",
+    "registry_problems",
     "write_manifest",
 ]
 
-MANIFEST_SCHEMA = "hygiene-nb/quarantine-manifest@1"
+MANIFEST_SCHEMA = "hygiene-nb/quarantine-manifest@2"
+MANIFEST_SCHEMAS = frozenset({"hygiene-nb/quarantine-manifest@1", MANIFEST_SCHEMA})
 MANIFEST_NAME = b"manifest.json"
 TREE_NAME = b"tree"
 QUARANTINE_NAME = ".hygiene-nb-quarantine"
@@ -87,6 +107,11 @@ class ManifestItem:
     restored_as: list[int] | None = None  # (dev, inode) of a copy restored across filesystems
     modes: list[list[str | int]] | None = None  # a copy's entries whose original bits differ
     restoring_at: str | None = None  # the temporary name of a copy-back under way, beside it
+    # version 2: recorded at quarantine time (None in version-1 manifests: unknown)
+    uid: int | None = None  # the item's owner
+    fs: dict[str, Any] | None = None  # the filesystem of its original parent (fs_identity)
+    parents: list[list[int]] | None = None  # [uid, gid, mode] from the root down to its parent
+    ctime_ns: int | None = None  # its ctime in the batch right after the move (or copy)
 
     @property
     def original_raw(self) -> bytes:
@@ -128,6 +153,8 @@ class Batch:
     items: dict[bytes, ManifestItem] = field(default_factory=dict)
     merged: bool = False  # the manifest on disk was merged into ``items``
     root: dict[str, Any] | None = None  # the plan's root: restore never goes outside it
+    fs: dict[str, Any] | None = None  # the batch directory's filesystem (fs_identity)
+    origins: dict[bytes, Any] = field(default_factory=dict, repr=False)  # lookups, per run
 
     def close(self) -> None:
         """Close the batch's directory handle."""
@@ -186,8 +213,10 @@ def claim_batch_at(
             continue  # never reuse a directory of unknown content
         fd = open_dir_at(qfd, batch_id.encode())
         fcntl.flock(fd, fcntl.LOCK_EX)  # held while this run fills it (until close)
-        return Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
-                     plan_digest)  # fmt: skip
+        batch = Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
+                      plan_digest)  # fmt: skip
+        batch.fs = fs_identity(fd)
+        return batch
 
 
 def _registry_path(store: Store) -> Path:
@@ -198,34 +227,56 @@ def _read_registry(store: Store) -> list[bytes]:
     """The quarantine directories registered in the store (without ``store.quarantine``).
 
     Raises:
-        StoreError: the registry exists but cannot be read or is not valid.
+        StoreError: the registry exists but cannot be read, or a record in it is not valid
+            (it is never rewritten then: that would drop what it could not read).
+    """
+    found, problems = read_registry(store)
+    if problems:
+        raise _bad_registry(_registry_path(store), "; ".join(problems))
+    return found
+
+
+def read_registry(store: Store) -> tuple[list[bytes], list[str]]:
+    """The registered quarantine directories that can be read, and what is wrong with the rest.
+
+    One bad record hides none of the others; a registry that cannot be read at all is one
+    problem (and then nothing registered is known).
     """
     path = _registry_path(store)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return []
+        return [], []
     except OSError as exc:
-        raise _bad_registry(path, exc.strerror or "unreadable") from exc
+        return [], [exc.strerror or "unreadable"]
     try:
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise _bad_registry(path, "not a regular file")
+                return [], ["not a regular file"]
             data = handle.read(_MAX_REGISTRY + 1)
         if len(data) > _MAX_REGISTRY:
-            raise _bad_registry(path, "absurdly large")
+            return [], ["absurdly large"]
         doc = json.loads(data)
         if not isinstance(doc, dict) or doc.get("schema") != QUARANTINES_SCHEMA:
-            raise _bad_registry(path, "unknown version")
-        out: list[bytes] = []
-        for entry in doc["quarantines"]:
-            raw = base64.b64decode(entry["path_b64"], validate=True)
-            if not _clean_quarantine_path(raw):
-                raise _bad_registry(path, "a registered path is not a quarantine directory")
-            out.append(raw)
-        return out
+            return [], ["unknown version"]
+        entries = doc["quarantines"]
+        if not isinstance(entries, list):
+            return [], ["its quarantines are not a list"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise _bad_registry(path, str(exc)) from exc
+        return [], [str(exc)]
+    out: list[bytes] = []
+    problems: list[str] = []
+    for number, entry in enumerate(entries, 1):
+        try:
+            raw = base64.b64decode(entry["path_b64"], validate=True)
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"record {number} is not valid ({exc})")
+            continue
+        if not _clean_quarantine_path(raw):
+            problems.append(f"record {number} is not a quarantine directory path")
+            continue
+        out.append(raw)
+    return out, problems
 
 
 def _clean_quarantine_path(raw: bytes) -> bool:
@@ -235,6 +286,25 @@ def _clean_quarantine_path(raw: bytes) -> bool:
         and os.path.basename(raw) == QUARANTINE_NAME.encode()
         and all(p not in (b"", b".", b"..") for p in raw[1:].split(b"/"))
     )
+
+
+def registry_problems(store: Store) -> list[BatchInfo]:
+    """One ``invalid`` entry for what the registry could not give (none when it is sound)."""
+    problems = read_registry(store)[1]
+    if not problems:
+        return []
+    path = str(_registry_path(store))
+    why = "; ".join(problems)
+    return [BatchInfo(QUARANTINES_NAME, path, "", 0, 0, "invalid", problems=[
+        f"the quarantine registry {path} cannot be fully read ({why}): batches on other "
+        "filesystems it lists may be missing here; repair or rewrite it (it lists their "
+        ".hygiene-nb-quarantine paths)"])]  # fmt: skip
+
+
+def registry_error(store: Store) -> StoreError | None:
+    """The error to raise when a batch was not found and the registry could not all be read."""
+    problems = read_registry(store)[1]
+    return _bad_registry(_registry_path(store), "; ".join(problems)) if problems else None
 
 
 def _bad_registry(path: Path, why: str) -> StoreError:
@@ -247,11 +317,11 @@ def _bad_registry(path: Path, why: str) -> StoreError:
 def known_quarantines(store: Store) -> list[Path]:
     """Every quarantine directory of the store: ``store.quarantine`` first, then registered ones.
 
-    Raises:
-        StoreError: the registry exists but cannot be read (unknown is not empty).
+    Registered ones only as far as the registry can be read (``registry_problems`` says what
+    could not be: callers must not take a batch they did not find for one that is not there).
     """
     found = [Path(store.quarantine)]
-    for raw in _read_registry(store):
+    for raw in read_registry(store)[0]:
         path = Path(os.fsdecode(raw))
         if path not in found:
             found.append(path)
@@ -312,7 +382,7 @@ def _by_origin(item: ManifestItem) -> str:
 
 
 # Written only when set, so a manifest that does not need them reads as before.
-_OPTIONAL_FIELDS = ("restored_as", "modes", "restoring_at")
+_OPTIONAL_FIELDS = ("restored_as", "modes", "restoring_at", "uid", "fs", "parents", "ctime_ns")
 
 
 def _item_doc(item: ManifestItem) -> dict[str, Any]:
@@ -324,7 +394,7 @@ def _item_doc(item: ManifestItem) -> dict[str, Any]:
 
 
 def _manifest_doc(batch: Batch) -> dict[str, Any]:
-    return {
+    doc = {
         "schema": MANIFEST_SCHEMA,
         "batch_id": batch.batch_id,
         "created_at": batch.created_at,
@@ -333,6 +403,9 @@ def _manifest_doc(batch: Batch) -> dict[str, Any]:
         "root": batch.root,
         "items": [_item_doc(i) for i in sorted(batch.items.values(), key=lambda i: i.original_b64)],
     }
+    if batch.fs is not None:
+        doc["fs"] = batch.fs
+    return doc
 
 
 def write_manifest(batch: Batch) -> None:
@@ -397,7 +470,7 @@ def read_manifest(dir_fd: int) -> dict[str, Any] | None:
         return dict(pairs)
 
     doc = json.loads(data, object_pairs_hook=no_duplicates)
-    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") not in MANIFEST_SCHEMAS:
         raise ValueError("unknown manifest version")
     items = doc.get("items")
     if not isinstance(items, list):
@@ -636,4 +709,156 @@ def _copies_not_moved(
                     "stopped, or its original had to stay): the original is in its place and "
                     "was never removed; the copy in the batch is only a duplicate, not counted "
                     "as an item, and goes when the batch is purged."})  # fmt: skip
+    return out
+
+
+# -- what version 2 records, and what it is compared with --------------------------------------
+
+
+def note_origin(batch: Batch, item: ManifestItem, parent: int) -> None:
+    """Record where ``item`` comes from, before it moves (its parent is open at ``parent``).
+
+    Its owner, its parent's filesystem identity, and the owner, group and mode of each
+    directory from the plan's root down to its parent; the root's filesystem once per batch.
+    What cannot be read stays None (unknown to restore, which then refuses).
+    """
+    raw = item.original_raw
+    with contextlib.suppress(OSError):
+        item.uid = os.stat(os.path.basename(raw), dir_fd=parent, follow_symlinks=False).st_uid
+    where = os.path.dirname(raw)
+    key = b"\0fs" + where  # no path holds a NUL
+    if key not in batch.origins:
+        batch.origins[key] = fs_identity(parent)
+    item.fs = batch.origins[key]
+    if batch.root is None:
+        return
+    root = os.fsencode(str(batch.root["path"]))
+    if "fs" not in batch.root:
+        with contextlib.suppress(OSError):
+            fd = os.open(root, DIR_FLAGS)
+            try:
+                batch.root["fs"] = fs_identity(fd)
+            finally:
+                os.close(fd)
+    if not where.startswith(root) or where[len(root) : len(root) + 1] not in (b"", b"/"):
+        return
+    chain = [root, *(root + b"/" + b"/".join(where[len(root) + 1 :].split(b"/")[: i + 1])
+                     for i in range(where[len(root) :].count(b"/")))]  # fmt: skip
+    try:
+        item.parents = [_owner_mode(batch, p) for p in chain]
+    except OSError:
+        item.parents = None
+
+
+def _owner_mode(batch: Batch, path: bytes) -> list[int]:
+    if path not in batch.origins:
+        st = os.stat(path, follow_symlinks=False)
+        batch.origins[path] = [st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)]
+    return list(batch.origins[path])
+
+
+def note_arrival(item: ManifestItem, target: int, name: bytes) -> None:
+    """Record the ctime of ``item`` in the batch right after it arrived (our move changed it)."""
+    with contextlib.suppress(OSError):
+        item.ctime_ns = os.stat(name, dir_fd=target, follow_symlinks=False).st_ctime_ns
+
+
+def check_held(
+    parent: int, name: bytes, item: ManifestItem, batch_fs: dict[str, Any] | None
+) -> tuple[str, list[str]]:
+    """Whether the batch still holds ``item`` at ``name`` under ``parent``, and as moved.
+
+    Returns ``("same", [])``; ``("changed", what)``: the very entry that was moved (same
+    filesystem, kind and inode) but written to or altered since (a process that kept it open,
+    say); or ``("replaced", what)``: another entry, or one that cannot be told to be the same.
+    The filesystem is the same if the device number is, or else if the batch's recorded
+    filesystem identity matches (a remount gives a new device number); where that cannot be
+    told (a version-1 batch has no identity) only the same inode with the size, mtime and
+    recorded ctime all unchanged vouches for it.
+
+    Raises:
+        OSError: it cannot be examined (``FileNotFoundError``: it is not there).
+    """
+    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    same_fs = signed64(st.st_dev) == item.dev or same_filesystem(batch_fs, fs_identity(parent))
+    who = (
+        [f"kind {item.kind} → {kind_of_mode(st.st_mode)}"]
+        if kind_of_mode(st.st_mode) != item.kind
+        else []
+    )
+    if signed64(st.st_ino) != item.inode:
+        who.append(f"inode {item.inode} → {signed64(st.st_ino)}")
+    else:  # the number may be reused: one born after the move is another entry
+        born, moved = birth_ns(parent, name), item.ctime_ns  # (version 1: not recorded)
+        if born is not None and moved is not None and born > moved:
+            who.append("a new entry with the same inode number (born after the move)")
+    what = [f"size {item.size} → {st.st_size}"] if st.st_size != item.size else []
+    if stat.S_ISREG(st.st_mode) and st.st_mtime_ns != item.mtime_ns:
+        what.append(f"mtime {item.mtime_ns} → {st.st_mtime_ns}")
+    if item.ctime_ns is not None and st.st_ctime_ns != item.ctime_ns:
+        what.append(f"ctime {item.ctime_ns} → {st.st_ctime_ns}")
+    if same_fs is False:
+        who.append("it is on another filesystem than the batch")
+    elif same_fs is None and what:  # cannot tell: only an untouched inode (and ctime) vouches
+        who.append(f"device {item.dev} → {signed64(st.st_dev)}")
+    if who:
+        return "replaced", who + what
+    if not what and stat.S_ISDIR(st.st_mode) and item.ctime_ns is not None:
+        inner = _changed_inside(parent, name, st.st_dev, item.ctime_ns)
+        if inner is not None:
+            what.append(f"{os.fsdecode(inner)} inside it changed")
+    return ("changed", what) if what else ("same", [])
+
+
+def _changed_inside(parent: int, name: bytes, dev: int, since: int) -> bytes | None:
+    """The first entry below the directory ``name`` whose ctime is after ``since``, if any.
+
+    Our rename changed only the top directory's ctime; anything written, created, removed or
+    altered inside it since shows a later ctime on the entry or on its directory.
+    """
+    stack = [(open_dir_at(parent, name), b"")]
+    try:
+        while stack:
+            fd, prefix = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    found = [(os.fsencode(e.name), e.stat(follow_symlinks=False)) for e in entries]
+                for child, st in found:
+                    path = prefix + b"/" + child if prefix else child
+                    if st.st_ctime_ns > since:
+                        return path
+                    if stat.S_ISDIR(st.st_mode) and st.st_dev == dev:
+                        stack.append((open_dir_at(fd, child), path))
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return None
+
+
+def changed_items(dir_fd: int, doc: dict[str, Any] | None) -> list[tuple[ManifestItem, list[str]]]:
+    """The items the batch open at ``dir_fd`` holds that changed after they were quarantined.
+
+    Only entries that are still the very items moved there count (``check_held`` says
+    ``changed``); a replaced or missing one is the listing's and restore's business.
+    """
+    if doc is None:
+        return []
+    out: list[tuple[ManifestItem, list[str]]] = []
+    for record in _held(doc, dir_fd):
+        item = ManifestItem(**record)
+        parts = item.original_raw.strip(b"/").split(b"/")
+        try:
+            parent = open_dirs_at(dir_fd, [TREE_NAME, *parts[:-1]])
+        except OSError:
+            continue
+        try:
+            state, what = check_held(parent, parts[-1], item, doc.get("fs"))
+        except OSError:
+            continue
+        finally:
+            os.close(parent)
+        if state == "changed":
+            out.append((item, what))
     return out

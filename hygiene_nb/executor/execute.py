@@ -40,6 +40,8 @@ from hygiene_nb.executor.batches import (
     claim_batch,
     claim_batch_at,
     mirror_parent,
+    note_arrival,
+    note_origin,
     register_quarantine,
 )
 from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
@@ -677,8 +679,8 @@ class _Run:
         placed = [(cand, raw, parent, batch or self.store_batch())
                   for cand, raw, parent, batch in ready]  # fmt: skip
         used = list({id(b): b for *_, b in placed}.values())
-        for cand, raw, _, batch in placed:
-            batch.items[raw] = _pending(batch, raw, cand)
+        for cand, raw, parent, batch in placed:
+            batch.items[raw] = _pending(batch, raw, cand, parent)
         for batch in used:
             write_batch_manifest(batch)  # every item's origin is recorded before it moves
         checkpoint("after-intent")
@@ -754,8 +756,9 @@ def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
     return batch
 
 
-def _pending(batch: Batch, raw: bytes, cand: dict[str, Any]) -> ManifestItem:
-    return ManifestItem(
+def _pending(batch: Batch, raw: bytes, cand: dict[str, Any], parent: int) -> ManifestItem:
+    """The item's manifest record before it moves, with what restore needs (``note_origin``)."""
+    item = ManifestItem(
         original=cand["path"],
         original_b64=base64.b64encode(raw).decode("ascii"),
         kind=cand["kind"],
@@ -770,6 +773,8 @@ def _pending(batch: Batch, raw: bytes, cand: dict[str, Any]) -> ManifestItem:
         state="pending",
         at=_now().isoformat(),
     )
+    note_origin(batch, item, parent)
+    return item
 
 
 def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: FileOps) -> Skip | None:
@@ -793,6 +798,7 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
             return _put_back(item, cand, problem, (target, parent, name), ops)
         item.state = "moved"
         item.at = _now().isoformat()
+        note_arrival(item, target, name)  # our rename changed its ctime: compare with this
         return None
     finally:
         os.close(target)
@@ -884,7 +890,7 @@ def _copy(
     once the copy is verified, and only after that is the original removed.
     """
     name = os.path.basename(raw)
-    item = batch.items[raw] = _pending(batch, raw, cand)
+    item = batch.items[raw] = _pending(batch, raw, cand, parent)
     write_batch_manifest(batch)
     try:
         target = mirror_parent(batch, raw, ops)
@@ -904,6 +910,7 @@ def _copy(
         os.close(target)
     item.dev, item.inode = signed64(arrived.st_dev), signed64(arrived.st_ino)
     item.size, item.state, item.at = arrived.st_size, "moved", _now().isoformat()
+    item.ctime_ns = arrived.st_ctime_ns  # the copy's, once its modes and times were set
     item.modes = altered_modes(verified) or None  # for a restore to give them back
     write_batch_manifest(batch)  # the verified copy is recorded before the original goes
     checkpoint("before-removal")

@@ -4,8 +4,10 @@ Without ``execute`` purge only counts what it would destroy (items, regular file
 walking the batch with ``lstat``: nothing but directories is opened and no link is followed.
 With ``execute`` it refuses, touching nothing, unless the batch id is repeated exactly, the risk
 is acknowledged as ``permanent-delete`` and the batch's manifest is ``ok`` (an ``incomplete``
-or ``invalid`` batch needs ``include_incomplete``). Then ``fileops.remove_tree`` removes each
-top-level entry of ``tree/``, and the manifest and batch directory go last. Only the ``purge``
+or ``invalid`` batch needs ``include_incomplete``, and one whose items changed after they were
+quarantined, a file a process kept open and wrote to say, needs ``include_changed``). Then
+``fileops.remove_tree`` removes each top-level entry of ``tree/``, and the manifest and batch
+directory go last. Only the ``purge``
 command calls this; nothing purges automatically.
 """
 
@@ -21,13 +23,14 @@ from typing import Any
 
 from hygiene_nb.errors import (
     AcknowledgementMissing,
+    BatchChanged,
     BatchContainsMount,
     BatchIncomplete,
     BatchInvalid,
     ConfirmationMismatch,
     StoreError,
 )
-from hygiene_nb.executor.batches import MANIFEST_NAME, TREE_NAME, batch_state
+from hygiene_nb.executor.batches import MANIFEST_NAME, TREE_NAME, batch_state, changed_items
 from hygiene_nb.executor.fileops import (
     open_dir_at,
     remove_own_empty_dir,
@@ -55,6 +58,7 @@ class PurgeResult:
             counted before anything was touched.
         manifest: the batch's manifest state (``ok``, ``incomplete``, ``invalid``).
         destroyed: after ``execute``: ``entries`` removed and ``bytes`` of regular files.
+        changed: original paths of items that changed after they were quarantined.
     """
 
     status: str
@@ -62,6 +66,7 @@ class PurgeResult:
     would_destroy: dict[str, int]
     manifest: str
     destroyed: dict[str, int] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
 
 
 def purge_batch(
@@ -73,6 +78,7 @@ def purge_batch(
     acknowledge_risk: str | None = None,
     include_incomplete: bool = False,
     confirm_bytes: int | None = None,
+    include_changed: bool = False,
 ) -> PurgeResult:
     """Show what purging ``batch_id`` would destroy, or (with every confirmation) destroy it.
 
@@ -84,6 +90,7 @@ def purge_batch(
         acknowledge_risk: must be ``permanent-delete``.
         include_incomplete: also destroy a batch whose manifest is incomplete or invalid.
         confirm_bytes: if given, must equal the bytes counted now (what the dry run showed).
+        include_changed: also destroy items that changed after they were quarantined.
 
     Returns:
         The counts, and after ``execute`` what was removed.
@@ -97,17 +104,18 @@ def purge_batch(
         ConfirmationMismatch: the batch id (or byte count) was not confirmed exactly.
         AcknowledgementMissing: ``acknowledge_risk`` is not ``permanent-delete``.
         BatchIncomplete: the batch holds unrecorded items and ``include_incomplete`` is unset.
+        BatchChanged: items changed after they were quarantined and ``include_changed`` is unset.
         BatchBusy: another restore or purge is working on it.
         StoreError: the removal failed partway (run purge again).
     """
-    with open_batch(store, batch_id) as (qfd, fd):
+    with open_batch(store, batch_id) as (qfd, fd, _):
         if execute:
             lock_batch(fd, batch_id)
         temps = _check_layout(fd, batch_id)
-        state, recorded = _state(fd, batch_id)
+        state, recorded, changed = _state(fd, batch_id)
         counts = _count(fd, batch_id, recorded)
         if not execute:
-            return PurgeResult("dry-run", batch_id, counts, state)
+            return PurgeResult("dry-run", batch_id, counts, state, changed=changed)
         _authorize(
             batch_id,
             state,
@@ -117,8 +125,15 @@ def purge_batch(
             include_incomplete,
             confirm_bytes,
         )
+        if changed and not include_changed:
+            raise BatchChanged(
+                f"purge of batch {batch_id} refused: {len(changed)} of its items changed after "
+                f"they were quarantined (first: {changed[0]}; a process may still be writing "
+                "them); nothing was touched. Restore them to look (`hygiene-nb restore "
+                f"{batch_id}`), or add --include-changed to destroy them as they are."
+            )
         destroyed = _destroy(qfd, fd, batch_id, temps)
-    return PurgeResult("done", batch_id, counts, state, destroyed)
+    return PurgeResult("done", batch_id, counts, state, destroyed, changed)
 
 
 def _invalid(batch_id: str, why: str) -> BatchInvalid:
@@ -143,13 +158,14 @@ def _check_layout(fd: int, batch_id: str) -> list[bytes]:
     return temps
 
 
-def _state(fd: int, batch_id: str) -> tuple[str, set[bytes]]:
-    """The manifest state and the original paths it records."""
+def _state(fd: int, batch_id: str) -> tuple[str, set[bytes], list[str]]:
+    """The manifest state, the original paths it records and those of items that changed."""
     try:
         state, doc, _ = batch_state(fd)
+        changed = [item.original for item, _ in changed_items(fd, doc)]
     except OSError as exc:
         raise _invalid(batch_id, f"it cannot be read ({exc.strerror})") from exc
-    return state, _recorded(doc)
+    return state, _recorded(doc), changed
 
 
 def _recorded(doc: dict[str, Any] | None) -> set[bytes]:

@@ -3,10 +3,20 @@
 A dry run (the default) only looks: it changes nothing, not even the manifest. With ``execute``
 each selected item is checked and moved back with ``rename_noreplace``:
 
-* the item in the batch must still be what was moved there (kind, device, inode, size, and for
-  files the mtime), else ``batch-item-changed``; absent → ``missing-from-batch``;
-* the target is reached from ``/`` one component at a time, never through a symlink (a link or
-  a file on the way → ``target-unusable``; a missing directory is recreated, 0700);
+* the item in the batch must still be the entry that was moved there (kind, inode, and its
+  filesystem: the same device number, or after a remount the same recorded filesystem
+  identity), else ``batch-item-changed``; absent → ``missing-from-batch``. The very entry,
+  written to since (size, mtime, ctime, or inside a directory), is restored all the same and
+  reported ``changed-in-quarantine``;
+* the target is reached from the plan's root one component at a time, never through a symlink
+  (a link or a file on the way → ``target-unusable``); each existing directory on the way must
+  be owned by the item's owner or root, or have the owner, group and mode recorded for it, and
+  not be writable by others without the sticky bit (else ``target-unsafe-parent``); a missing
+  directory is recreated with its recorded owner and mode (0700 ours if none was recorded);
+* the item goes back only onto the filesystem it came from: where its parent (or the deepest
+  directory that exists) is now on another filesystem, a mount over the place say, it is
+  ``target-other-filesystem`` (``target-filesystem-unknown`` when that cannot be told), and
+  nothing is created there;
 * anything at the target name (a file, an empty directory, a dangling link) → ``target-occupied``,
   and the kernel's no-replace rename closes the window between that check and the move;
 * a target on another filesystem than the batch (an item copied in with ``--allow-copy``) is
@@ -41,8 +51,10 @@ from hygiene_nb.executor.batches import (
     TREE_NAME,
     Batch,
     ManifestItem,
+    check_held,
     known_quarantines,
     read_manifest,
+    registry_error,
     write_manifest,
 )
 from hygiene_nb.executor.crossdev import (
@@ -64,6 +76,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_empty_dir,
     remove_own_file,
 )
+from hygiene_nb.executor.filesystems import fs_identity, same_filesystem
 from hygiene_nb.fingerprint import kind_of_mode, signed64
 from hygiene_nb.snapshot import path_b64
 from hygiene_nb.store import Store
@@ -74,6 +87,8 @@ _BATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 _STATES = frozenset({"pending", "moved", "restored", "returned", "held"})
 _BACK = frozenset({"restored", "returned"})
 _OCCUPIED = frozenset({errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR})
+# reported in ``blocked`` although the item is back (or would be): not a failure
+_NOT_FAILED = frozenset({"already", "changed-in-quarantine"})
 
 
 @dataclass(frozen=True)
@@ -120,9 +135,11 @@ class _Block(Exception):
 
 
 @contextlib.contextmanager
-def open_batch(store: Store, batch_id: str) -> Iterator[tuple[int, int]]:
-    """Handles on the quarantine directory holding ``batch_id`` and on the batch (closed after).
+def open_batch(store: Store, batch_id: str) -> Iterator[tuple[int, int, Path]]:
+    """Handles on the quarantine directory holding ``batch_id`` and on the batch, and its path.
 
+    The handles are closed after; the path is the batch's real one, in whichever quarantine
+    it was found.
     The store's ``quarantine/`` is searched first, then the quarantines at the top of other
     filesystems that the store registered (``known_quarantines``).
 
@@ -130,22 +147,23 @@ def open_batch(store: Store, batch_id: str) -> Iterator[tuple[int, int]]:
         BatchNotFound: no such batch, or ``batch_id`` is not a batch id.
         BatchInvalid: the batch is a symlink, unreadable, not ours or writable by others, or
             its quarantine directory is not private to us.
-        StoreError: the store's quarantine registry cannot be read.
+        StoreError: the batch is not in the store's quarantine nor any readable registered one,
+            and the store's quarantine registry cannot be (fully) read.
     """
     name = _batch_name(batch_id)
-    qfd = _find_quarantine(store, name, batch_id)
+    qfd, quarantine = _find_quarantine(store, name, batch_id)
     try:
         fd = _open_batch_dir(qfd, name, batch_id)
         try:
-            yield qfd, fd
+            yield qfd, fd, quarantine / batch_id
         finally:
             os.close(fd)
     finally:
         os.close(qfd)
 
 
-def _find_quarantine(store: Store, name: bytes, batch_id: str) -> int:
-    """A handle on the first known quarantine directory that holds an entry ``name``."""
+def _find_quarantine(store: Store, name: bytes, batch_id: str) -> tuple[int, Path]:
+    """A handle on (and the path of) the first known quarantine that holds an entry ``name``."""
     for index, quarantine in enumerate(known_quarantines(store)):
         try:
             qfd = os.open(quarantine, DIR_FLAGS)
@@ -168,8 +186,9 @@ def _find_quarantine(store: Store, name: bytes, batch_id: str) -> int:
         if index > 0 and (st.st_uid != os.geteuid() or st.st_mode & 0o077):
             os.close(qfd)
             raise _invalid(batch_id, f"its quarantine {quarantine} is not private to you")
-        return qfd
-    raise _not_found(batch_id)
+        return qfd, quarantine
+    unknown = registry_error(store)  # not found where we could look: unknown is not absent
+    raise unknown if unknown is not None else _not_found(batch_id)
 
 
 def lock_batch(fd: int, batch_id: str) -> None:
@@ -215,10 +234,10 @@ def restore_batch(
         BatchBusy: another restore or purge is working on it.
         StoreError: the manifest could not be written back.
     """
-    with open_batch(store, batch_id) as (qfd, fd):
+    with open_batch(store, batch_id) as (qfd, fd, path):
         if execute:
             lock_batch(fd, batch_id)
-        batch = _load_batch(store.quarantine / batch_id, batch_id, fd)
+        batch = _load_batch(path, batch_id, fd)
         selected, blocked = _select(batch, items)
         ops = LocalFileOps() if execute else None
         restored: list[str] = []
@@ -228,7 +247,7 @@ def restore_batch(
             for number, item in enumerate(selected, 1):
                 exact = path_b64(item.original, item.original_raw)
                 try:
-                    _restore_one(batch, item, ops)
+                    note = _restore_one(batch, item, ops)
                 except _Block as block:
                     blocked.append(Blocked(item.original, block.code, block.message, exact))
                 except _Left as left:
@@ -238,6 +257,9 @@ def restore_batch(
                 else:
                     restored.append(item.original)
                     restored_b64.append(exact)
+                    if note:
+                        blocked.append(Blocked(item.original, "changed-in-quarantine", note,
+                                               exact))  # fmt: skip
                 if execute and number % max(_GROUP, -(-len(selected) // _MAX_GROUPS)) == 0:
                     write_manifest(batch)
         finally:
@@ -246,7 +268,7 @@ def restore_batch(
                 write_manifest(batch)  # whatever ended the loop, record what is back
         if execute:
             _remove_if_empty(batch, qfd)
-    failed = any(b.code != "already" for b in blocked)
+    failed = any(b.code not in _NOT_FAILED for b in blocked)
     status = "dry-run" if not execute else "partial" if failed else "done"
     return RestoreResult(status, batch_id, restored, blocked, restored_b64)
 
@@ -316,6 +338,7 @@ def _load_batch(path: Path, batch_id: str, fd: int) -> Batch:
             str(doc["plan_digest"]),
             by_path,
             root=root,
+            fs=doc.get("fs") if isinstance(doc.get("fs"), dict) else None,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise _invalid(batch_id, f"its manifest is invalid ({exc})") from exc
@@ -350,8 +373,11 @@ def _select(
 # -- one item --------------------------------------------------------------------------------
 
 
-def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
+def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> str | None:
     """Restore ``item`` (or only check it when ``ops`` is None).
+
+    Returns:
+        What changed in it while it was in the batch (``changed-in-quarantine``), or None.
 
     Raises:
         _Block: it cannot or need not be restored.
@@ -363,20 +389,27 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
     if src is None:
         _absent_from_batch(batch, item, parts, ops)
     try:
-        _check_unchanged(batch, item, src, parts[-1])
-        dst = _open_target_parent(batch, item, parts, ops)
-        if dst is None:
-            return  # dry run: a parent is missing, so the target is free
+        changed = _check_unchanged(batch, item, src, parts[-1])
+        owner = item.uid if item.uid is not None else os.stat(
+            parts[-1], dir_fd=src, follow_symlinks=False).st_uid  # fmt: skip
+        dst, complete = _open_target_parent(batch, item, parts, ops, (src, owner))
         try:
-            _check_target(batch, item, (src, dst, parts[-1]), ops)
-            if ops is not None:
-                _move(batch, item, (src, dst, parts[-1]), ops)
-            elif os.fstat(src).st_dev != os.fstat(dst).st_dev:
-                _no_leftover(batch, item, dst)  # what a copy-back would refuse, said now
+            if complete:
+                _check_target(batch, item, (src, dst, parts[-1]), ops)
+                if ops is not None:
+                    _move(batch, item, (src, dst, parts[-1]), ops)
+                elif os.fstat(src).st_dev != os.fstat(dst).st_dev:
+                    _no_leftover(batch, item, dst)  # what a copy-back would refuse, said now
         finally:
             os.close(dst)
     finally:
         os.close(src)
+    if not changed:
+        return None
+    return (
+        f"{item.original} changed after it was quarantined ({', '.join(changed)}; a process "
+        "that kept it open, say): it is back as it is now, check its content."
+    )
 
 
 def _check_target(
@@ -440,7 +473,7 @@ def _absent_from_batch(
     batch: Batch, item: ManifestItem, parts: list[bytes], ops: FileOps | None
 ) -> NoReturn:
     """The item is not in the batch: already back (recorded so), or missing."""
-    if _original_identity(parts) == (item.dev, item.inode):
+    if _is_back(batch, item, parts):
         if ops is not None:
             _record(batch, item, "restored")
         raise _Block("already", f"{item.original} is already back at its original path.")
@@ -452,37 +485,49 @@ def _absent_from_batch(
     )
 
 
-def _original_identity(parts: list[bytes]) -> tuple[int, int] | None:
+def _is_back(batch: Batch, item: ManifestItem, parts: list[bytes]) -> bool:
+    """Whether the entry at the item's original path is the item (inode and filesystem).
+
+    Reached from the plan's root (the way restore goes), so a root below a symlinked ancestor
+    is found as it was when the item left.
+    """
     try:
-        root = os.open(b"/", DIR_FLAGS)
-        try:
-            parent = open_dirs_at(root, parts[:-1])
-        finally:
-            os.close(root)
-        try:
-            st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-        finally:
-            os.close(parent)
+        root, relative = _open_root(batch, item, parts)
+    except _Block:
+        return False
+    try:
+        parent = open_dirs_at(root, relative[:-1])
     except OSError:
-        return None
-    return signed64(st.st_dev), signed64(st.st_ino)
+        return False
+    finally:
+        os.close(root)
+    try:
+        st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        if signed64(st.st_ino) != item.inode or kind_of_mode(st.st_mode) != item.kind:
+            return False
+        if signed64(st.st_dev) == item.dev:
+            return True
+        return same_filesystem(item.fs, fs_identity(parent)) is True  # after a remount
+    except OSError:
+        return False
+    finally:
+        os.close(parent)
 
 
-def _check_unchanged(batch: Batch, item: ManifestItem, parent: int, name: bytes) -> None:
-    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    now = [kind_of_mode(st.st_mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size]
-    then = [item.kind, item.dev, item.inode, item.size]
-    if stat.S_ISREG(st.st_mode):
-        now.append(st.st_mtime_ns)
-        then.append(item.mtime_ns)
-    labels = ("kind", "device", "inode", "size", "mtime")
-    diff = [f"{n} {a} → {b}" for n, a, b in zip(labels, then, now, strict=False) if a != b]
-    if diff:
+def _check_unchanged(batch: Batch, item: ManifestItem, parent: int, name: bytes) -> list[str]:
+    """What changed in the item since it was moved (empty if nothing did).
+
+    Raises:
+        _Block: ``batch-item-changed``: it is not (or cannot be told to be) the entry moved.
+    """
+    state, what = check_held(parent, name, item, batch.fs)
+    if state == "replaced":
         raise _Block(
             "batch-item-changed",
             f"{item.original} in the batch is not what was moved "
-            f"there ({', '.join(diff)}); inspect it by hand in {batch.path}.",
+            f"there ({', '.join(what)}); inspect it by hand in {batch.path}.",
         )
+    return what
 
 
 def _open_root(batch: Batch, item: ManifestItem, parts: list[bytes]) -> tuple[int, list[bytes]]:
@@ -509,7 +554,10 @@ def _open_root(batch: Batch, item: ManifestItem, parts: list[bytes]) -> tuple[in
             "restore by hand or recreate it.",
         ) from exc
     st = os.fstat(fd)
-    if (signed64(st.st_dev), signed64(st.st_ino)) != (batch.root["dev"], batch.root["inode"]):
+    same_dev = signed64(st.st_dev) == batch.root["dev"]
+    if signed64(st.st_ino) != batch.root["inode"] or not (
+        same_dev or same_filesystem(batch.root.get("fs"), fs_identity(fd)) is True  # remounted
+    ):
         os.close(fd)
         raise _Block(
             "target-unusable",
@@ -520,27 +568,116 @@ def _open_root(batch: Batch, item: ManifestItem, parts: list[bytes]) -> tuple[in
 
 
 def _open_target_parent(
-    batch: Batch, item: ManifestItem, parts: list[bytes], ops: FileOps | None
-) -> int | None:
+    batch: Batch,
+    item: ManifestItem,
+    parts: list[bytes],
+    ops: FileOps | None,
+    held: tuple[int, int],
+) -> tuple[int, bool]:
     """A handle on the target's parent, walked from the plan's root with no symlink followed.
 
-    ``parts`` are the item's absolute path components. A missing directory is recreated (0700)
-    when ``ops`` is given; in a dry run the walk stops there and returns None (target free).
+    ``parts`` are the item's absolute path components; ``held`` is the item's parent in the
+    batch and the item's owner. Each directory on the way is checked (``_check_parent``) and,
+    before anything is created and at the end, that it is on the item's own filesystem
+    (``_check_filesystem``). A missing directory is recreated with its recorded owner and mode
+    when ``ops`` is given; in a dry run the walk stops there and returns the deepest directory
+    that exists with False (the target is free), else the parent with True.
     """
     current, relative = _open_root(batch, item, parts)
     parts = relative[:-1]
+    path = batch.root["path"] if batch.root else ""
     try:
-        for part in parts:
-            nxt = _step(item, current, part, ops)
+        _check_parent(item, current, 0, (path, held[1]))
+        for depth, part in enumerate(parts, 1):
+            path = f"{path}/{part.decode('utf-8', 'backslashreplace')}"
+            nxt = _step(item, current, part, None)
             if nxt is None:
-                os.close(current)
-                return None
+                _check_filesystem(item, current, held[0], path)
+                if ops is None:
+                    return current, False
+                nxt = _step(item, current, part, ops)
+                assert nxt is not None  # with ops, a step creates or refuses
+                _give_recorded(item, nxt, depth)
             os.close(current)
             current = nxt
+            _check_parent(item, current, depth, (path, held[1]))
+        _check_filesystem(item, current, held[0], path)
     except BaseException:
         os.close(current)
         raise
-    return current
+    return current, True
+
+
+def _check_parent(item: ManifestItem, fd: int, depth: int, who: tuple[str, int]) -> None:
+    """A directory the item goes into must be one its owner (or root) controls.
+
+    Owned by the item's owner or root, or with the very owner, group and mode recorded for it
+    at quarantine time (a shared group directory); and not writable by others unless sticky.
+
+    Raises:
+        _Block: ``target-unsafe-parent``.
+    """
+    path, owner = who
+    st = os.fstat(fd)
+    now = [st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)]
+    recorded = item.parents[depth] if item.parents and depth < len(item.parents) else None
+    if st.st_uid not in (0, owner) and now != recorded:
+        why = f"it is owned by uid {st.st_uid}, not by the item's owner ({owner}) or root"
+    elif st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        why = "anyone may write to it and it has no sticky bit"
+    else:
+        return
+    raise _Block(
+        "target-unsafe-parent",
+        f"{path}, on the way to {item.original}, is not a safe place for it ({why}: another "
+        "user could remove or replace it); fix its owner or mode, or move it aside, and run "
+        "restore again.",
+    )
+
+
+def _check_filesystem(item: ManifestItem, fd: int, src: int, path: str) -> None:
+    """The item goes back only onto the filesystem it came from (recorded at quarantine).
+
+    A version-1 item has no record: going back by rename (the batch's filesystem) is safe,
+    and anything else cannot be told.
+
+    Raises:
+        _Block: ``target-other-filesystem`` or ``target-filesystem-unknown``.
+    """
+    if item.fs is None:
+        if os.fstat(fd).st_dev == os.fstat(src).st_dev:
+            return
+        same = None
+    else:
+        same = same_filesystem(item.fs, fs_identity(fd))
+    if same:
+        return
+    if same is False:
+        raise _Block(
+            "target-other-filesystem",
+            f"{path} is now on another filesystem than the one {item.original} came from "
+            "(something is mounted over it, or it was replaced); it stays in the batch. Unmount "
+            "what is there (or restore it by hand) and run restore again.",
+        )
+    raise _Block(
+        "target-filesystem-unknown",
+        f"it cannot be told whether {path} is on the filesystem {item.original} came from "
+        "(no record of it, or the filesystem cannot be identified); it stays in the batch. "
+        "Check the mount, then restore it by hand.",
+    )
+
+
+def _give_recorded(item: ManifestItem, fd: int, depth: int) -> None:
+    """A directory restore re-created gets the owner and mode recorded for it (if any)."""
+    recorded = item.parents[depth] if item.parents and depth < len(item.parents) else None
+    if recorded is None:
+        return  # nothing recorded (version 1): it stays ours, 0700
+    uid, gid, mode = recorded
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        with contextlib.suppress(PermissionError):  # not root: it stays ours
+            os.fchown(fd, uid, gid)  # before chmod: chown may clear setgid
+    os.fchmod(fd, mode)
 
 
 def _step(item: ManifestItem, fd: int, part: bytes, ops: FileOps | None) -> int | None:

@@ -3,7 +3,9 @@
 What moved must be gone from its place and in its batch with the recorded identity; what a
 rollback put back must be at its place; no original copied with ``--allow-copy`` may be left
 in the staging directory of an interrupted removal (``removal-interrupted``); and the receipt
-must match its own digest.
+must match its own digest. Where the batch's manifest records the item, the manifest decides
+(``check_held``): a remount that gave the filesystem a new device number is not a mismatch, and
+an item written to after it was quarantined (a process kept it open) is reported as changed.
 """
 
 from __future__ import annotations
@@ -12,14 +14,19 @@ import base64
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hygiene_nb.errors import ReceiptTampered
 from hygiene_nb.executor.batches import (
     REMOVAL_INTERRUPTED,
     TREE_NAME,
+    ManifestItem,
+    check_held,
     find_removal_leftovers,
+    read_manifest,
     removal_leftover_message,
 )
+from hygiene_nb.executor.fileops import DIR_FLAGS, open_dirs_at
 from hygiene_nb.fingerprint import signed64
 from hygiene_nb.receipts import read_receipt, receipt_digest
 
@@ -28,7 +35,11 @@ __all__ = ["VerifyResult", "verify_receipt"]
 
 @dataclass
 class VerifyResult:
-    """``verified`` when every moved item is in its batch and none came back."""
+    """``verified`` when every moved item is in its batch, unchanged, and none came back.
+
+    ``changed`` when the only finding is items written to in their batch after the move;
+    ``mismatch`` when anything reappeared, is missing or was not rolled back.
+    """
 
     status: str
     receipt_id: str
@@ -37,6 +48,7 @@ class VerifyResult:
     not_back: list[str] = field(default_factory=list)  # rolled back, yet not at its place
     # an original whose removal after its verified copy was cut short: {code, path, message}
     removal_interrupted: list[dict[str, str]] = field(default_factory=list)
+    changed_in_quarantine: list[str] = field(default_factory=list)  # written to in the batch
     moved: int = 0
     freed_bytes: int = 0
 
@@ -56,6 +68,7 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
         )
     result = VerifyResult(status="verified", receipt_id=str(receipt.get("receipt_id")))
     batch = receipt.get("batch_path")
+    manifests: dict[str, tuple[dict[bytes, ManifestItem], dict[str, Any] | None]] = {}
     for item in receipt.get("items", []):
         raw = base64.b64decode(item["path_b64"]) if "path_b64" in item else item["path"].encode()
         if item.get("outcome") == "rolled-back":  # put back after a failed verification
@@ -69,7 +82,18 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
             result.reappeared.append(item["path"])
         # each item names its own batch (one run may use a batch per filesystem); a copied
         # item has the copy's identity (batch_dev/batch_inode), a renamed one keeps its own
-        home = item.get("batch_path") or batch
+        home = str(item.get("batch_path") or batch or "")
+        if home and home not in manifests:
+            manifests[home] = _manifest_items(os.fsencode(home))
+        items, batch_fs = manifests.get(home, ({}, None)) if home else ({}, None)
+        recorded = items.get(raw)
+        if recorded is not None:
+            state = _held_state(os.fsencode(home), raw, recorded, batch_fs)
+            if state == "changed":
+                result.changed_in_quarantine.append(item["path"])
+            elif state != "same":
+                result.missing_from_batch.append(item["path"])
+            continue
         inside = os.fsencode(home) + b"/" + TREE_NAME + raw if home else b""
         expected = (item.get("batch_dev", item["dev"]), item.get("batch_inode", item["inode"]))
         try:
@@ -88,6 +112,8 @@ def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
         or result.removal_interrupted
     ):
         result.status = "mismatch"
+    elif result.changed_in_quarantine:
+        result.status = "changed"
     return result
 
 
@@ -108,3 +134,45 @@ def _leftovers(receipt: dict[str, object]) -> list[dict[str, str]]:
         out.append({"code": REMOVAL_INTERRUPTED, "path": item["path"], "staging": where,
                     "message": message})  # fmt: skip
     return out
+
+
+def _manifest_items(
+    home: bytes,
+) -> tuple[dict[bytes, ManifestItem], dict[str, Any] | None]:
+    """The items a batch's manifest records (by original path) and the batch's filesystem.
+
+    Empty when the batch or its manifest cannot be read: the receipt's identities decide then.
+    """
+    try:
+        fd = os.open(home, DIR_FLAGS)
+    except OSError:
+        return {}, None
+    try:
+        doc = read_manifest(fd)
+        if doc is None:
+            return {}, None
+        items = [ManifestItem(**i) for i in doc["items"]]
+        return {i.original_raw: i for i in items if i.state == "moved"}, doc.get("fs")
+    except (ValueError, KeyError, TypeError):
+        return {}, None
+    finally:
+        os.close(fd)
+
+
+def _held_state(
+    home: bytes, raw: bytes, item: ManifestItem, batch_fs: dict[str, Any] | None
+) -> str:
+    """``check_held`` for the item at ``raw`` in the batch at ``home`` (``missing`` if absent)."""
+    parts = raw.strip(b"/").split(b"/")
+    try:
+        fd = os.open(home, DIR_FLAGS)
+        try:
+            parent = open_dirs_at(fd, [TREE_NAME, *parts[:-1]])
+        finally:
+            os.close(fd)
+        try:
+            return check_held(parent, parts[-1], item, batch_fs)[0]
+        finally:
+            os.close(parent)
+    except OSError:
+        return "missing"

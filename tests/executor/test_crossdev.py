@@ -506,8 +506,12 @@ def test_an_unreadable_quarantine_registry_fails_closed(tmp_path: Path) -> None:
     store = Store(tmp_path / "store").ensure()
     assert known_quarantines(store) == [store.quarantine]
     (store.root / "quarantines.json").write_text("{not json")
+    # listed as one invalid entry (the store's own batches stay listed), never as "empty";
+    # a batch that is nowhere it could look is not "not found" but the registry's fault
+    (entry,) = list_store_batches(store)
+    assert entry.manifest == "invalid" and entry.path == str(store.root / "quarantines.json")
     with pytest.raises(StoreError):
-        list_store_batches(store)
+        restore_batch(store, "batch-20250101T000000Z-00000000")
 
 
 def test_purge_finds_a_volume_batch(xworld: dict[str, Path]) -> None:

@@ -39,12 +39,14 @@ def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
             raw = os.fsencode(path)
             item = _item_for(raw)
             batch.items[raw] = item
-            write_manifest(batch)
             target = batches.mirror_parent(batch, raw, ops)
             parent = os.open(os.path.dirname(raw), DIR_FLAGS)
             try:
+                batches.note_origin(batch, item, parent)  # what the executor records (v2)
+                write_manifest(batch)
                 name = os.path.basename(raw)
                 ops.rename_noreplace(parent, name, target, name)
+                batches.note_arrival(item, target, name)
             finally:
                 os.close(parent)
                 os.close(target)
@@ -272,6 +274,7 @@ def test_target_unusable_when_a_parent_changed(
 def test_missing_parents_are_recreated(qstore: Store, root: Path) -> None:
     (root / "x" / "y").mkdir(parents=True)
     (root / "x" / "y" / "f").write_bytes(b"deep")
+    os.chmod(root / "x", 0o750)
     bid = quarantine_items(qstore, [root / "x" / "y" / "f"])
     (root / "x" / "y").rmdir()
     (root / "x").rmdir()
@@ -282,7 +285,8 @@ def test_missing_parents_are_recreated(qstore: Store, root: Path) -> None:
 
     assert result.status == "done"
     assert (root / "x" / "y" / "f").read_bytes() == b"deep"
-    assert stat.S_IMODE(os.lstat(root / "x").st_mode) == 0o700
+    # with the mode recorded at quarantine time (a version-1 manifest, none recorded: 0700)
+    assert stat.S_IMODE(os.lstat(root / "x").st_mode) == 0o750
 
 
 def _exdev_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -490,10 +494,14 @@ def test_batch_item_changed(qstore: Store, root: Path, change: str) -> None:
             handle.write(b" and more")
     else:
         inside.unlink()
-        inside.write_bytes(b"original")  # same bytes, another inode
+        inside.write_bytes(b"original")  # same bytes, another inode (maybe the same number)
 
     result = restore_batch(qstore, bid, execute=True)
 
+    if change == "appended":  # the very file, written to: back, and said so (never silently)
+        assert codes(result) == ["changed-in-quarantine"] and result.status == "done"
+        assert (root / "f").read_bytes() == b"original and more"
+        return
     assert codes(result) == ["batch-item-changed"]
     assert not (root / "f").exists() and inside.exists()
 
