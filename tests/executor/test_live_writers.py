@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -180,3 +180,25 @@ def test_the_rename_path_records_a_file_open_for_writing_and_does_not_count_it_f
     assert in_batch(batch, world["root"] / "live.log").read_bytes().endswith(b"late write\n")
     late = in_batch(batch, world["root"] / "dir" / "live.txt").read_bytes()
     assert late == b"y" * 700 + b"late write\n"
+
+
+def test_where_writers_cannot_be_asked_allow_copy_counts_the_file_as_in_use(
+    xworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    mnt = xworld["mnt"]
+    volume_unusable(monkeypatch)
+    plan = make_plan(xworld, "mnt/old.log")
+    store = Store(xworld["store"])
+    before = (mnt / "old.log").read_bytes()
+    done: list[Any] = []
+    # off the main thread SIGIO cannot be set aside, so the lease is not asked: cannot tell
+    worker = threading.Thread(target=lambda: done.append(execute_plan(
+        plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)))  # fmt: skip
+    worker.start()
+    worker.join(timeout=120)
+    (result,) = done
+    assert outcomes(result) == {str(mnt / "old.log"): "in-use"}
+    assert "cannot be told" in result.skipped[0]["message"]
+    assert (mnt / "old.log").read_bytes() == before
