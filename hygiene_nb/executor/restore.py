@@ -65,6 +65,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
 )
 from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.mounts import same_mount
 from hygiene_nb.snapshot import path_b64
 from hygiene_nb.store import Store
 
@@ -371,7 +372,7 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> None:
             _check_target(batch, item, (src, dst, parts[-1]), ops)
             if ops is not None:
                 _move(batch, item, (src, dst, parts[-1]), ops)
-            elif os.fstat(src).st_dev != os.fstat(dst).st_dev:
+            elif not same_mount(src, dst):  # a rename fails across mounts: a copy-back
                 _no_leftover(batch, item, dst)  # what a copy-back would refuse, said now
         finally:
             os.close(dst)
