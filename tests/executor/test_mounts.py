@@ -264,6 +264,27 @@ def test_a_bind_mounted_root_moves_what_the_dry_run_predicts(tmp_path: Path) -> 
         assert (world["real"] / "d" / "g.bin").stat().st_size == 64
 
 
+def test_a_bind_mounted_root_copies_with_allow_copy_when_its_quarantine_is_unusable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.executor.test_crossdev import volume_unusable
+
+    with bound_root(tmp_path) as world:
+        plan = plan_of(world, "f.log", "d")
+        store = Store(world["store"])
+        volume_unusable(monkeypatch)
+        without = execute_plan(plan.plan_path, store=store)
+        assert outcomes(without) == {"f.log": "cross-device", "d": "cross-device"}
+        dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+        assert {m["method"] for m in dry.moved} == {"copy"}
+        assert outcomes(dry) == outcomes(done) == {"f.log": "moved", "d": "moved"}
+        assert not (world["real"] / "f.log").exists() and not (world["real"] / "d").exists()
+        (batch,) = list_store_batches(store)
+        assert (batch.items, batch.manifest) == (2, "ok")
+        assert Path(batch.path).parent == store.quarantine
+
+
 def test_cli_a_run_that_moved_nothing_gives_the_plan_back(mworld: dict[str, Path]) -> None:
     plan = plan_of(mworld, "other.log", "cache")
     (mworld["root"] / "other.log").write_bytes(b"grew since the plan")
