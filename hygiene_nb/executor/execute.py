@@ -67,7 +67,7 @@ from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.mounts import mount_id
+from hygiene_nb.mounts import MountInside, mount_id
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
 from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.store import Store
@@ -766,9 +766,9 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
             item.state = "returned"
             return Skip.of(cand["path"], "move-failed", exc.strerror or "")
         checkpoint("after-move")
-        problem = _arrived_differs(target, name, cand)
+        code, problem = _arrived_differs(target, name, cand)
         if problem:
-            return _put_back(item, cand, problem, (target, parent, name), ops)
+            return _put_back(item, cand, (code, problem), (target, parent, name), ops)
         item.state = "moved"
         item.at = _now().isoformat()
         return None
@@ -776,33 +776,38 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
         os.close(target)
 
 
-def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> str:
-    """Why what arrived in the batch is not what the plan described ("" if it is).
+def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> tuple[str, str]:
+    """(code, why) what arrived in the batch is not what the plan described (why "" if it is).
 
     A directory is fingerprinted again where nobody else can reach it: anything swapped in, or
-    added or changed inside it since its check, shows here.
+    added or changed inside it since its check, shows here, and so does a mount made inside it
+    meanwhile (``contains-mount``: the walk never enters another mount).
     """
+    changed = "changed-since-plan"
     st = os.stat(name, dir_fd=target, follow_symlinks=False)
     if (signed64(st.st_dev), signed64(st.st_ino)) != (cand["dev"], cand["inode"]):
-        return "another entry was swapped in while moving"
+        return changed, "another entry was swapped in while moving"
     if cand["kind"] == "dir":
         try:
             entries = walk_subtree_at(target, name, expect=(st.st_dev, st.st_ino))
+        except MountInside as exc:
+            return "contains-mount", f"a mount appeared inside it while moving ({exc.strerror})"
         except OSError as exc:
-            return f"its contents could not be read again ({exc.strerror})"
+            return changed, f"its contents could not be read again ({exc.strerror})"
         if fingerprint(entries) != Fingerprint(**cand["fingerprint"]):
-            return "its contents changed between the check and the move"
-    return ""
+            return changed, "its contents changed between the check and the move"
+    return changed, ""
 
 
 def _put_back(
     item: ManifestItem,
     cand: dict[str, Any],
-    problem: str,
+    why: tuple[str, str],
     where: tuple[int, int, bytes],
     ops: FileOps,
 ) -> Skip:
     """Move an unplanned arrival back (never replacing); if impossible, hold it, recorded."""
+    code, problem = why
     target, parent, name = where
     try:
         ops.rename_noreplace(target, name, parent, name)
@@ -812,9 +817,9 @@ def _put_back(
             f"{problem}; it could not be put back ({exc.strerror}) and is held in the batch "
             "with its origin recorded: check it, then restore it by hand"
         )
-        return Skip.of(cand["path"], "changed-since-plan", held)
+        return Skip.of(cand["path"], code, held)
     item.state = "returned"
-    return Skip.of(cand["path"], "changed-since-plan", f"{problem}; it was put back")
+    return Skip.of(cand["path"], code, f"{problem}; it was put back")
 
 
 def _copyable(

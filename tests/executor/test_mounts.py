@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps, remove_tree
 from hygiene_nb.executor.purge import purge_batch
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.mounts import MountInside
+from hygiene_nb.mounts import MountInside, mount_points_below
 from hygiene_nb.store import Store
 from tests.conftest import bind_mount, tmpfs, write
 from tests.executor.test_execute import confirm_for
@@ -142,6 +142,34 @@ def test_a_directory_bind_mounted_on_itself_after_planning_is_not_moved(
         assert outcomes(dry) == outcomes(done) == {"cache": "contains-mount"}
     assert (deep / "more.bin").stat().st_size == 300
     assert all(b.items == 0 for b in list_store_batches(store))
+
+
+def test_a_mount_made_between_the_check_and_the_move_is_put_back(
+    mworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory is checked, then (before the rename) a directory inside it is mounted on
+    itself: identical fingerprint, so only the walk inside the batch can see it."""
+    from hygiene_nb.executor import execute as execute_module
+    from hygiene_nb.executor.hooks import checkpoint as real_checkpoint
+
+    plan = plan_of(mworld, "cache")
+    deep = mworld["root"] / "cache" / "deep"
+    with ExitStack() as stack:
+
+        def mount_then(name: str) -> None:
+            if name == "after-intent":
+                stack.enter_context(bind_mount(deep, deep))
+            real_checkpoint(name)
+
+        monkeypatch.setattr(execute_module, "checkpoint", mount_then)
+        done = execute_plan(plan.plan_path, store=Store(mworld["store"]), confirm=confirm_for(plan))
+        assert outcomes(done) == {"cache": "contains-mount"}
+        assert "put back" in done.skipped[0]["message"]
+        # still mounted at its place (os.path.ismount cannot see a directory mounted on itself)
+        assert mount_points_below(os.fsencode(deep)) == [os.fsencode(deep)]
+        assert (deep / "more.bin").stat().st_size == 300
+    assert (mworld["root"] / "cache" / "junk.bin").exists()
+    assert list_store_batches(Store(mworld["store"])) == []
 
 
 def test_a_tmpfs_mounted_after_planning_is_skipped(mworld: dict[str, Path]) -> None:
