@@ -100,6 +100,21 @@ def test_a_candidate_holding_a_tmpfs_is_left_out_of_the_plan(mworld: dict[str, P
     assert excluded(plan) == {"cache": "contains-mount"}
 
 
+def test_a_file_bind_mounted_inside_a_candidate_keeps_it_out(mworld: dict[str, Path]) -> None:
+    """No directory walk sees a file mounted over a file; the mount table does."""
+    cache = mworld["root"] / "cache"
+    thesis = mworld["outside"] / "thesis.tex"
+    with bind_mount(thesis, cache / "junk.bin"):
+        plan = plan_of(mworld, "cache")
+    assert excluded(plan) == {"cache": "contains-mount"}
+    later = plan_of(mworld, "cache")
+    with bind_mount(thesis, cache / "junk.bin"):
+        done = execute_plan(later.plan_path, store=Store(mworld["store"]),
+                            confirm=confirm_for(later))  # fmt: skip
+    assert outcomes(done) == {"cache": "contains-mount"}
+    assert thesis.read_bytes() == b"four years of work\n"
+
+
 def test_a_candidate_that_is_itself_a_mount_point_is_left_out(mworld: dict[str, Path]) -> None:
     cache = mworld["root"] / "cache"
     with bind_mount(cache, cache):  # the same directory mounted on itself: same dev and inode
