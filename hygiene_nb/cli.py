@@ -424,6 +424,7 @@ def execute(
         "confirm_command": result.confirm_command,
         "verification": result.verification,
         "rolled_back": result.rolled_back,
+        "plan_state": result.plan_state,
     }
     verb = "would move" if result.status == "dry-run" else "moved"
     lines = [
@@ -437,6 +438,11 @@ def execute(
         lines += ["", result.warning, "To confirm:", f"  {result.confirm_command}"]
     else:
         lines += [f"batch: {result.batch_id}", f"receipt: {result.receipt_path}"]
+        if result.plan_state == "issued":
+            lines.append(
+                f"nothing moved, so plan {result.plan_id} is not used up: fix what the skips "
+                "say, then run the same command again"
+            )
     lines.append(render.verification_line(result.verification, result.status))
     _out(as_json, payload, "\n".join(lines))
     if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):

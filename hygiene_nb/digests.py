@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hygiene_nb.snapshot import ScanInfo, digest_dir, partition_dir
+from hygiene_nb.snapshot import FORMAT_VERSION, ScanInfo, digest_dir, partition_dir
 from hygiene_nb.store import Store, make_private_dir, write_private_file
 
 __all__ = ["entry_digests"]
@@ -104,8 +104,8 @@ def entry_digests(store: Store, info: ScanInfo, raws: Sequence[bytes]) -> dict[b
     unknown, never a match.
     """
     wanted = list(dict.fromkeys(raws))
-    if not wanted:
-        return {}
+    if not wanted or info.format_version < FORMAT_VERSION:
+        return {}  # a format-1 snapshot records no ctimes: what it shows cannot be vouched for
     dirs = _directory_digests(store, info)
     asked = pa.table({"self": pa.array(wanted, pa.binary())})
     with duckdb.connect() as con:

@@ -18,6 +18,7 @@
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
     │   ├── LedgerTooNew              code ledger-too-new       exit 1
+    │   ├── RecordsIncomplete         code records-incomplete   exit 1
     │   └── SnapshotTooNew            code snapshot-too-new     exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
     ├── ReportFailed                  code report-failed        exit 1

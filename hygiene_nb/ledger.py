@@ -646,6 +646,14 @@ class Ledger:
         with self._write() as db:
             db.execute("UPDATE plans SET state = ? WHERE plan_id = ?", (state, plan_id))
 
+    def release_plan(self, plan_id: str) -> None:
+        """Give a claimed plan back (``issued``): its run moved nothing and left nothing behind."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE plans SET state = 'issued' WHERE plan_id = ? AND state = 'executing'",
+                (plan_id,),
+            )
+
     def record_execution(self, row: dict[str, Any]) -> None:
         """Append one execution to the execution log."""
         keys = _EXECUTION_KEYS

@@ -142,8 +142,9 @@ def tmpfs(where: Path, options: str = "size=1m") -> Iterator[Path]:
         pytest.skip(f"mount is not usable here ({exc})")
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    mounted = _mount_id(where)
+    mounted = None
     try:
+        mounted = _mount_id(where)
         yield where
     finally:
         _unmount(where, mounted)
@@ -165,8 +166,9 @@ def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterato
         pytest.skip(f"mount is not usable here ({exc})")
     if done.returncode != 0:
         pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
-    mounted = _mount_id(where)
+    mounted = None
     try:
+        mounted = _mount_id(where)
         if read_only:
             subprocess.run(["mount", "-o", "remount,bind,ro", str(where)], check=True)
         yield where
@@ -177,7 +179,7 @@ def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterato
 def _mount_id(where: Path) -> int | None:
     from hygiene_nb.mounts import mount_id
 
-    fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(where, os.O_PATH | os.O_CLOEXEC)  # a directory or a file mounted on one
     try:
         return mount_id(fd)
     finally:

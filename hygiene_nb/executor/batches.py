@@ -41,6 +41,7 @@ from hygiene_nb.executor.fileops import (
     FileOps,
     open_dir_at,
     open_dirs_at,
+    remove_own_empty_dir,
     remove_own_file,
     replace_own_file,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "register_quarantine",
     "registry_error",
     "registry_problems",
+    "remove_unused_batch",
     "write_manifest",
 ]
 
@@ -406,6 +408,63 @@ def _manifest_doc(batch: Batch) -> dict[str, Any]:
     if batch.fs is not None:
         doc["fs"] = batch.fs
     return doc
+
+
+def remove_unused_batch(batch: Batch) -> bool:
+    """Remove a batch this run claimed that holds nothing (every item ``returned`` or none).
+
+    Only empty directories and hygiene-nb's own manifest are removed: the mirror directories
+    of the items' parents (``rmdir``, which fails on anything inside), then ``tree/``, then the
+    manifest once the batch holds nothing else, then the batch directory. A partial copy, or
+    anything else inside, keeps the batch as it is.
+
+    Returns:
+        Whether the batch is gone.
+    """
+    if any(i.state != "returned" for i in batch.items.values()):
+        return False
+    mirrors = {p[:i] for p in batch.items for i in range(1, len(p)) if p[i : i + 1] == b"/"}
+    for mirror in sorted(mirrors, key=lambda m: m.count(b"/"), reverse=True):
+        if not _rmdir_below(batch.fd, [TREE_NAME, *mirror[1:].split(b"/")]):
+            return False
+    if not _rmdir_below(batch.fd, [TREE_NAME]):
+        return False
+    with os.scandir(batch.fd) as entries:
+        left = {os.fsencode(e.name) for e in entries}
+    if not left <= {MANIFEST_NAME}:
+        return False
+    if left:
+        remove_own_file(batch.fd, MANIFEST_NAME)
+    qfd = os.open(batch.path.parent, DIR_FLAGS)
+    try:
+        st, here = os.stat(batch.batch_id, dir_fd=qfd, follow_symlinks=False), os.fstat(batch.fd)
+        if (st.st_dev, st.st_ino) != (here.st_dev, here.st_ino):
+            return False
+        remove_own_empty_dir(qfd, batch.batch_id.encode("ascii"))
+    except OSError:
+        return False
+    finally:
+        os.close(qfd)
+    return True
+
+
+def _rmdir_below(fd: int, parts: list[bytes]) -> bool:
+    """Remove the empty directory ``parts`` below ``fd``; True if it is gone (or never was)."""
+    try:
+        parent = open_dirs_at(fd, parts[:-1])
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        remove_own_empty_dir(parent, parts[-1])
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(parent)
+    return True
 
 
 def write_manifest(batch: Batch) -> None:

@@ -43,6 +43,7 @@ from hygiene_nb.executor.batches import (
     note_arrival,
     note_origin,
     register_quarantine,
+    remove_unused_batch,
 )
 from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
 from hygiene_nb.executor.crossdev import (
@@ -76,6 +77,7 @@ from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.executor.writers import tree_writer
 from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
+from hygiene_nb.mounts import MountInside, mount_id
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
 from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.store import Store
@@ -112,6 +114,7 @@ class ExecuteResult:
     verification: dict[str, Any] = field(default_factory=dict)
     reference_check: list[dict[str, Any]] = field(default_factory=list)
     rolled_back: list[dict[str, Any]] = field(default_factory=list)  # moved, then put back
+    plan_state: str = ""  # after a run: executed, aborted, rolled-back, or issued (still usable)
 
 
 def _now() -> datetime:
@@ -367,8 +370,8 @@ class _Destinations:
     def __init__(self, store: Store, allow_copy: bool) -> None:
         self.store, self.allow_copy = store, allow_copy
         here = store.quarantine if store.quarantine.exists() else store.root
-        self.dev = os.stat(here).st_dev
-        self.volumes: dict[int, tuple[_Dest, str]] = {}  # dev → (choice, volume quarantine)
+        self.mount = _path_mount(here)
+        self.volumes: dict[_Mount, tuple[_Dest, str]] = {}  # mount → (choice, its quarantine)
 
     def where(
         self, parent: int, raw: bytes, cand: dict[str, Any]
@@ -376,12 +379,12 @@ class _Destinations:
         """``{"quarantine", "method"}`` for an item that would move, else why it would not."""
         if _read_only(parent):  # as ``_Run.dest_for``
             return {}, crossdev_skip(cand["path"], "read-only-filesystem")
-        dev = os.fstat(parent).st_dev
-        if dev == self.dev:
+        mount = _mount_of(parent)
+        if _same(mount, self.mount):
             return {"quarantine": str(self.store.quarantine), "method": "rename"}, None
-        if dev not in self.volumes:
-            self.volumes[dev] = self._volume(parent, raw)
-        dest, quarantine = self.volumes[dev]
+        if mount not in self.volumes:
+            self.volumes[mount] = self._volume(parent, raw)
+        dest, quarantine = self.volumes[mount]
         if dest.skip is not None:
             return {}, crossdev_skip(cand["path"], *dest.skip)
         if dest.copy:
@@ -398,6 +401,31 @@ class _Destinations:
             return _Dest(skip=("quarantine-untrusted", str(exc))), ""
         except OSError as exc:
             return _failed(exc, "no quarantine at the top of its filesystem", self.allow_copy), ""
+
+
+_Mount = tuple[int, int | None]  # (st_dev, mount id or None when it cannot be told)
+
+
+def _mount_of(fd: int) -> _Mount:
+    """Which mount a handle is on: (device, mount id).
+
+    A rename works only within one mount (``EXDEV`` across two, even two bind mounts of the
+    same filesystem, which share ``st_dev``).
+    """
+    return os.fstat(fd).st_dev, mount_id(fd)
+
+
+def _path_mount(path: Path) -> _Mount:
+    fd = os.open(path, DIR_FLAGS)
+    try:
+        return _mount_of(fd)
+    finally:
+        os.close(fd)
+
+
+def _same(a: _Mount, b: _Mount) -> bool:
+    """Whether a rename between the two can work (not when a mount id cannot be told)."""
+    return a == b and a[1] is not None
 
 
 def _read_only(fd: int) -> bool:
@@ -452,10 +480,10 @@ def _carry_out(
     authorized_at = _now().isoformat()
     authorization_id = "auth-" + secrets.token_hex(8)
     free_before = _free(p["root"]["path"])
-    quarantine_dev = os.stat(store.quarantine).st_dev
+    quarantine_mount = _path_mount(store.quarantine)
     root = p["root"]["path"].encode()
     root_fd = os.open(root, DIR_FLAGS)
-    run = _Run(store, p, ops, quarantine_dev, allow_copy, tuple(config.homes))
+    run = _Run(store, p, ops, quarantine_mount, allow_copy, tuple(config.homes))
     aborted = ""
     unexpected: Exception | None = None
     cands = p["candidates"]
@@ -486,8 +514,11 @@ def _carry_out(
             unexpected = exc  # a bug: written down in the receipt first, then exit 1
     finally:
         os.close(root_fd)
+        unused = [b for b in run.batches if remove_unused_batch(b)]  # no empty batch stays
         for batch in run.batches:
             batch.close()
+        run.batches = [b for b in run.batches if b not in unused]
+        run.untouched = bool(not result.moved and run.batches == [] and not aborted)
     if config.verify and result.moved:
         _verify_after(store, config, p, result, run)
     checkpoint("before-receipt")
@@ -495,7 +526,8 @@ def _carry_out(
     checkpoint("before-records")
     try:
         _finish(plan, store, ledger, result, run.batches, run.outcomes,
-                (authorization_id, authorized_at, free_before), aborted=aborted)  # fmt: skip
+                (authorization_id, authorized_at, free_before), aborted=aborted,
+                release=run.untouched)  # fmt: skip
     except (OSError, StoreError, sqlite3.Error) as exc:
         raise RecordsIncomplete(_records_failed(store, result, run.batches, exc)) from exc
     if unexpected is not None:
@@ -606,18 +638,19 @@ class _Run:
         store: Store,
         p: dict[str, Any],
         ops: FileOps,
-        dev: int,
+        mount: _Mount,
         allow_copy: bool,
         homes: tuple[str, ...] = (),
     ) -> None:
-        self.store, self.p, self.ops, self.dev = store, p, ops, dev
+        self.store, self.p, self.ops, self.mount = store, p, ops, mount
         self.allow_copy = allow_copy
         self.batch: Batch | None = None  # the store's batch
         self.batches: list[Batch] = []  # every batch claimed, in order
-        self.dests: dict[int, _Dest] = {}  # by device of the item's parent
+        self.dests: dict[_Mount, _Dest] = {}  # by the mount of the item's parent
         self.outcomes: list[dict[str, Any]] = []
         self.git = GitCache({})
         self.protect = acting_protection(p["root"]["path"], homes)
+        self.untouched = False  # nothing moved, no batch kept: the plan stays usable
 
     def store_batch(self) -> Batch:
         """The store's batch, claimed on first use."""
@@ -697,15 +730,15 @@ class _Run:
         checkpoint("after-manifest")
 
     def dest_for(self, parent: int, raw: bytes) -> _Dest:
-        """Where an item whose parent is open at ``parent`` goes (decided once per device)."""
+        """Where an item whose parent is open at ``parent`` goes (decided once per mount)."""
         if _read_only(parent):  # a read-only mount of part of a filesystem, too
             return _Dest(skip=("read-only-filesystem", ""))
-        dev = os.fstat(parent).st_dev
-        if dev == self.dev:
+        mount = _mount_of(parent)
+        if _same(mount, self.mount):
             return _Dest()
-        if dev not in self.dests:
-            self.dests[dev] = self._volume(parent, raw)
-        return self.dests[dev]
+        if mount not in self.dests:
+            self.dests[mount] = self._volume(parent, raw)
+        return self.dests[mount]
 
     def _volume(self, parent: int, raw: bytes) -> _Dest:
         """Claim a batch in the quarantine at the top of ``parent``'s filesystem, or say why not."""
@@ -793,9 +826,9 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
             item.state = "returned"
             return Skip.of(cand["path"], "move-failed", exc.strerror or "")
         checkpoint("after-move")
-        problem = _arrived_differs(target, name, cand)
+        code, problem = _arrived_differs(target, name, cand)
         if problem:
-            return _put_back(item, cand, problem, (target, parent, name), ops)
+            return _put_back(item, cand, (code, problem), (target, parent, name), ops)
         item.state = "moved"
         item.at = _now().isoformat()
         note_arrival(item, target, name)  # our rename changed its ctime: compare with this
@@ -821,33 +854,38 @@ def _open_at_move(batch: Batch, raw: bytes) -> str:
         os.close(fd)
 
 
-def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> str:
-    """Why what arrived in the batch is not what the plan described ("" if it is).
+def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> tuple[str, str]:
+    """(code, why) what arrived in the batch is not what the plan described (why "" if it is).
 
     A directory is fingerprinted again where nobody else can reach it: anything swapped in, or
-    added or changed inside it since its check, shows here.
+    added or changed inside it since its check, shows here, and so does a mount made inside it
+    meanwhile (``contains-mount``: the walk never enters another mount).
     """
+    changed = "changed-since-plan"
     st = os.stat(name, dir_fd=target, follow_symlinks=False)
     if (signed64(st.st_dev), signed64(st.st_ino)) != (cand["dev"], cand["inode"]):
-        return "another entry was swapped in while moving"
+        return changed, "another entry was swapped in while moving"
     if cand["kind"] == "dir":
         try:
             entries = walk_subtree_at(target, name, expect=(st.st_dev, st.st_ino))
+        except MountInside as exc:
+            return "contains-mount", f"a mount appeared inside it while moving ({exc.strerror})"
         except OSError as exc:
-            return f"its contents could not be read again ({exc.strerror})"
+            return changed, f"its contents could not be read again ({exc.strerror})"
         if fingerprint(entries) != Fingerprint(**cand["fingerprint"]):
-            return "its contents changed between the check and the move"
-    return ""
+            return changed, "its contents changed between the check and the move"
+    return changed, ""
 
 
 def _put_back(
     item: ManifestItem,
     cand: dict[str, Any],
-    problem: str,
+    why: tuple[str, str],
     where: tuple[int, int, bytes],
     ops: FileOps,
 ) -> Skip:
     """Move an unplanned arrival back (never replacing); if impossible, hold it, recorded."""
+    code, problem = why
     target, parent, name = where
     try:
         ops.rename_noreplace(target, name, parent, name)
@@ -857,9 +895,9 @@ def _put_back(
             f"{problem}; it could not be put back ({exc.strerror}) and is held in the batch "
             "with its origin recorded: check it, then restore it by hand"
         )
-        return Skip.of(cand["path"], "changed-since-plan", held)
+        return Skip.of(cand["path"], code, held)
     item.state = "returned"
-    return Skip.of(cand["path"], "changed-since-plan", f"{problem}; it was put back")
+    return Skip.of(cand["path"], code, f"{problem}; it was put back")
 
 
 def _copyable(
@@ -973,8 +1011,17 @@ def _finish(
     auth: tuple[str, str, int],
     *,
     aborted: str = "",
+    release: bool = False,
 ) -> None:
+    """Write the receipt, the plan's end state, the execution log and the log line.
+
+    With ``release`` (every item failed before anything moved, no batch kept) the plan goes
+    back to ``issued``: it can be executed again once what the skips name is fixed.
+    """
     p = plan.plan
+    state = "issued" if release else "aborted" if aborted else "executed"
+    if not release and not aborted and result.status == "rolled-back":
+        state = "rolled-back"
     batch = batches[0] if batches else None
     authorization_id, authorized_at, free_before = auth
     finished = _now()
@@ -1005,6 +1052,7 @@ def _finish(
             "verification": result.verification,
             "reference_check": result.reference_check,
             "rolled_back": len(result.rolled_back),
+            "plan_state": state,
         },
     )
     if result.status != "rolled-back":
@@ -1012,10 +1060,11 @@ def _finish(
     result.batch_id = batch.batch_id if batch else None
     result.batches = [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches]
     result.receipt_path = str(store.receipts / f"{receipt_id}.json")
-    state = (
-        "aborted" if aborted else "rolled-back" if result.status == "rolled-back" else "executed"
-    )
-    ledger.finish_plan(p["plan_id"], state)
+    result.plan_state = state
+    if release:
+        ledger.release_plan(p["plan_id"])
+    else:
+        ledger.finish_plan(p["plan_id"], state)
     ledger.record_execution(
         {
             "plan_id": p["plan_id"],

@@ -78,6 +78,7 @@ from hygiene_nb.executor.fileops import (
 )
 from hygiene_nb.executor.filesystems import fs_identity, same_filesystem
 from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.mounts import same_mount
 from hygiene_nb.snapshot import path_b64
 from hygiene_nb.store import Store
 
@@ -398,7 +399,7 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> str |
                 _check_target(batch, item, (src, dst, parts[-1]), ops)
                 if ops is not None:
                     _move(batch, item, (src, dst, parts[-1]), ops)
-                elif os.fstat(src).st_dev != os.fstat(dst).st_dev:
+                elif not same_mount(src, dst):  # a rename fails across mounts: a copy-back
                     _no_leftover(batch, item, dst)  # what a copy-back would refuse, said now
         finally:
             os.close(dst)

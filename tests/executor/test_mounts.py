@@ -7,8 +7,14 @@ surroundings: only mount ids tell it apart. Every test mounts for real (``mount 
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +22,12 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import HygieneError
-from hygiene_nb.executor import execute_plan, list_store_batches
-from hygiene_nb.executor.fileops import DIR_FLAGS, remove_tree
+from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch
+from hygiene_nb.executor.batches import QUARANTINE_NAME
+from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps, remove_tree
 from hygiene_nb.executor.purge import purge_batch
-from hygiene_nb.mounts import MountInside
+from hygiene_nb.ledger import Ledger
+from hygiene_nb.mounts import MountInside, mount_points_below
 from hygiene_nb.store import Store
 from tests.conftest import bind_mount, tmpfs, write
 from tests.executor.test_execute import confirm_for
@@ -92,6 +100,21 @@ def test_a_candidate_holding_a_tmpfs_is_left_out_of_the_plan(mworld: dict[str, P
     assert excluded(plan) == {"cache": "contains-mount"}
 
 
+def test_a_file_bind_mounted_inside_a_candidate_keeps_it_out(mworld: dict[str, Path]) -> None:
+    """No directory walk sees a file mounted over a file; the mount table does."""
+    cache = mworld["root"] / "cache"
+    thesis = mworld["outside"] / "thesis.tex"
+    with bind_mount(thesis, cache / "junk.bin"):
+        plan = plan_of(mworld, "cache")
+    assert excluded(plan) == {"cache": "contains-mount"}
+    later = plan_of(mworld, "cache")
+    with bind_mount(thesis, cache / "junk.bin"):
+        done = execute_plan(later.plan_path, store=Store(mworld["store"]),
+                            confirm=confirm_for(later))  # fmt: skip
+    assert outcomes(done) == {"cache": "contains-mount"}
+    assert thesis.read_bytes() == b"four years of work\n"
+
+
 def test_a_candidate_that_is_itself_a_mount_point_is_left_out(mworld: dict[str, Path]) -> None:
     cache = mworld["root"] / "cache"
     with bind_mount(cache, cache):  # the same directory mounted on itself: same dev and inode
@@ -134,6 +157,34 @@ def test_a_directory_bind_mounted_on_itself_after_planning_is_not_moved(
         assert outcomes(dry) == outcomes(done) == {"cache": "contains-mount"}
     assert (deep / "more.bin").stat().st_size == 300
     assert all(b.items == 0 for b in list_store_batches(store))
+
+
+def test_a_mount_made_between_the_check_and_the_move_is_put_back(
+    mworld: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory is checked, then (before the rename) a directory inside it is mounted on
+    itself: identical fingerprint, so only the walk inside the batch can see it."""
+    from hygiene_nb.executor import execute as execute_module
+    from hygiene_nb.executor.hooks import checkpoint as real_checkpoint
+
+    plan = plan_of(mworld, "cache")
+    deep = mworld["root"] / "cache" / "deep"
+    with ExitStack() as stack:
+
+        def mount_then(name: str) -> None:
+            if name == "after-intent":
+                stack.enter_context(bind_mount(deep, deep))
+            real_checkpoint(name)
+
+        monkeypatch.setattr(execute_module, "checkpoint", mount_then)
+        done = execute_plan(plan.plan_path, store=Store(mworld["store"]), confirm=confirm_for(plan))
+        assert outcomes(done) == {"cache": "contains-mount"}
+        assert "put back" in done.skipped[0]["message"]
+        # still mounted at its place (os.path.ismount cannot see a directory mounted on itself)
+        assert mount_points_below(os.fsencode(deep)) == [os.fsencode(deep)]
+        assert (deep / "more.bin").stat().st_size == 300
+    assert (mworld["root"] / "cache" / "junk.bin").exists()
+    assert list_store_batches(Store(mworld["store"])) == []
 
 
 def test_a_tmpfs_mounted_after_planning_is_skipped(mworld: dict[str, Path]) -> None:
@@ -218,3 +269,111 @@ def test_purge_of_a_batch_holding_a_tmpfs_refuses(mworld: dict[str, Path]) -> No
                         acknowledge_risk="permanent-delete")  # fmt: skip
         assert (held / "mnt" / "volatile").read_bytes() == b"v"
     assert refused.value.code == "batch-contains-mount"
+
+
+# -- a root that is a bind mount (item 18) -----------------------------------------------------
+
+
+@contextmanager
+def bound_root(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """``r`` is a bind mount of ``real`` (same filesystem); the store is beside it, outside."""
+    real = tmp_path / "real"
+    write(real / "f.log", data=b"log\n")
+    write(real / "d" / "g.bin", 64)
+    root = tmp_path / "r"
+    root.mkdir()
+    with bind_mount(real, root):
+        assert os.stat(root).st_dev == os.stat(tmp_path).st_dev
+        yield {"root": root, "store": tmp_path / "store", "real": real}
+
+
+def test_a_bind_mounted_root_moves_what_the_dry_run_predicts(tmp_path: Path) -> None:
+    with bound_root(tmp_path) as world:
+        plan = plan_of(world, "f.log", "d")
+        store = Store(world["store"])
+        dry = execute_plan(plan.plan_path, store=store)
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+        predicted = {Path(m["path"]).name: (m["quarantine"], m["method"]) for m in dry.moved}
+        assert outcomes(dry) == outcomes(done) == {"f.log": "moved", "d": "moved"}
+        quarantine = str(world["root"] / QUARANTINE_NAME)  # the top of the root's own mount
+        assert predicted == {"f.log": (quarantine, "rename"), "d": (quarantine, "rename")}
+        assert [Path(b["batch_path"]).parent for b in done.batches] == [Path(quarantine)]
+        assert not (world["root"] / "f.log").exists()
+        batches = list_store_batches(store)
+        assert [(b.items, b.manifest) for b in batches] == [(2, "ok")]
+        assert not store.quarantine.exists() or os.listdir(store.quarantine) == []
+        back = restore_batch(store, done.batches[0]["batch_id"], execute=True)
+        assert back.status == "done" and (world["root"] / "f.log").read_bytes() == b"log\n"
+        assert (world["real"] / "d" / "g.bin").stat().st_size == 64
+
+
+def test_a_bind_mounted_root_copies_with_allow_copy_when_its_quarantine_is_unusable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.executor.test_crossdev import volume_unusable
+
+    with bound_root(tmp_path) as world:
+        plan = plan_of(world, "f.log", "d")
+        store = Store(world["store"])
+        volume_unusable(monkeypatch)
+        without = execute_plan(plan.plan_path, store=store)
+        assert outcomes(without) == {"f.log": "cross-device", "d": "cross-device"}
+        dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
+        done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+        assert {m["method"] for m in dry.moved} == {"copy"}
+        assert outcomes(dry) == outcomes(done) == {"f.log": "moved", "d": "moved"}
+        assert not (world["real"] / "f.log").exists() and not (world["real"] / "d").exists()
+        (batch,) = list_store_batches(store)
+        assert (batch.items, batch.manifest) == (2, "ok")
+        assert Path(batch.path).parent == store.quarantine
+
+
+def test_cli_a_run_that_moved_nothing_gives_the_plan_back(mworld: dict[str, Path]) -> None:
+    plan = plan_of(mworld, "other.log", "cache")
+    (mworld["root"] / "other.log").write_bytes(b"grew since the plan")
+    write(mworld["root"] / "cache" / "new.tex", 9)
+    argv = [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
+            str(mworld["store"]), "--execute", "--confirm-plan-id", plan.plan_id,
+            "--plan-digest", plan.plan_digest, "--acknowledge-risk", "quarantine"]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 4, run.stderr
+    assert "not used up" in run.stdout and "Traceback" not in run.stderr
+    again = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 4, again.stderr  # not refused: the plan was given back
+    out = json.loads(again.stdout)
+    assert out["plan_state"] == "issued" and out["batches"] == [] and out["moved"] == []
+    assert {s["code"] for s in out["skipped"]} == {"changed-since-plan"}
+    assert list_store_batches(Store(mworld["store"])) == []
+
+
+class _FailingRenames(LocalFileOps):
+    """Every rename of a user's item fails as a rename across mounts does (``EXDEV``)."""
+
+    def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src)
+
+
+def test_a_plan_whose_every_item_failed_before_moving_stays_usable(
+    mworld: dict[str, Path],
+) -> None:
+    plan = plan_of(mworld, "other.log", "cache")
+    store = Store(mworld["store"])
+    failed = execute_plan(
+        plan.plan_path, store=store, confirm=confirm_for(plan), ops=_FailingRenames()
+    )
+    assert outcomes(failed) == {"other.log": "move-failed", "cache": "move-failed"}
+    assert failed.batches == [] and failed.batch_id is None
+    assert list_store_batches(store) == []  # no empty batch left behind
+    assert not store.quarantine.exists() or os.listdir(store.quarantine) == []
+    receipt = json.loads(Path(failed.receipt_path or "").read_text())
+    assert receipt["moved"] == 0 and receipt["batches"] == []
+    assert failed.plan_state == "issued" and receipt["plan_state"] == "issued"
+    with Ledger.open(store) as ledger:
+        issued = ledger.issued_plan(plan.plan_id)
+    assert issued is not None and issued.state == "issued"
+
+    done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert outcomes(done) == {"other.log": "moved", "cache": "moved"}
+    with pytest.raises(HygieneError) as again:
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert again.value.code == "plan-already-executed"
