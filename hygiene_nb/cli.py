@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import sys
 import tomllib
 from collections import Counter
@@ -26,6 +27,24 @@ from hygiene_nb.snapshot import path_b64
 __all__ = ["cli", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Every number an option takes is bounded (beyond, values overflow C integers or datetimes).
+_MAX_TOP = 100_000
+_MAX_KEEP = 1_000_000
+_MAX_DAYS = 36_500
+_MAX_CELL_SECONDS = 7 * 86_400
+
+
+class _Finite(click.FloatRange):
+    """A bounded float that is a number: ``nan`` passes every comparison, so it is refused."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:  # NaN
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
 
 
 def common_options(func: F) -> F:
@@ -83,11 +102,14 @@ def cli() -> None:
 )
 @click.option("--one-file-system", "-x", is_flag=True, help="Do not cross into other filesystems.")
 @click.option(
-    "--max-entries", type=click.IntRange(min=0), default=0, help="Stop after N entries (0: none)."
+    "--max-entries",
+    type=click.IntRange(min=0, max=api.MAX_ENTRIES),
+    default=0,
+    help="Stop after N entries (0: none).",
 )
 @click.option(
     "--max-seconds",
-    type=click.FloatRange(min=0),
+    type=_Finite(min=0, max=api.MAX_SECONDS),
     default=0,
     help="Stop listing new directories after S seconds (0: none).",
 )
@@ -161,9 +183,17 @@ def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
 
 
 @snapshots.command("prune")
-@click.option("--keep", type=int, help="Keep the N newest scans of each root.")
 @click.option(
-    "--older-than", "older_than", type=float, metavar="DAYS", help="Remove scans older than this."
+    "--keep",
+    type=click.IntRange(min=1, max=_MAX_KEEP),
+    help="Keep the N newest scans of each root.",
+)
+@click.option(
+    "--older-than",
+    "older_than",
+    type=_Finite(min=0, max=_MAX_DAYS),
+    metavar="DAYS",
+    help="Remove scans older than this.",
 )
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
 @common_options
@@ -189,7 +219,7 @@ def snapshots_prune(
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
 @click.option(
     "--top",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=_MAX_TOP),
     default=20,
     show_default=True,
     help="How many largest entries.",
@@ -312,7 +342,11 @@ def rules_list(store: str | None, as_json: bool) -> None:
 @click.argument("root", type=click.Path())
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the plan here (not in ROOT).")
 @click.option(
-    "--ttl", type=click.IntRange(min=1), default=1800, show_default=True, help="Seconds valid."
+    "--ttl",
+    type=click.IntRange(min=1, max=api.MAX_TTL),
+    default=1800,
+    show_default=True,
+    help="Seconds valid.",
 )
 @click.option("--snapshot", "scan_id", metavar="ID", help="Plan against this scan.")
 @click.option("--rules", "rules_file", type=click.Path(dir_okay=False), help="Extra rules file.")
@@ -662,7 +696,7 @@ def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -
 )
 @click.option(
     "--timeout",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=_MAX_CELL_SECONDS),
     default=900,
     show_default=True,
     help="Seconds any one notebook cell may run.",
@@ -773,6 +807,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             "os-error",
             f"{exc.strerror or exc}{where}; nothing more was done. Check the path and its "
             "permissions, then run the command again.",
+            1,
+        )
+    except sqlite3.Error as exc:  # the ledger maps its own; a foreign one still gets a code
+        code = _fail(
+            as_json,
+            "error",
+            "store-unusable",
+            f"the store's ledger could not be used ({exc}); check the disk holding the store "
+            "(free space, permissions), then run the command again.",
             1,
         )
     except KeyboardInterrupt:

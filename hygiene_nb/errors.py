@@ -16,6 +16,7 @@
     │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
+    │   ├── StoreFull                 code store-full           exit 1
     │   └── LedgerTooNew              code ledger-too-new       exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
     ├── ReportFailed                  code report-failed        exit 1
@@ -72,6 +73,7 @@ __all__ = [
     "RuleInvalid",
     "SnapshotNotFound",
     "StoreError",
+    "StoreFull",
     "UsageError",
 ]
 
@@ -143,6 +145,12 @@ class IndexCorrupt(StoreError):
     """Raised when the store's snapshot index cannot be parsed."""
 
     code = "store-index-corrupt"
+
+
+class StoreFull(StoreError):
+    """Raised when the disk holding the store has no space left for a write the store needs."""
+
+    code = "store-full"
 
 
 class SnapshotNotFound(HygieneError, LookupError):
