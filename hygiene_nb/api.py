@@ -428,6 +428,11 @@ def open_store(store: StoreArg = None) -> Store:
     return _store(store).ensure()
 
 
+def existing_store(store: StoreArg = None) -> Store:
+    """The store, as it is: nothing is created (a dry run or a listing creates nothing)."""
+    return _store(store)
+
+
 def store_path(store: StoreArg = None) -> Path:
     """The resolved store directory (for display)."""
     return _store(store).root

@@ -22,6 +22,7 @@ import click
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
 from hygiene_nb.pathnames import require_no_dot_components
+from hygiene_nb.render import shown
 from hygiene_nb.snapshot import path_b64
 
 __all__ = ["cli", "main"]
@@ -282,11 +283,15 @@ def annotate(
             row["path_b64"] = exact
     gone = len(before - {a.path_raw for a in written})  # had an annotation, have none now
     missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
-    text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
+    text = "\n".join(
+        f"{r['decision'] or '-':<7} {shown(r['path'])}  {shown(r['note'] or '')}" for r in rows
+    )
     if gone:
         text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
     for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
-        text += f"\nnote: {path} does not exist now (a plan leaves out what is not in its scan)"
+        text += (
+            f"\nnote: {shown(path)} does not exist now (a plan leaves out what is not in its scan)"
+        )
     payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}
     _out(as_json, payload, text.strip())
 
@@ -385,14 +390,14 @@ def plan(
             f"plan {result.plan_id}: {render.counted(result.candidates, 'candidate')}, "
             f"{render.human_bytes(result.reclaim_bytes)} freed by deleting, "
             f"{result.excluded} excluded (see the list)",
-            f"  plan: {result.plan_path}",
-            f"  list: {result.markdown_path}",
+            f"  plan: {shown(result.plan_path)}",
+            f"  list: {shown(result.markdown_path)}",
             f"  expires: {result.expires_at}",
             *(
                 [
                     "  nothing was moved. Dry run, then confirm:",
-                    f"    {result.dry_run_command}",
-                    f"    {result.confirm_command}",
+                    f"    {shown(result.dry_run_command)}",
+                    f"    {shown(result.confirm_command)}",
                 ]
                 if result.candidates
                 else [
@@ -442,8 +447,9 @@ def execute(
     confirm = None
     if do_execute:
         confirm = Confirmation(confirm_plan_id, plan_digest, acknowledge_risk)
+    # never created here: with no ledger there, the plan is refused before anything is made
     result = execute_plan(
-        plan_file, store=api.open_store(store), confirm=confirm, allow_copy=allow_copy
+        plan_file, store=api.existing_store(store), confirm=confirm, allow_copy=allow_copy
     )
     payload = {
         "status": result.status,
@@ -462,13 +468,14 @@ def execute(
         f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
         f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
     ]
-    lines += [f"  {verb:<10} {m['path']}{_by_rule(m)}" for m in result.moved]
-    lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
+    lines += [f"  {verb:<10} {shown(m['path'])}{_by_rule(m)}" for m in result.moved]
+    lines += [f"  skip {s['code']:<18} {shown(s['path'])}: {shown(s['message'])}"
+              for s in result.skipped]  # fmt: skip
     if result.status == "dry-run":
         lines += _destinations(result.moved)
-        lines += ["", result.warning, "To confirm:", f"  {result.confirm_command}"]
+        lines += ["", shown(result.warning), "To confirm:", f"  {shown(result.confirm_command)}"]
     else:
-        lines += [f"batch: {result.batch_id}", f"receipt: {result.receipt_path}"]
+        lines += [f"batch: {result.batch_id}", f"receipt: {shown(result.receipt_path or '')}"]
     lines.append(render.verification_line(result.verification, result.status))
     _out(as_json, payload, "\n".join(lines))
     if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
@@ -484,7 +491,7 @@ def _destinations(moved: list[dict[str, Any]]) -> list[str]:
     """One line per quarantine a dry run would use, with its item count."""
     counts = Counter((m["quarantine"], m["method"]) for m in moved if "quarantine" in m)
     how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
-    return [f"  into {where}: {render.counted(n, 'item')}, {how.get(method, method)}"
+    return [f"  into {shown(where)}: {render.counted(n, 'item')}, {how.get(method, method)}"
             for (where, method), n in sorted(counts.items())]  # fmt: skip
 
 
@@ -504,9 +511,9 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "freed_bytes": result.freed_bytes,
     }
     text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
-    text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
-    text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
-    text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
+    text += "".join(f"\n  reappeared at its place: {shown(p)}" for p in result.reappeared)
+    text += "".join(f"\n  missing from its batch: {shown(p)}" for p in result.missing_from_batch)
+    text += "".join(f"\n  rolled back, yet not at its place: {shown(p)}" for p in result.not_back)
     text += (
         f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
         " the execution (a quarantine on the same filesystem frees nothing until its batch is"
@@ -528,7 +535,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     """Every batch: id, created, items, bytes, manifest state (ok, incomplete, invalid)."""
     from hygiene_nb.executor import list_store_batches
 
-    found = list_store_batches(api.open_store(store))
+    found = list_store_batches(api.existing_store(store))
     rows = [
         {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
          "bytes": b.bytes, "manifest": b.manifest}
@@ -566,7 +573,7 @@ def restore(
     from hygiene_nb.executor import restore_batch
 
     result = restore_batch(
-        api.open_store(store),
+        api.existing_store(store) if not do_execute else api.open_store(store),
         batch_id,
         items=[os.fsencode(i) for i in items] or None,
         execute=do_execute,
@@ -590,8 +597,8 @@ def restore(
     }
     verb = "would restore" if result.status == "dry-run" else "restored"
     lines = [f"{verb} {render.counted(len(result.restored), 'item')} from {result.batch_id}"]
-    lines += [f"  {p}" for p in result.restored]
-    lines += [f"  {b.code:<20} {b.path}: {b.message}" for b in result.blocked]
+    lines += [f"  {shown(p)}" for p in result.restored]
+    lines += [f"  {b.code:<20} {shown(b.path)}: {shown(b.message)}" for b in result.blocked]
     if result.status == "dry-run" and result.restored:
         lines.append(f"to restore: hygiene-nb restore {batch_id} --execute")
     _out(as_json, payload, "\n".join(lines))
@@ -624,7 +631,7 @@ def purge(
     from hygiene_nb.executor import purge_batch
 
     result = purge_batch(
-        api.open_store(store),
+        api.existing_store(store) if not do_execute else api.open_store(store),
         batch_id,
         execute=do_execute,
         confirm_batch_id=confirm_batch_id,
@@ -671,7 +678,7 @@ def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -
     if as_json:
         render.emit_json({"status": status, "error": {"code": code, "message": message}})
     else:
-        click.echo(f"hygiene-nb: error [{code}]: {message}", err=True)
+        click.echo(f"hygiene-nb: error [{code}]: {shown(message)}", err=True)
     return exit_code
 
 
@@ -727,7 +734,7 @@ def report(
     doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
            "html": result.html, "notebook": result.notebook,
            "suggested_plan": result.suggested_plan}  # fmt: skip
-    text = f"report: {result.html}\nnotebook: {result.notebook}"
+    text = f"report: {shown(result.html)}\nnotebook: {shown(result.notebook)}"
     if result.suggested_plan:
         text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
     _out(as_json, doc, text)
