@@ -87,6 +87,22 @@ __all__ = [
 StoreArg = Store | str | os.PathLike[str] | None
 Progress = Callable[[int], None]
 
+# Bounds on every number a caller gives (the CLI's options use the same): beyond them a value
+# overflows a C integer or a datetime, or makes a deadline that is already past.
+MAX_ENTRIES = 10**12
+MAX_SECONDS = 10**7  # about 115 days
+MAX_TTL = 366 * 86_400  # a plan is valid for a year at most
+
+
+def _check_bounded(value: float, name: str, low: float, high: float) -> None:
+    """Refuse a number outside [low, high], NaN and infinities included.
+
+    Raises:
+        UsageError: names the option and its range.
+    """
+    if not (isinstance(value, int | float) and low <= value <= high):  # NaN fails both tests
+        raise UsageError(f"{name} must be a number from {low} to {high}, not {value!r}.")
+
 
 def _store(store: StoreArg) -> Store:
     return store if isinstance(store, Store) else resolve_store(store)
@@ -133,10 +149,14 @@ def scan_root(
 
     Raises:
         RootInvalid: the root is not a directory.
+        UsageError: ``max_entries`` or ``max_seconds`` is out of range (see ``MAX_ENTRIES``,
+            ``MAX_SECONDS``).
         ExcludeInvalid: an exclude pattern cannot be used.
         StoreError: the store cannot be written.
     """
     path = validate_root(root)
+    _check_bounded(max_entries, "--max-entries", 0, MAX_ENTRIES)
+    _check_bounded(max_seconds, "--max-seconds", 0, MAX_SECONDS)
     store = _store(store).ensure()
     request = ScanRequest(
         root=path,
@@ -411,6 +431,11 @@ def prune_snapshots(
 def open_store(store: StoreArg = None) -> Store:
     """The store (created if missing), for the CLI's executor commands."""
     return _store(store).ensure()
+
+
+def existing_store(store: StoreArg = None) -> Store:
+    """The store, as it is: nothing is created (a dry run or a listing creates nothing)."""
+    return _store(store)
 
 
 def store_path(store: StoreArg = None) -> Path:
@@ -772,11 +797,12 @@ def make_plan(
         RootInvalid: the root is not a directory.
         RootChanged: the root is not the directory that was scanned.
         SnapshotNotFound: no snapshot of the root.
-        UsageError: ``out`` lies inside the root, or ``ttl`` is not positive.
+        UsageError: ``out`` lies inside the root, or ``ttl`` is not from 1 to ``MAX_TTL``.
     """
     path = validate_root(root)
     if ttl <= 0:
         raise UsageError("--ttl must be a positive number of seconds.")
+    _check_bounded(ttl, "--ttl", 1, MAX_TTL)
     st = _store(store).ensure()
     info = find_scan(st, root=path if scan_id is None else None, scan_id=scan_id)
     if info.root != path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import sys
 import tomllib
 from collections import Counter
@@ -22,11 +23,30 @@ import click
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
 from hygiene_nb.pathnames import require_no_dot_components
+from hygiene_nb.render import shown
 from hygiene_nb.snapshot import path_b64
 
 __all__ = ["cli", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Every number an option takes is bounded (beyond, values overflow C integers or datetimes).
+_MAX_TOP = 100_000
+_MAX_KEEP = 1_000_000
+_MAX_DAYS = 36_500
+_MAX_CELL_SECONDS = 7 * 86_400
+
+
+class _Finite(click.FloatRange):
+    """A bounded float that is a number: ``nan`` passes every comparison, so it is refused."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:  # NaN
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
 
 
 def common_options(func: F) -> F:
@@ -85,11 +105,14 @@ def cli() -> None:
 )
 @click.option("--one-file-system", "-x", is_flag=True, help="Do not cross into other filesystems.")
 @click.option(
-    "--max-entries", type=click.IntRange(min=0), default=0, help="Stop after N entries (0: none)."
+    "--max-entries",
+    type=click.IntRange(min=0, max=api.MAX_ENTRIES),
+    default=0,
+    help="Stop after N entries (0: none).",
 )
 @click.option(
     "--max-seconds",
-    type=click.FloatRange(min=0),
+    type=_Finite(min=0, max=api.MAX_SECONDS),
     default=0,
     help="Stop listing new directories after S seconds (0: none).",
 )
@@ -163,9 +186,17 @@ def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
 
 
 @snapshots.command("prune")
-@click.option("--keep", type=int, help="Keep the N newest scans of each root.")
 @click.option(
-    "--older-than", "older_than", type=float, metavar="DAYS", help="Remove scans older than this."
+    "--keep",
+    type=click.IntRange(min=1, max=_MAX_KEEP),
+    help="Keep the N newest scans of each root.",
+)
+@click.option(
+    "--older-than",
+    "older_than",
+    type=_Finite(min=0, max=_MAX_DAYS),
+    metavar="DAYS",
+    help="Remove scans older than this.",
 )
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
 @common_options
@@ -191,7 +222,7 @@ def snapshots_prune(
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
 @click.option(
     "--top",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=_MAX_TOP),
     default=20,
     show_default=True,
     help="How many largest entries.",
@@ -254,11 +285,15 @@ def annotate(
             row["path_b64"] = exact
     gone = len(before - {a.path_raw for a in written})  # had an annotation, have none now
     missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
-    text = "\n".join(f"{r['decision'] or '-':<7} {r['path']}  {r['note'] or ''}" for r in rows)
+    text = "\n".join(
+        f"{r['decision'] or '-':<7} {shown(r['path'])}  {shown(r['note'] or '')}" for r in rows
+    )
     if gone:
         text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
     for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
-        text += f"\nnote: {path} does not exist now (a plan leaves out what is not in its scan)"
+        text += (
+            f"\nnote: {shown(path)} does not exist now (a plan leaves out what is not in its scan)"
+        )
     payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}
     _out(as_json, payload, text.strip())
 
@@ -314,7 +349,11 @@ def rules_list(store: str | None, as_json: bool) -> None:
 @click.argument("root", type=click.Path())
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the plan here (not in ROOT).")
 @click.option(
-    "--ttl", type=click.IntRange(min=1), default=1800, show_default=True, help="Seconds valid."
+    "--ttl",
+    type=click.IntRange(min=1, max=api.MAX_TTL),
+    default=1800,
+    show_default=True,
+    help="Seconds valid.",
 )
 @click.option("--snapshot", "scan_id", metavar="ID", help="Plan against this scan.")
 @click.option("--rules", "rules_file", type=click.Path(dir_okay=False), help="Extra rules file.")
@@ -353,14 +392,14 @@ def plan(
             f"plan {result.plan_id}: {render.counted(result.candidates, 'candidate')}, "
             f"{render.human_bytes(result.reclaim_bytes)} freed by deleting, "
             f"{result.excluded} excluded (see the list)",
-            f"  plan: {result.plan_path}",
-            f"  list: {result.markdown_path}",
+            f"  plan: {shown(result.plan_path)}",
+            f"  list: {shown(result.markdown_path)}",
             f"  expires: {result.expires_at}",
             *(
                 [
                     "  nothing was moved. Dry run, then confirm:",
-                    f"    {result.dry_run_command}",
-                    f"    {result.confirm_command}",
+                    f"    {shown(result.dry_run_command)}",
+                    f"    {shown(result.confirm_command)}",
                 ]
                 if result.candidates
                 else [
@@ -410,8 +449,9 @@ def execute(
     confirm = None
     if do_execute:
         confirm = Confirmation(confirm_plan_id, plan_digest, acknowledge_risk)
+    # never created here: with no ledger there, the plan is refused before anything is made
     result = execute_plan(
-        plan_file, store=api.open_store(store), confirm=confirm, allow_copy=allow_copy
+        plan_file, store=api.existing_store(store), confirm=confirm, allow_copy=allow_copy
     )
     payload = {
         "status": result.status,
@@ -431,13 +471,14 @@ def execute(
         f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
         f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
     ]
-    lines += [f"  {verb:<10} {m['path']}{_by_rule(m)}" for m in result.moved]
-    lines += [f"  skip {s['code']:<18} {s['path']}: {s['message']}" for s in result.skipped]
+    lines += [f"  {verb:<10} {shown(m['path'])}{_by_rule(m)}" for m in result.moved]
+    lines += [f"  skip {s['code']:<18} {shown(s['path'])}: {shown(s['message'])}"
+              for s in result.skipped]  # fmt: skip
     if result.status == "dry-run":
         lines += _destinations(result.moved)
-        lines += ["", result.warning, "To confirm:", f"  {result.confirm_command}"]
+        lines += ["", shown(result.warning), "To confirm:", f"  {shown(result.confirm_command)}"]
     else:
-        lines += [f"batch: {result.batch_id}", f"receipt: {result.receipt_path}"]
+        lines += [f"batch: {result.batch_id}", f"receipt: {shown(result.receipt_path or '')}"]
         if result.plan_state == "issued":
             lines.append(
                 f"nothing moved, so plan {result.plan_id} is not used up: fix what the skips "
@@ -458,7 +499,7 @@ def _destinations(moved: list[dict[str, Any]]) -> list[str]:
     """One line per quarantine a dry run would use, with its item count."""
     counts = Counter((m["quarantine"], m["method"]) for m in moved if "quarantine" in m)
     how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
-    return [f"  into {where}: {render.counted(n, 'item')}, {how.get(method, method)}"
+    return [f"  into {shown(where)}: {render.counted(n, 'item')}, {how.get(method, method)}"
             for (where, method), n in sorted(counts.items())]  # fmt: skip
 
 
@@ -480,12 +521,12 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
         "freed_bytes": result.freed_bytes,
     }
     text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
-    text += "".join(f"\n  reappeared at its place: {p}" for p in result.reappeared)
-    text += "".join(f"\n  missing from its batch: {p}" for p in result.missing_from_batch)
-    text += "".join(f"\n  rolled back, yet not at its place: {p}" for p in result.not_back)
-    text += "".join(f"\n  [{r['code']}] {r['message']}" for r in result.removal_interrupted)
+    text += "".join(f"\n  reappeared at its place: {shown(p)}" for p in result.reappeared)
+    text += "".join(f"\n  missing from its batch: {shown(p)}" for p in result.missing_from_batch)
+    text += "".join(f"\n  rolled back, yet not at its place: {shown(p)}" for p in result.not_back)
+    text += "".join(f"\n  [{r['code']}] {shown(r['message'])}" for r in result.removal_interrupted)
     text += "".join(
-        f"\n  changed in its batch after it was quarantined: {p}"
+        f"\n  changed in its batch after it was quarantined: {shown(p)}"
         for p in result.changed_in_quarantine
     )
     text += (
@@ -510,19 +551,19 @@ def recover(store: str | None, as_json: bool) -> None:
     """
     from hygiene_nb.executor import recover_store
 
-    result = recover_store(api.open_store(store))
+    result = recover_store(api.existing_store(store))
     payload = {"status": result.status, "plans": [asdict(p) for p in result.plans]}
     lines = []
     for p in result.plans:
         if p.status == "running":
-            lines.append(f"  [still-running] {p.message}")
+            lines.append(f"  [still-running] {shown(p.message)}")
             continue
         lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
                      f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
-                     f"receipt {p.receipt_path}")  # fmt: skip
-        lines += [f"  [{r['code']}] {r['message']}" for r in p.leftovers]
+                     f"receipt {shown(p.receipt_path or '')}")  # fmt: skip
+        lines += [f"  [{r['code']}] {shown(r['message'])}" for r in p.leftovers]
         if p.status == "incomplete":
-            lines.append(f"  [batch-unreadable] {p.message}")
+            lines.append(f"  [batch-unreadable] {shown(p.message)}")
     head = f"recovered {render.counted(len(result.plans), 'stopped execution')}"
     _out(as_json, payload, "\n".join([head, *lines]))
     if result.status != "done":
@@ -540,7 +581,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     """Every batch: id, created, items, bytes, manifest state (ok, incomplete, invalid)."""
     from hygiene_nb.executor import list_store_batches
 
-    found = list_store_batches(api.open_store(store))
+    found = list_store_batches(api.existing_store(store))
     rows = [
         {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
          "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers,
@@ -551,8 +592,8 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
         f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
         f"  {render.human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
-        + "".join(f"\n  [{left['code']}] {left['message']}" for left in b.leftovers)
-        + "".join(f"\n  {p}" for p in (b.problems if b.manifest == "invalid" else []))
+        + "".join(f"\n  [{left['code']}] {shown(left['message'])}" for left in b.leftovers)
+        + "".join(f"\n  {shown(p)}" for p in (b.problems if b.manifest == "invalid" else []))
         for b in found
     )
     _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")
@@ -581,7 +622,7 @@ def restore(
     from hygiene_nb.executor import restore_batch
 
     result = restore_batch(
-        api.open_store(store),
+        api.existing_store(store) if not do_execute else api.open_store(store),
         batch_id,
         items=[os.fsencode(i) for i in items] or None,
         execute=do_execute,
@@ -605,8 +646,8 @@ def restore(
     }
     verb = "would restore" if result.status == "dry-run" else "restored"
     lines = [f"{verb} {render.counted(len(result.restored), 'item')} from {result.batch_id}"]
-    lines += [f"  {p}" for p in result.restored]
-    lines += [f"  {b.code:<20} {b.path}: {b.message}" for b in result.blocked]
+    lines += [f"  {shown(p)}" for p in result.restored]
+    lines += [f"  {b.code:<20} {shown(b.path)}: {shown(b.message)}" for b in result.blocked]
     if result.status == "dry-run" and result.restored:
         lines.append(f"to restore: hygiene-nb restore {batch_id} --execute")
     _out(as_json, payload, "\n".join(lines))
@@ -645,7 +686,7 @@ def purge(
     from hygiene_nb.executor import purge_batch
 
     result = purge_batch(
-        api.open_store(store),
+        api.existing_store(store) if not do_execute else api.open_store(store),
         batch_id,
         execute=do_execute,
         confirm_batch_id=confirm_batch_id,
@@ -697,7 +738,7 @@ def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -
     if as_json:
         render.emit_json({"status": status, "error": {"code": code, "message": message}})
     else:
-        click.echo(f"hygiene-nb: error [{code}]: {message}", err=True)
+        click.echo(f"hygiene-nb: error [{code}]: {shown(message)}", err=True)
     return exit_code
 
 
@@ -722,7 +763,7 @@ def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -
 )
 @click.option(
     "--timeout",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=_MAX_CELL_SECONDS),
     default=900,
     show_default=True,
     help="Seconds any one notebook cell may run.",
@@ -753,7 +794,7 @@ def report(
     doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
            "html": result.html, "notebook": result.notebook,
            "suggested_plan": result.suggested_plan}  # fmt: skip
-    text = f"report: {result.html}\nnotebook: {result.notebook}"
+    text = f"report: {shown(result.html)}\nnotebook: {shown(result.notebook)}"
     if result.suggested_plan:
         text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
     _out(as_json, doc, text)
@@ -833,6 +874,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             "os-error",
             f"{exc.strerror or exc}{where}; nothing more was done. Check the path and its "
             "permissions, then run the command again.",
+            1,
+        )
+    except sqlite3.Error as exc:  # the ledger maps its own; a foreign one still gets a code
+        code = _fail(
+            as_json,
+            "error",
+            "store-unusable",
+            f"the store's ledger could not be used ({exc}); check the disk holding the store "
+            "(free space, permissions), then run the command again.",
             1,
         )
     except KeyboardInterrupt:

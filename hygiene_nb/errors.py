@@ -17,6 +17,7 @@
     │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
+    │   ├── StoreFull                 code store-full           exit 1
     │   ├── LedgerTooNew              code ledger-too-new       exit 1
     │   ├── RecordsIncomplete         code records-incomplete   exit 1
     │   └── SnapshotTooNew            code snapshot-too-new     exit 1
@@ -81,6 +82,7 @@ __all__ = [
     "SnapshotOutdated",
     "SnapshotTooNew",
     "StoreError",
+    "StoreFull",
     "UsageError",
 ]
 
@@ -158,6 +160,12 @@ class IndexCorrupt(StoreError):
     """Raised when the store's snapshot index cannot be parsed."""
 
     code = "store-index-corrupt"
+
+
+class StoreFull(StoreError):
+    """Raised when the disk holding the store has no space left for a write the store needs."""
+
+    code = "store-full"
 
 
 class SnapshotNotFound(HygieneError, LookupError):

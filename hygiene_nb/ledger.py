@@ -9,6 +9,7 @@ user_version`` is the schema version). A file newer than this code is refused, n
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hygiene_nb.errors import LedgerTooNew, PathNotNormal, StoreError, UsageError
+from hygiene_nb.errors import LedgerTooNew, PathNotNormal, StoreError, StoreFull, UsageError
 from hygiene_nb.store import FILE_MODE, Store
 
 __all__ = [
@@ -163,6 +164,32 @@ def display_path(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+_LOW_SPACE = 1024 * 1024  # bytes: below this, a failing write is taken to be for want of space
+
+
+def _is_full(exc: BaseException, path: Path) -> bool:
+    """Whether ``exc`` comes from the disk holding ``path`` being (nearly) full."""
+    if isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == (
+        sqlite3.SQLITE_FULL
+    ):
+        return True
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    try:  # SQLite reports some failed writes as a plain "disk I/O error"
+        fs = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return fs.f_bavail * fs.f_frsize < _LOW_SPACE
+
+
+def _full(path: Path, exc: BaseException) -> StoreFull:
+    return StoreFull(
+        f"the disk holding the store ({path.parent}) is full, so the ledger {path.name} could "
+        f"not be written ({exc}); the ledger keeps its last complete state. Free some space "
+        "on that disk, then run the command again."
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -244,6 +271,8 @@ class Ledger:
             ledger._refuse_if_too_new()  # before anything writes to the file, even its header
             db.execute("PRAGMA journal_mode = WAL")
         except (OSError, sqlite3.Error) as exc:
+            if _is_full(exc, path):
+                raise _full(path, exc) from exc
             raise StoreError(
                 f"cannot open the ledger {path}: {exc}; check the store's permissions."
             ) from exc
@@ -286,17 +315,29 @@ class Ledger:
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
+            if _is_full(exc, self.path):
+                raise _full(self.path, exc) from exc
             raise StoreError(f"the ledger {self.path} is busy or unwritable: {exc}") from exc
         try:
             yield self._db
+            self._db.execute("COMMIT")  # a full disk may refuse only this
         except sqlite3.Error as exc:
-            self._db.execute("ROLLBACK")
+            self._rollback()
+            if _is_full(exc, self.path):
+                raise _full(self.path, exc) from exc
             raise self._damaged(exc) from exc
         except BaseException:
             # Undo the half-done write whatever interrupted it, then let it propagate.
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
-        self._db.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        """Undo the open transaction, if SQLite has not undone it already."""
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # nothing was committed; the file keeps its last committed state
 
     def _read(self, query: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from hygiene_nb.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
+from hygiene_nb.render import shown
 from hygiene_nb.snapshot import entry_paths, path_b64, raw_path
 from hygiene_nb.summary import freed_bytes, kept_bytes
 
@@ -509,7 +510,8 @@ def decided_by_text(by: Any) -> str:
 
 
 def _md_cell(text: Any) -> str:
-    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+    """A table cell: control characters escaped visibly (a name may hold any), pipes too."""
+    return shown(str(text if text is not None else "")).replace("|", "\\|")
 
 
 def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_command: str) -> str:
@@ -518,7 +520,7 @@ def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_comm
     lines = [
         f"# hygiene-nb plan {plan['plan_id']}",
         "",
-        f"- root: `{plan['root']['path']}`",
+        f"- root: `{shown(plan['root']['path'])}`",
         f"- snapshot: `{plan['snapshot']['scan_id']}`",
         f"- created: {plan['created_at']}; **expires: {plan['expires_at']}**",
         f"- digest: `{plan['plan_digest']}`",
@@ -537,8 +539,8 @@ def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_comm
                 "moves it into a restorable quarantine. Dry run first, then confirm:",
                 "",
                 "```sh",
-                dry_run_command,
-                confirm_command,
+                shown(dry_run_command),
+                shown(confirm_command),
                 "```",
             ]
             if s["candidates"]
@@ -551,7 +553,7 @@ def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_comm
     for cand in plan["candidates"]:
         by_rule.setdefault(cand["rule"], []).append(cand)
     for rule, cands in sorted(by_rule.items()):
-        lines += ["", f"### {rule}: {cands[0]['claim']}", "",
+        lines += ["", f"### {shown(str(rule))}: {shown(str(cands[0]['claim']))}", "",
                   "| path | kind | bytes | risk | decided by | note |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         for c in cands:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb.errors import UsageError
-from hygiene_nb.store import write_private_file
+from hygiene_nb.store import read_regular_file, write_private_file
 
 __all__ = ["RECEIPT_SCHEMA", "read_receipt", "receipt_digest", "write_receipt"]
 
@@ -55,8 +55,7 @@ def read_receipt(path: Path) -> dict[str, Any]:
         raise ValueError(f"{name} is not allowed")
 
     try:
-        with path.open("rb") as handle:
-            data = handle.read(_MAX_RECEIPT + 1)
+        data = read_regular_file(path, _MAX_RECEIPT)  # a fifo never hangs verify
         if len(data) > _MAX_RECEIPT:
             raise ValueError("too large")
         doc = json.loads(data, object_pairs_hook=no_duplicates, parse_constant=no_constants)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -20,8 +21,22 @@ __all__ = [
     "render_snapshots",
     "render_summary",
     "scan_json",
+    "shown",
     "summary_json",
 ]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(text: str) -> str:
+    r"""``text`` with every control character (C0, DEL, C1) escaped visibly, for people.
+
+    A name with a newline could forge a line of output, an escape sequence drive the terminal;
+    shown, they read ``\n``, ``\r``, ``\t``, ``\x1b``. Everything a name is printed through
+    in text (the CLI, the Markdown plan) goes through here; JSON keeps the exact string.
+    """
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
 def human_bytes(n: int | None) -> str:
@@ -82,11 +97,11 @@ def _entries(n: int) -> str:
 def render_scan(info: ScanInfo) -> str:
     """A few lines on what a scan found and where it went."""
     lines = [
-        f"scanned {info.root}: {_entries(info.entries)} in {info.options.get('seconds', 0):.1f} s"
-        f" ({info.walker} walker)",
+        f"scanned {shown(info.root)}: {_entries(info.entries)} in"
+        f" {info.options.get('seconds', 0):.1f} s ({info.walker} walker)",
         f"  {human_bytes(info.tree_bytes)} apparent, {human_bytes(info.tree_alloc)} on disk,"
         f" {counted(info.tree_files or 0, 'file')}",
-        f"  snapshot {info.scan_id} → {info.path}",
+        f"  snapshot {info.scan_id} → {shown(info.path)}",
     ]
     if info.errors:
         lines.append(
@@ -109,7 +124,7 @@ def render_snapshots(scans: list[ScanInfo]) -> str:
         flag = " (partial)" if s.partial else ""
         lines.append(
             f"{s.scan_id:<27} {s.started_at[:19]:<20} {s.entries:>10,} "
-            f"{human_bytes(s.tree_bytes):>10}  {s.root}{flag}"
+            f"{human_bytes(s.tree_bytes):>10}  {shown(s.root)}{flag}"
         )
     return "\n".join(lines)
 
@@ -120,7 +135,7 @@ def render_prune(removed: list[ScanInfo], *, dry_run: bool) -> str:
     if not removed:
         return "nothing to prune (the latest snapshot of every root always stays)."
     lines = [f"{verb} {counted(len(removed), 'snapshot')}:"]
-    lines += [f"  {s.scan_id}  {s.started_at[:19]}  {s.root}" for s in removed]
+    lines += [f"  {s.scan_id}  {s.started_at[:19]}  {shown(s.root)}" for s in removed]
     return "\n".join(lines)
 
 
@@ -133,7 +148,7 @@ def _entry_line(e: SizedEntry) -> str:
     elif e.nlink > 1 and e.kind == "file":
         note = f"  [{e.nlink} hard links]"
     risk = f"{e.risk:<8} " if e.risk else ""
-    return f"  {human_bytes(e.bytes):>10}  {risk}{e.kind:<7} {e.path}{note}"
+    return f"  {human_bytes(e.bytes):>10}  {risk}{e.kind:<7} {shown(e.path)}{note}"
 
 
 def _risk_lines(s: Summary) -> list[str]:
@@ -167,7 +182,7 @@ def _risk_lines(s: Summary) -> list[str]:
 def render_summary(s: Summary) -> str:
     """The human summary: totals, risk mix, groups, score, largest entries."""
     lines = [
-        f"{s.root} — snapshot {s.scan_id} ({s.scanned_at[:19]} UTC)",
+        f"{shown(s.root)} — snapshot {s.scan_id} ({s.scanned_at[:19]} UTC)",
         f"  {human_bytes(s.tree_bytes)} apparent, {human_bytes(s.tree_alloc)} allocated on disk"
         f" (hard links counted once)",
         f"  {_entries(s.entries)}: {counted(s.files, 'file')},"

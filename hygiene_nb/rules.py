@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb.errors import RuleInvalid
+from hygiene_nb.store import read_regular_file
 
 __all__ = [
     "BUILTIN_RULES",
@@ -387,6 +388,9 @@ def parse_user_rules(text: str, *, source: str = "rules.toml") -> tuple[UserRule
     return rules
 
 
+_MAX_RULES_BYTES = 16 * 1024 * 1024
+
+
 def load_user_rules(path: Path, *, missing_ok: bool = False) -> tuple[UserRule, ...]:
     """Read a user rules file (with ``missing_ok``, a missing file means no user rules).
 
@@ -394,7 +398,12 @@ def load_user_rules(path: Path, *, missing_ok: bool = False) -> tuple[UserRule, 
         RuleInvalid: the file is missing (unless ``missing_ok``), unreadable or malformed.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_regular_file(path, _MAX_RULES_BYTES)
+        if len(data) > _MAX_RULES_BYTES:
+            raise RuleInvalid(
+                f"{path} is larger than a rules file may be ({_MAX_RULES_BYTES} bytes)."
+            )
+        text = data.decode("utf-8")
     except FileNotFoundError:
         if missing_ok:
             return ()

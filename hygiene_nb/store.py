@@ -7,8 +7,10 @@ hygiene-nb``. Directories are created 0700 and files written 0600, atomically.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +18,11 @@ from pathlib import Path
 from hygiene_nb.errors import StoreError
 
 __all__ = [
+    "NotRegularFile",
     "Store",
     "make_private_dir",
     "publish_dir",
+    "read_regular_file",
     "remove_store_path",
     "resolve_store",
     "write_private_file",
@@ -114,6 +118,44 @@ def resolve_store(store: str | os.PathLike[str] | None = None) -> Store:
         data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         store = Path(data_home) / "hygiene-nb"
     return Store(Path(store).expanduser().absolute())
+
+
+class NotRegularFile(OSError):
+    """A file argument that is a fifo, socket, device or directory: never read."""
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (at most ``limit`` + 1), read without blocking.
+
+    Opened with ``O_NONBLOCK``, so a fifo never hangs the command, then required to be a
+    regular file before a byte is read.
+
+    Raises:
+        NotRegularFile: it is a fifo, socket, device or directory.
+        OSError: it cannot be opened or read.
+    """
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(
+                errno.EINVAL,
+                "not a regular file (a fifo, socket, device or directory is never read)",
+                os.fspath(path),
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1024 * 1024, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def write_private_file(path: Path, data: bytes, *, exclusive: bool = False) -> None:

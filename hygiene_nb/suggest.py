@@ -29,7 +29,7 @@ from hygiene_nb import api, views
 from hygiene_nb.config import load_root_config
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.references import PROJECT_MARKERS
-from hygiene_nb.render import counted, human_bytes
+from hygiene_nb.render import counted, human_bytes, shown
 from hygiene_nb.snapshot import entry_paths
 from hygiene_nb.summary import cleanliness, freed_bytes
 
@@ -191,8 +191,8 @@ def _cell(value: object) -> str:
 
     A file may be named ``a`<img onerror=…>`` or ``a|b``; the report renders Markdown as HTML.
     """
-    text = html.escape(str(value), quote=True)
-    return text.replace("|", "&#124;").replace("`", "&#96;").replace("\n", " ")
+    text = html.escape(shown(str(value)), quote=True)  # control characters escaped visibly
+    return text.replace("|", "&#124;").replace("`", "&#96;")
 
 
 def decline(root: str, digest: str, *, store: api.StoreArg = None) -> Suggestion:

@@ -153,9 +153,8 @@ class Annotator:
         self.frame = views.browse_frame(self.table)
         # display text → every row showing it, where one of them is not valid UTF-8
         texts = {row["path"] for row in odd}
-        shared = self.frame.index[self.frame["path"].isin(texts)]
         self._rows_of_text: dict[str, list[int]] = {}
-        for i in shared:
+        for i in self.frame.index[self.frame["path"].isin(texts)] if texts else ():
             self._rows_of_text.setdefault(str(self.frame["path"].iat[i]), []).append(int(i))
         self.now_ns = api.scan_time_ns(self.info)
         self.page = page

@@ -53,6 +53,8 @@ SKIP_HINTS = {
     "through a mount; it stays where it is: unmount it (`umount PATH`), then scan and plan "
     "again",
     "now-protected": "it is protected now; it will not be moved",
+    "decided-by-agent": "the plan says an agent decided it, and an agent may only propose; "
+    "decide it yourself, then plan again",
     "permission-denied": "it cannot be read or moved with your permissions",
     "cross-device": "it is on another filesystem than the quarantine; nothing was copied",
     "move-failed": "the move did not happen; it is where it was",
@@ -170,15 +172,17 @@ def check_candidate(
 ) -> tuple[int, Skip | None]:
     """Re-check one candidate; return (a handle on its parent, or -1) and a skip, if any.
 
-    The caller closes the handle. Checks: no symlink on the way; no mount on it or inside it
-    (``contains-mount``); same kind, device, inode, size, mtime and ctime; a directory's subtree
-    fingerprint; not protected now (names inside, a keep marker or git tracking above, a home's
-    configuration by ``protect``, which defaults to ``acting_protection`` of the root); not a
-    symlink or special file.
+    The caller closes the handle. Checks: a person or a remembered rule decided it (never an
+    agent); no symlink on the way; no mount on it or inside it (``contains-mount``); same kind,
+    device, inode, size, mtime and ctime; a directory's subtree fingerprint; not protected now
+    (names inside, a keep marker or git tracking above, a home's configuration by ``protect``,
+    which defaults to ``acting_protection`` of the root); not a symlink or special file.
     """
+    path = cand["path"]
+    if cand.get("decided_by") not in ("human", "rule"):  # whatever registered the plan
+        return -1, Skip.of(path, "decided-by-agent", f"decided_by is {cand.get('decided_by')!r}")
     if protect is None:
         protect = acting_protection(os.fsdecode(root))
-    path = cand["path"]
     rel = raw[len(root) :].strip(b"/").split(b"/")
     try:
         parent = open_dirs_at(root_fd, rel[:-1])

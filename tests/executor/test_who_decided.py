@@ -146,3 +146,27 @@ def test_a_plan_registered_by_editing_the_ledger_cannot_move_home_dot_files(
     assert settings.read_bytes() == b"[ui]\ndark = 1\n"
     message = {s["path"]: s["message"] for s in result.skipped}[str(bashrc)]
     assert "home" in message.lower() or "config" in message.lower()
+
+
+def test_a_registered_plan_whose_candidate_an_agent_decided_moves_nothing(
+    world: dict[str, Path],
+) -> None:
+    root, store = world["root"], world["store"]
+    api.scan_root(root, store=store)
+    log = root / "web" / "app.log"
+    api.annotate([str(log)], store=store, decision="delete")
+    base = api.make_plan(root, store=store)
+    forged = _forge(base, store, root, [log])
+    doc = forged["doc"]
+    doc["candidates"][0]["decided_by"] = "agent"
+    doc["plan_digest"] = plan_digest(doc)
+    Path(forged["path"]).write_text(json.dumps(doc))
+    db = sqlite3.connect(Store(store).ledger)
+    with db:
+        db.execute("UPDATE plans SET plan_digest = ? WHERE plan_id = ?",
+                   (doc["plan_digest"], doc["plan_id"]))  # fmt: skip
+    db.close()
+    confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
+    result = execute_plan(forged["path"], store=Store(store), confirm=confirm)
+    assert result.moved == [] and [s["code"] for s in result.skipped] == ["decided-by-agent"]
+    assert log.exists()
