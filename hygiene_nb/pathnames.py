@@ -5,15 +5,32 @@ After a symlink, ``link/..`` is the parent of the link's *target* for the kernel
 gives is therefore refused when it has such a component (``path-not-normal``), except at the
 start of a relative path: those start at the working directory, whose physical path Python and
 the kernel agree on.
+
+A path is shown to people through ``shown``: its control characters escaped, so a name cannot
+forge a line of output or drive the terminal.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 from hygiene_nb.errors import PathNotNormal
 
-__all__ = ["has_dot_components", "require_no_dot_components"]
+__all__ = ["has_dot_components", "require_no_dot_components", "shown"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(text: str) -> str:
+    r"""``text`` with every control character (C0, DEL, C1) escaped visibly, for people.
+
+    A name with a newline could forge a line of output, an escape sequence drive the terminal;
+    shown, they read ``\n``, ``\r``, ``\t``, ``\x1b``. Everything a name is printed through
+    in text (the CLI, the Markdown plan) goes through here; JSON keeps the exact string.
+    """
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
 def has_dot_components(path: str | bytes) -> bool:

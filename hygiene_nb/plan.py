@@ -21,9 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hygiene_nb.codes import texts_for
 from hygiene_nb.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
-from hygiene_nb.render import shown
+from hygiene_nb.pathnames import shown
 from hygiene_nb.snapshot import entry_paths, path_b64, raw_path
 from hygiene_nb.summary import freed_bytes, kept_bytes
 
@@ -47,36 +48,7 @@ PLAN_SCHEMA = "hygiene-nb/plan@1"
 DEFAULT_TTL = 1800
 
 # code → what it means and what to do next (the message names the entry's specifics first).
-EXCLUSIONS = {
-    "protected": "it is protected and can never be planned",
-    "symlink": "it is a symlink: plans never move links; remove it by hand if you mean to",
-    "special-file": "it is a fifo, socket or device: never planned",
-    "incomplete-scan": "part of it was not read (unreadable, budget cut, excluded or another "
-    "filesystem): scan again without limits, review, then plan",
-    "contains-mount": "another filesystem is mounted on it or inside it (a bind mount of the "
-    "same filesystem counts), and nothing is ever moved or destroyed through a mount: unmount "
-    "it (`umount PATH`), scan again, review, then plan",
-    "contains-kept-entry": "it contains an entry you marked keep: mark the parts to delete "
-    "instead, or change that decision",
-    "not-in-snapshot": "the snapshot has no such entry: scan again, review, then plan",
-    "changed-since-decision": "what it was decided on is not what is there now: look at it "
-    "again and decide again (`hygiene-nb annotate PATH --decision delete`), then plan",
-    "outside-root": "it is not inside the plan's root: plan it from its own root",
-    "decided-by-agent": "an agent wrote this decision, and an agent may only propose: review "
-    "it and decide it yourself (`hygiene-nb annotate PATH --decision delete`, or the widget)",
-    "vanished": "it is gone from disk since the scan",
-    "changed-since-review": "it changed since the snapshot you reviewed: scan again, review, "
-    "then plan",
-    "symlink-on-path": "a directory on its path is not a real directory any more: scan again "
-    "and review",
-    "unreadable-now": "it cannot be read now: check its permissions, then plan again",
-    "now-protected": "it is protected now: it can no longer be planned",
-    "referenced-by": "files of its project name it, so removing it could break them: change "
-    "or remove those references first, or keep it",
-    "references-unchecked": "its project could not be searched completely for references, so "
-    "it stays: raise reference_max_files / reference_max_text_bytes for this root in the "
-    "store's config.toml, or plan a smaller set",
-}
+EXCLUSIONS = texts_for("plan")  # code → what it means and what to do (``codes``)
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import asdict
 from typing import Any
 
 from hygiene_nb.models import SizedEntry, Summary
+from hygiene_nb.pathnames import shown
 from hygiene_nb.snapshot import ScanInfo
 
 __all__ = [
@@ -24,19 +24,6 @@ __all__ = [
     "shown",
     "summary_json",
 ]
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def shown(text: str) -> str:
-    r"""``text`` with every control character (C0, DEL, C1) escaped visibly, for people.
-
-    A name with a newline could forge a line of output, an escape sequence drive the terminal;
-    shown, they read ``\n``, ``\r``, ``\t``, ``\x1b``. Everything a name is printed through
-    in text (the CLI, the Markdown plan) goes through here; JSON keeps the exact string.
-    """
-    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
 def human_bytes(n: int | None) -> str:

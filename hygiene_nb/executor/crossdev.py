@@ -29,6 +29,7 @@ import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hygiene_nb.codes import texts_for
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, Verified, open_dir_at
 from hygiene_nb.executor.guards import Skip
@@ -52,30 +53,7 @@ __all__ = [
     "verify_copy",
 ]
 
-CROSSDEV_HINTS = {
-    "cross-device": (
-        "it is on another filesystem than the store and no quarantine on its own filesystem "
-        "can be used; pass --allow-copy to copy it into the store's quarantine (verified "
-        "before the original is removed), nothing was copied"
-    ),
-    "quarantine-untrusted": (
-        "the quarantine at the top of its filesystem is a symlink, not ours or open to others; "
-        "inspect it, fix or move it aside, then plan again. Nothing was moved"
-    ),
-    "copy-unverifiable": (
-        "it holds a symlink, a hard link, a special file, a mount or an extended attribute "
-        "(an ACL) the copy cannot keep, so a copy could not be verified; the original was kept"
-    ),
-    "copy-failed": "the copy could not be made or verified; the original was kept",
-    "in-use": (
-        "a program has it (or a file in it) open for writing, or whether one does could not "
-        "be told; let that program finish or close it, then plan again"
-    ),
-    "read-only-filesystem": (
-        "its filesystem is mounted read-only, so nothing on it can be moved or removed; "
-        "remount it read-write and plan again. Nothing was copied"
-    ),
-}
+CROSSDEV_HINTS = texts_for("execute")  # the copy codes are among the execute codes
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
 _ACL_PREFIX = "system.posix_acl_"

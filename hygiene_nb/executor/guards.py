@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hygiene_nb.codes import texts_for
 from hygiene_nb.executor.fileops import open_dirs_at
 from hygiene_nb.fingerprint import (
     Entry,
@@ -43,26 +44,7 @@ from hygiene_nb.protect import (
 
 __all__ = ["SKIP_HINTS", "Skip", "acting_protection", "check_candidate"]
 
-SKIP_HINTS = {
-    "gone": "it is no longer there; nothing to do",
-    "symlink-on-path": "a directory on its path is a symlink now; scan and plan again",
-    "changed-since-plan": "it changed since the plan was made; scan, review and plan again",
-    "special-file": "it is a fifo, socket or device now; never moved",
-    "contains-mount": "another filesystem is mounted on it or inside it (a bind mount counts; "
-    "so does a mount that cannot be told apart), and nothing is ever moved or destroyed "
-    "through a mount; it stays where it is: unmount it (`umount PATH`), then scan and plan "
-    "again",
-    "now-protected": "it is protected now; it will not be moved",
-    "decided-by-agent": "the plan says an agent decided it, and an agent may only propose; "
-    "decide it yourself, then plan again",
-    "permission-denied": "it cannot be read or moved with your permissions",
-    "cross-device": "it is on another filesystem than the quarantine; nothing was copied",
-    "move-failed": "the move did not happen; it is where it was",
-    "aborted": "not attempted; see `hygiene-nb quarantine list` and run a new plan for it",
-    "referenced-by": "files of its project name it now; it stays where it is",
-    "references-unchecked": "its project could not be searched completely for references "
-    "now; it stays where it is",
-}
+SKIP_HINTS = texts_for("execute")  # code → what it means and what to do (``codes``)
 
 
 @dataclass(frozen=True)
