@@ -823,7 +823,9 @@ def make_plan(
     table, ctx = _classified(st, info, rules)
     with Ledger.open(st) as ledger:
         decided = ledger.annotations(under=path)
-        deletes = [a.path_raw for a in decided if a.decision == "delete"]
+        # a decision made on this very snapshot recorded this snapshot's digest: no look-up
+        deletes = [a.path_raw for a in decided if a.decision == "delete"
+                   and a.digest is not None and a.snapshot_id != info.scan_id]  # fmt: skip
         sel = select_candidates(
             table, decided, root=path, made_on=(info.scan_id, entry_digests(st, info, deletes))
         )

@@ -346,6 +346,8 @@ def _changed_since_decision(
     scan_id, digests = made_on
     if ann.digest is None:
         return "the decision records no snapshot it was made on (it predates that record)"
+    if ann.snapshot_id == scan_id:
+        return ""  # made on this very snapshot: its digest is this snapshot's
     now = digests.get(ann.path_raw)
     if now == ann.digest:
         return ""
