@@ -718,10 +718,11 @@ def removal_leftover_message(original: str, staging: str, batch_id: str) -> str:
     """What ``removal-interrupted`` means and what to do about it."""
     return (
         f"a run stopped while it removed the original of {original} after its copy into "
-        f"batch {batch_id} was verified: {staging} still holds the original, a duplicate of "
-        f"that copy (nothing is lost). Run `hygiene-nb recover` to put it back in its place "
-        f"(the batch's copy then goes with the batch's purge), or compare the two and remove "
-        f"{os.path.dirname(staging)} by hand."
+        f"batch {batch_id} was verified: {staging} still holds the original (or, if the run "
+        f"stopped between two unlinks, part of it), a duplicate of that copy: nothing is lost. "
+        f"`hygiene-nb recover` puts it back in its place when it is whole (the batch's copy "
+        f"then goes with the batch's purge); when it is not, the batch keeps the item and "
+        f"{os.path.dirname(staging)} can be removed by hand once compared with the batch."
     )
 
 

@@ -377,6 +377,7 @@ class _Removal:
         if not stat.S_ISDIR(st.st_mode):
             os.unlink(name, dir_fd=dir_fd)
             self.removed += 1
+            checkpoint("between-unlinks")  # a run killed here leaves part of the original
             return
         for child, fd in _children(dir_fd, name, st):
             self.remove(fd, child, rel + b"/" + child if rel else child, probe)

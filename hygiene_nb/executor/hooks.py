@@ -23,8 +23,9 @@ CHECKPOINTS = (
     # reached only when a verified copy's original is removed (``--allow-copy``, a copy-back):
     "before-removal",  # the copy is verified and recorded; the original is still in place
     "during-removal",  # the original is in its private staging directory, nothing removed yet
+    "between-unlinks",  # a file of the original was unlinked: the staging holds only the rest
 )
-COPY_ONLY = ("before-removal", "during-removal")
+COPY_ONLY = ("before-removal", "during-removal", "between-unlinks")
 _ENV = "HYGIENE_NB_TEST_CHECKPOINT"
 
 

@@ -37,10 +37,12 @@ from hygiene_nb.executor.batches import (
     removal_leftover_message,
     write_manifest,
 )
+from hygiene_nb.executor.crossdev import CopyMismatch, Unverifiable, inventory, verify_copy
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
     LocalFileOps,
     open_dir_at,
+    open_dirs_at,
     remove_own_empty_dir,
     remove_own_file,
 )
@@ -196,7 +198,9 @@ def _put_back_leftovers(batches: list[Batch]) -> list[dict[str, str]]:
         moved = [raw for raw, i in batch.items.items() if i.state == "moved"]
         changed = False
         for raw, staging in sorted(find_removal_leftovers(moved).items()):
-            why = _put_back(raw, staging)
+            # only a whole original is the item again: a removal cut short between two unlinks
+            # leaves part of it, and then the batch's verified copy is the only whole one
+            why = _not_whole(batch, raw, staging) or _put_back(raw, staging)
             if not why:
                 batch.items[raw].state = "returned"  # the original is the item again
                 batch.items[raw].at = _now().isoformat()
@@ -209,6 +213,37 @@ def _put_back_leftovers(batches: list[Batch]) -> list[dict[str, str]]:
         if changed:
             write_manifest(batch)
     return reported
+
+
+def _not_whole(batch: Batch, raw: bytes, staging: bytes) -> str:
+    """Why the leftover at ``staging`` is not a whole copy of ``raw``'s item in ``batch`` ("")."""
+    parts = raw.strip(b"/").split(b"/")
+    name = parts[-1]
+    try:
+        stage_fd = os.open(os.path.dirname(staging), DIR_FLAGS)
+    except OSError as exc:
+        return f"its staging directory cannot be read ({exc.strerror})"
+    try:
+        copy_fd = open_dirs_at(batch.fd, [TREE_NAME, *parts[:-1]])
+    except OSError as exc:
+        os.close(stage_fd)
+        return f"its copy in the batch cannot be read ({exc.strerror})"
+    try:
+        verify_copy(
+            stage_fd, name, copy_fd, name, inventory(stage_fd, name, os.fstat(stage_fd).st_dev)
+        )
+    except (CopyMismatch, Unverifiable) as exc:
+        return (
+            f"what is left of the original is not all of it ({exc}): the removal was cut "
+            f"short, and batch {batch.batch_id} holds the whole item, so it stays there as "
+            "moved; the leftover is only part of a duplicate"
+        )
+    except OSError as exc:
+        return f"the leftover could not be compared with its copy ({exc.strerror})"
+    finally:
+        os.close(stage_fd)
+        os.close(copy_fd)
+    return ""
 
 
 def _put_back(raw: bytes, staging: bytes) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb.errors import HygieneError
-from hygiene_nb.executor import execute_plan, list_store_batches, verify_receipt
+from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch, verify_receipt
 from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
@@ -249,3 +249,28 @@ def test_a_second_run_of_a_plan_whose_run_holds_the_reserve_is_refused(
         held.close()
     assert info.value.code == "plan-already-executed"
     assert (small["root"] / "a.log").exists()
+
+
+def test_a_removal_killed_between_two_unlinks_keeps_the_item_in_its_batch(
+    xworld: dict[str, Path],
+) -> None:
+    """Part of the original left in staging is never put back as if it were the item."""
+    cache = xworld["mnt"] / "cache"
+    whole = test_crossdev.contents(cache)
+    _, staging = kill_during_removal(xworld, "mnt/cache", at="between-unlinks")
+    left = test_crossdev.contents(staging / "cache")
+    assert left != whole and set(left) < set(whole)  # the kill landed mid-removal
+    store = Store(xworld["store"])
+    (batch,) = list(store.quarantine.iterdir())
+    assert test_crossdev.contents(test_crossdev.in_batch(batch, cache)) == whole
+
+    code, out, _ = cli("recover", "--store", str(store.root))
+
+    assert code == 4 and "[removal-interrupted]" in out and "not all of it" in out
+    assert states(batch) == {os.fsencode(cache): "moved"}  # the batch's copy is the item
+    assert not cache.exists()  # nothing partial was put in its place
+    assert test_crossdev.contents(staging / "cache") == left
+    (info,) = list_store_batches(store)
+    assert info.items == 1 and [x["code"] for x in info.leftovers] == ["removal-interrupted"]
+    back = restore_batch(store, info.batch_id, execute=True)
+    assert back.status == "done" and test_crossdev.contents(cache) == whole

@@ -37,10 +37,12 @@ execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
 """
 
 
-def kill_during_removal(world: dict[str, Path], *rels: str) -> tuple[str, Path]:
+def kill_during_removal(
+    world: dict[str, Path], *rels: str, at: str = "during-removal"
+) -> tuple[str, Path]:
     """Plan ``rels``, execute with --allow-copy in a child killed inside the removal step."""
     plan = make_plan(world, *rels)
-    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": "during-removal:kill"}
+    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": f"{at}:kill"}
     done = subprocess.run(
         [sys.executable, "-c", COPY_KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
          plan.plan_digest], env=env, capture_output=True, timeout=120,
