@@ -46,6 +46,7 @@ from hygiene_nb.executor.fileops import (
     replace_own_file,
 )
 from hygiene_nb.executor.filesystems import birth_ns, fs_identity, same_filesystem
+from hygiene_nb.executor.writers import tree_writer
 from hygiene_nb.fingerprint import kind_of_mode, signed64
 from hygiene_nb.store import FILE_MODE, Store, write_private_file
 
@@ -897,11 +898,16 @@ def _changed_inside(parent: int, name: bytes, dev: int, since: int) -> bytes | N
     return None
 
 
-def changed_items(dir_fd: int, doc: dict[str, Any] | None) -> list[tuple[ManifestItem, list[str]]]:
+def changed_items(
+    dir_fd: int, doc: dict[str, Any] | None, *, writers: bool = False
+) -> list[tuple[ManifestItem, list[str]]]:
     """The items the batch open at ``dir_fd`` holds that changed after they were quarantined.
 
     Only entries that are still the very items moved there count (``check_held`` says
-    ``changed``); a replaced or missing one is the listing's and restore's business.
+    ``changed``); a replaced or missing one is the listing's and restore's business. One that
+    cannot be examined counts as changed (cannot tell is never "unchanged"), and so, with
+    ``writers``, does one a program still has open for writing (a purge would lose its next
+    writes), or of which that cannot be told.
     """
     if doc is None:
         return []
@@ -911,12 +917,21 @@ def changed_items(dir_fd: int, doc: dict[str, Any] | None) -> list[tuple[Manifes
         parts = item.original_raw.strip(b"/").split(b"/")
         try:
             parent = open_dirs_at(dir_fd, [TREE_NAME, *parts[:-1]])
-        except OSError:
+        except FileNotFoundError:
+            continue  # missing from the batch: nothing of it to destroy
+        except OSError as exc:
+            out.append((item, [f"it cannot be examined ({exc.strerror})"]))
             continue
         try:
             state, what = check_held(parent, parts[-1], item, doc.get("fs"))
-        except OSError:
+            if state == "same" and writers:
+                why = tree_writer(parent, parts[-1])
+                if why:
+                    state, what = "changed", [why]
+        except FileNotFoundError:
             continue
+        except OSError as exc:
+            state, what = "changed", [f"it cannot be examined ({exc.strerror})"]
         finally:
             os.close(parent)
         if state == "changed":

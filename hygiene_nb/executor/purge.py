@@ -162,7 +162,7 @@ def _state(fd: int, batch_id: str) -> tuple[str, set[bytes], list[str]]:
     """The manifest state, the original paths it records and those of items that changed."""
     try:
         state, doc, _ = batch_state(fd)
-        changed = [item.original for item, _ in changed_items(fd, doc)]
+        changed = [item.original for item, _ in changed_items(fd, doc, writers=True)]
     except OSError as exc:
         raise _invalid(batch_id, f"it cannot be read ({exc.strerror})") from exc
     return state, _recorded(doc), changed

@@ -494,3 +494,22 @@ def test_same_filesystem_answers_true_false_or_cannot_tell() -> None:
     assert same_filesystem({"dev": 50, **tmp}, {"dev": 51, **tmp, "fstype": "ext4"}) is False
     nfs = {"fstype": "nfs4", "source": "server:/export", "root": "/", "mount_point": "/n"}
     assert same_filesystem({"dev": 60, **nfs}, {"dev": 61, **nfs}) is True
+
+
+def test_a_file_still_open_for_writing_in_the_batch_is_not_purged_unasked(
+    world: dict[str, Path], writer: subprocess.Popen[str]
+) -> None:
+    """Not yet written to, but open: a purge now would send its next writes nowhere."""
+    store, bid, _ = quarantine(world, "data/live.log")
+    inside = Path(os.fsdecode(in_batch(store, bid, world["root"] / "data" / "live.log")))
+    before = inside.read_bytes()
+    assert purge_batch(store, bid).changed == [str(world["root"] / "data" / "live.log")]
+    with pytest.raises(BatchChanged):
+        purge_batch(store, bid, execute=True, confirm_batch_id=bid,
+                    acknowledge_risk="permanent-delete")  # fmt: skip
+    assert inside.read_bytes() == before
+    writer.kill()
+    writer.wait(timeout=10)
+    assert purge_batch(store, bid).changed == []  # closed: nothing will write to it any more
+    purge_batch(store, bid, execute=True, confirm_batch_id=bid, acknowledge_risk="permanent-delete")
+    assert not (store.quarantine / bid).exists()
