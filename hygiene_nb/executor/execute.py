@@ -865,6 +865,8 @@ def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> tuple[st
     st = os.stat(name, dir_fd=target, follow_symlinks=False)
     if (signed64(st.st_dev), signed64(st.st_ino)) != (cand["dev"], cand["inode"]):
         return changed, "another entry was swapped in while moving"
+    if cand["kind"] == "file" and (st.st_size, st.st_mtime_ns) != (cand["size"], cand["mtime_ns"]):
+        return changed, "it was written to between the check and the move"  # (ctime: ours now)
     if cand["kind"] == "dir":
         try:
             entries = walk_subtree_at(target, name, expect=(st.st_dev, st.st_ino))

@@ -113,3 +113,26 @@ def test_an_unchanged_plan_still_moves(tree: dict[str, Path]) -> None:
     assert result.skipped == []
     assert len(result.moved) == 2
     assert not (tree["root"] / "scratch.bin").exists()
+
+
+def test_a_write_between_the_check_and_the_move_puts_the_file_back(tree: dict[str, Path]) -> None:
+    """The kernel's rename takes whatever the file is then: what arrived is compared again."""
+    from hygiene_nb.executor.fileops import LocalFileOps
+
+    target = tree["root"] / "scratch.bin"
+    plan = plan_for(tree, "scratch.bin")
+
+    class WriteFirst(LocalFileOps):
+        def rename_noreplace(self, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+            if src == b"scratch.bin" and target.exists():
+                with target.open("ab") as handle:  # another program appends, just in time
+                    handle.write(b"late")
+            super().rename_noreplace(src_dir, src, dst_dir, dst)
+
+    confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
+    result = execute_plan(plan.plan_path, store=Store(tree["store"]), confirm=confirm,
+                          ops=WriteFirst())  # fmt: skip
+    assert result.moved == []
+    [skip] = result.skipped
+    assert skip["code"] == "changed-since-plan" and "written to" in skip["message"]
+    assert target.read_bytes().endswith(b"late")  # put back, with the late bytes
