@@ -36,7 +36,7 @@ from hygiene_nb.fingerprint import (
 )
 from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger, display_path
 from hygiene_nb.models import Summary
-from hygiene_nb.mounts import MountInside, mount_points_below
+from hygiene_nb.mounts import MountInside, mounts_below_fd
 from hygiene_nb.plan import (
     DEFAULT_TTL,
     Exclusion,
@@ -619,7 +619,7 @@ def _recheck_on_disk(sel: Selection, root: str, *, known_worktrees: frozenset[st
     root_raw = os.fsencode(root)
     above: dict[bytes, str] = {}
     kept = []
-    mounts = mount_points_below(root_raw)  # read once; each walk also checks mount ids
+    mounts = _mounts_below_root(root_raw)  # read once; each walk also checks mount ids
     for cand in sel.candidates:
         code, detail = _protected_from_above(cand["path_raw"], known_worktrees, above)
         if code is None:
@@ -674,6 +674,18 @@ def _protected_from_above(
         if parent == directory:
             return None, ""
         directory = parent
+
+
+def _mounts_below_root(root_raw: bytes) -> list[bytes] | None:
+    """The mount points at or below the root, as paths below it (None: cannot tell)."""
+    try:
+        fd = os.open(root_raw, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return mounts_below_fd(fd, root_raw)
+    finally:
+        os.close(fd)
 
 
 def _mounted(path: bytes, mounts: list[bytes] | None) -> tuple[str | None, str]:

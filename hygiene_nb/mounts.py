@@ -154,19 +154,52 @@ def mount_points_below(path: bytes) -> list[bytes] | None:
     return found
 
 
+def kernel_path(fd: int) -> bytes | None:
+    """The path the kernel knows the directory open at ``fd`` by (None when it cannot say).
+
+    The mount table lists mount points by that path, with every symlink on the way resolved: a
+    root reached through a symlinked ancestor (``~/link/R``) is compared by it, never by text.
+    """
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}".encode())
+    except OSError:
+        return None
+    if not path.startswith(b"/") or path.endswith(b" (deleted)"):
+        return None
+    return path
+
+
+def mounts_below_fd(fd: int, given: bytes) -> list[bytes] | None:
+    """``mount_points_below`` of the directory open at ``fd``, as paths below ``given``.
+
+    ``given`` is the path the caller reached that directory by; the mount table is read by the
+    kernel's path of it and its answers mapped back. None: cannot tell.
+    """
+    real = kernel_path(fd)
+    if real is None:
+        return None
+    found = mount_points_below(real)
+    if found is None:
+        return None
+    top, base = given.rstrip(b"/"), real.rstrip(b"/")
+    return [(top + point[len(base) :]) or b"/" for point in found]
+
+
 def same_mount(a_fd: int, b_fd: int) -> bool:
     """Whether two handles are on one mount (a rename between them can work); False if unknown."""
     a, b = mount_id(a_fd), mount_id(b_fd)
     return a is not None and a == b
 
 
-def mounted_inside(path: bytes) -> str:
-    """Why ``path`` may hold a mount (one at it or below it), or "" when none is listed.
+def mounted_inside(dir_fd: int, name: bytes) -> str:
+    """Why ``name`` under ``dir_fd`` may hold a mount (one at it or below it), or "" if none is.
 
-    From ``/proc/self/mountinfo``, so a file bind-mounted over a file counts too; an unreadable
-    table is "cannot tell", which is a reason as well.
+    From ``/proc/self/mountinfo`` (by the kernel's path of ``dir_fd``, whatever symlinks the
+    caller's path went through), so a file bind-mounted over a file counts too; an unreadable
+    table or an unknown path is "cannot tell", which is a reason as well.
     """
-    found = mount_points_below(path)
+    real = kernel_path(dir_fd)
+    found = None if real is None else mount_points_below(os.path.join(real, name))
     if found is None:
         return "the mount table cannot be read, so it cannot be told whether a mount is inside"
     if not found:

@@ -204,7 +204,7 @@ def _check_at(
     path = cand["path"]
     st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     mode = st.st_mode
-    mounted = _mount_on_or_in(parent, name, raw, stat.S_ISDIR(mode))
+    mounted = _mount_on_or_in(parent, name, stat.S_ISDIR(mode))
     if mounted:
         return Skip.of(path, "contains-mount", mounted)
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
@@ -240,7 +240,7 @@ def _check_at(
     return None
 
 
-def _mount_on_or_in(parent: int, name: bytes, raw: bytes, is_dir: bool) -> str:
+def _mount_on_or_in(parent: int, name: bytes, is_dir: bool) -> str:
     """Why ``name`` is (or may be) a mount point or hold one; "" when it is not.
 
     By mount id for the entry itself; for a directory also from the mount table (a file
@@ -251,7 +251,7 @@ def _mount_on_or_in(parent: int, name: bytes, raw: bytes, is_dir: bool) -> str:
         return "it cannot be told whether it is a mount point"
     if here != there:
         return "it is a mount point"
-    return mounted_inside(raw) if is_dir else ""
+    return mounted_inside(parent, name) if is_dir else ""
 
 
 def _difference(then: tuple[Any, ...], now: tuple[Any, ...]) -> str:

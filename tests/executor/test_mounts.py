@@ -377,3 +377,24 @@ def test_a_plan_whose_every_item_failed_before_moving_stays_usable(
     with pytest.raises(HygieneError) as again:
         execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
     assert again.value.code == "plan-already-executed"
+
+
+def test_a_file_mount_is_found_when_the_root_is_reached_through_a_symlinked_ancestor(
+    mworld: dict[str, Path],
+) -> None:
+    """The mount table lists kernel paths; ``~/link/R`` must be compared by the kernel's path."""
+    link = mworld["tmp"] / "link"
+    link.symlink_to(mworld["tmp"])  # tmp/link/r is the root, through a symlinked ancestor
+    world = {**mworld, "root": link / "r"}
+    cache = mworld["root"] / "cache"
+    thesis = mworld["outside"] / "thesis.tex"
+    with bind_mount(thesis, cache / "junk.bin"):
+        plan = plan_of(world, "cache")
+    assert excluded(plan) == {"cache": "contains-mount"}
+    later = plan_of(world, "cache")
+    assert len(later.plan["candidates"]) == 1
+    with bind_mount(thesis, cache / "junk.bin"):
+        done = execute_plan(later.plan_path, store=Store(mworld["store"]),
+                            confirm=confirm_for(later))  # fmt: skip
+    assert outcomes(done) == {"cache": "contains-mount"}
+    assert thesis.read_bytes() == b"four years of work\n"
