@@ -15,6 +15,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import secrets
 
 from hygiene_nb.errors import PlanAlreadyExecuted, StoreError
 from hygiene_nb.executor.fileops import DIR_FLAGS, remove_own_file
@@ -89,9 +90,12 @@ class Reserve:
             os.ftruncate(self.fd, 0)
 
     def close(self) -> None:
-        """Remove the reserve file and let go of its lock."""
+        """Remove the reserve file (only if it is still this one) and let go of its lock."""
         with contextlib.suppress(OSError):
-            remove_own_file(self.dir_fd, self.name)
+            mine, there = os.fstat(self.fd), os.stat(self.name, dir_fd=self.dir_fd,
+                                                     follow_symlinks=False)  # fmt: skip
+            if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+                remove_own_file(self.dir_fd, self.name)
         os.close(self.fd)
         os.close(self.dir_fd)
 
@@ -102,14 +106,28 @@ def _create(dir_fd: int, name: bytes) -> int:
     Raises:
         OSError: ``EEXIST`` while a live run holds it, or it cannot be created.
     """
+    # Made and locked under a name of its own first, then linked to ``name`` (no-replace): no
+    # other run can ever see it by ``name`` unlocked and take it for a dead run's.
+    tmp = name + b".new-" + secrets.token_hex(6).encode()
+    fd = os.open(tmp, _FLAGS, 0o600, dir_fd=dir_fd)
     try:
-        return os.open(name, _FLAGS, 0o600, dir_fd=dir_fd)
-    except FileExistsError:
-        if reserved_by_a_live_run(dir_fd, name):
-            raise
-    with contextlib.suppress(FileNotFoundError):
-        remove_own_file(dir_fd, name)  # hygiene-nb's own file, of a run that died before claiming
-    return os.open(name, _FLAGS, 0o600, dir_fd=dir_fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for last in (False, True):
+            try:
+                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                break
+            except FileExistsError:
+                if last or reserved_by_a_live_run(dir_fd, name):
+                    raise
+                with contextlib.suppress(FileNotFoundError):
+                    remove_own_file(dir_fd, name)  # a run that died before claiming left it
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            remove_own_file(dir_fd, tmp)
+    return fd
 
 
 def _allocate(fd: int, size: int) -> None:
