@@ -75,6 +75,7 @@ __all__ = [
     "register_quarantine",
     "registry_error",
     "registry_problems",
+    "remove_empty_dir_below",
     "remove_unused_batch",
     "write_manifest",
 ]
@@ -426,9 +427,9 @@ def remove_unused_batch(batch: Batch) -> bool:
         return False
     mirrors = {p[:i] for p in batch.items for i in range(1, len(p)) if p[i : i + 1] == b"/"}
     for mirror in sorted(mirrors, key=lambda m: m.count(b"/"), reverse=True):
-        if not _rmdir_below(batch.fd, [TREE_NAME, *mirror[1:].split(b"/")]):
+        if not remove_empty_dir_below(batch.fd, [TREE_NAME, *mirror[1:].split(b"/")]):
             return False
-    if not _rmdir_below(batch.fd, [TREE_NAME]):
+    if not remove_empty_dir_below(batch.fd, [TREE_NAME]):
         return False
     with os.scandir(batch.fd) as entries:
         left = {os.fsencode(e.name) for e in entries}
@@ -449,7 +450,7 @@ def remove_unused_batch(batch: Batch) -> bool:
     return True
 
 
-def _rmdir_below(fd: int, parts: list[bytes]) -> bool:
+def remove_empty_dir_below(fd: int, parts: list[bytes]) -> bool:
     """Remove the empty directory ``parts`` below ``fd``; True if it is gone (or never was)."""
     try:
         parent = open_dirs_at(fd, parts[:-1])

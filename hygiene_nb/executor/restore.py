@@ -55,6 +55,7 @@ from hygiene_nb.executor.batches import (
     known_quarantines,
     read_manifest,
     registry_error,
+    remove_empty_dir_below,
     write_manifest,
 )
 from hygiene_nb.executor.crossdev import (
@@ -883,31 +884,12 @@ def _remove_if_empty(batch: Batch, qfd: int) -> None:
     }  # the directories mirroring each original's parents, e.g. b"/home", b"/home/me"
     for mirror in sorted(mirrors, key=lambda m: m.count(b"/"), reverse=True):
         parts = [TREE_NAME, *mirror[1:].split(b"/")]
-        if not _remove_empty_dir(batch.fd, parts):
+        if not remove_empty_dir_below(batch.fd, parts):
             return
-    if not _remove_empty_dir(batch.fd, [TREE_NAME]):
+    if not remove_empty_dir_below(batch.fd, [TREE_NAME]):
         return
     with os.scandir(batch.fd) as entries:
         if [e.name for e in entries] != [os.fsdecode(MANIFEST_NAME)]:
             return
     remove_own_file(batch.fd, MANIFEST_NAME)
     remove_own_empty_dir(qfd, batch.batch_id.encode("ascii"))
-
-
-def _remove_empty_dir(fd: int, parts: list[bytes]) -> bool:
-    """Remove the empty directory ``parts`` below ``fd``; True if it is gone."""
-    try:
-        parent = open_dirs_at(fd, parts[:-1])
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    try:
-        remove_own_empty_dir(parent, parts[-1])
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(parent)
-    return True
