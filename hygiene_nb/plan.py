@@ -351,7 +351,7 @@ def _changed_since_decision(
     now = digests.get(ann.path_raw)
     if now == ann.digest:
         return ""
-    if row["risk"] == "safe" and all(r["risk"] == "safe" for r in below):
+    if row["kind"] == "dir" and row["risk"] == "safe" and all(r["risk"] == "safe" for r in below):
         return ""  # a cache or dependency directory: new content that is still all safe
     if now is None:
         return f"snapshot {scan_id} did not read it completely, so it cannot be compared"

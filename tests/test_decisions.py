@@ -180,3 +180,17 @@ def test_the_widget_shows_stale_decisions_and_records_the_snapshot_on_screen(
     assert older.decide([str(tree / "scratch.bin").encode()], "delete")
     [made] = api.annotations_at([str(tree / "scratch.bin")], store=store)
     assert made.snapshot_id == first.scan_id
+
+
+def test_a_safe_file_that_changed_is_still_changed_since_decision(tree: Path, store: Path) -> None:
+    """Only a whole directory that stays all safe is exempt; a single file is what was seen."""
+    pyc = write(tree / "pkg" / "__pycache__" / "mod.cpython-311.pyc", 40)
+    write(tree / "pkg" / "mod.py", 10)
+    api.scan_root(tree, store=store)
+    table = api.classify(str(tree), store=store)
+    risks = dict(zip(entry_paths(table).to_pylist(), table.column("risk").to_pylist(), strict=True))
+    assert risks[str(pyc)] == "safe"
+    api.annotate([str(pyc)], store=store, decision="delete")
+    pyc.write_bytes(b"z" * 41)
+    api.scan_root(tree, store=store)
+    assert codes(api.make_plan(tree, store=store)) == {str(pyc): "changed-since-decision"}
