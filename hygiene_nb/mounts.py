@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import select
 
 __all__ = [
     "AT_FDCWD",
@@ -24,6 +25,7 @@ __all__ = [
     "mount_id",
     "mount_id_at",
     "mount_points_below",
+    "mount_table",
     "mounted_inside",
     "require_mount",
     "same_mount",
@@ -131,16 +133,50 @@ def _unescape(field: bytes) -> bytes:
     return bytes(out)
 
 
+_TABLE: tuple[int, bytes] | None = None  # (an open handle on the table, what it held)
+
+
+def mount_table() -> bytes | None:
+    """The text of ``/proc/self/mountinfo`` as it is now (None: it cannot be read).
+
+    Read again only when the kernel says the mount table changed since it was last read: a
+    handle kept open on it polls ``POLLPRI``/``POLLERR`` after any mount or unmount in this
+    mount namespace. So a restore of 100,000 items reads it once, and a mount made meanwhile
+    is still seen by the next question.
+    """
+    global _TABLE
+    if _TABLE is not None:
+        fd, text = _TABLE
+        watch = select.poll()
+        watch.register(fd, select.POLLPRI | select.POLLERR)
+        if not watch.poll(0):
+            return text
+        _TABLE = None
+        os.close(fd)
+    try:
+        fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError:
+        os.close(fd)
+        return None
+    _TABLE = (fd, b"".join(chunks))
+    return _TABLE[1]
+
+
 def mount_points_below(path: bytes) -> list[bytes] | None:
     """Mount points at ``path`` or below it, from ``/proc/self/mountinfo`` (None: unreadable).
 
     Catches what a walk of directories cannot see: a file bind-mounted over a file.
     """
-    try:
-        with open("/proc/self/mountinfo", "rb") as info:
-            lines = info.read().splitlines()
-    except OSError:
+    table = mount_table()
+    if table is None:
         return None
+    lines = table.splitlines()
     top = path.rstrip(b"/") or b"/"
     prefix = top if top == b"/" else top + b"/"
     found = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api, mounts
-from tests.conftest import bind_mount, write
+from tests.conftest import bind_mount, tmpfs, write
 
 
 def _ids(path: Path) -> tuple[int | None, int | None]:
@@ -51,3 +51,17 @@ def test_a_mount_that_cannot_be_told_keeps_a_directory_out_of_a_plan(
 
 def test_mountinfo_escapes_are_undone() -> None:
     assert mounts._unescape(rb"/a\040b\011c\134d") == b"/a b\tc\\d"
+
+
+def test_the_mount_table_is_read_again_as_soon_as_a_mount_changes(tmp_path: Path) -> None:
+    """Kept between questions, but a mount or unmount made meanwhile is always seen."""
+    from hygiene_nb.mounts import mount_table
+
+    where = tmp_path / "m"
+    where.mkdir()
+    first = mount_table()
+    assert first is not None and mount_table() is first  # unchanged: not read again
+    assert mounts.mount_points_below(os.fsencode(where)) == []
+    with tmpfs(where):
+        assert mounts.mount_points_below(os.fsencode(where)) == [os.fsencode(where)]
+    assert mounts.mount_points_below(os.fsencode(where)) == []

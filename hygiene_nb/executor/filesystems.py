@@ -17,6 +17,7 @@ import struct
 from typing import Any
 
 from hygiene_nb.fingerprint import signed64
+from hygiene_nb.mounts import mount_table
 
 __all__ = ["birth_ns", "fs_identity", "same_filesystem"]
 
@@ -83,9 +84,10 @@ def _mount_of(fd: int) -> dict[str, str] | None:
             for line in info.splitlines()
             if line.startswith(b"mnt_id:")
         )
-        with open("/proc/self/mountinfo", "rb") as handle:
-            table = handle.read(16 * 1024 * 1024)
     except (OSError, StopIteration):
+        return None
+    table = mount_table()
+    if table is None:
         return None
     for line in table.splitlines():
         fields = line.split(b" ")
