@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +62,7 @@ __all__ = [
     "Batch",
     "BatchInfo",
     "ManifestItem",
+    "batch_dirs",
     "changed_items",
     "check_held",
     "claim_batch",
@@ -637,9 +639,12 @@ def _item_bytes(items: list[dict[str, Any]]) -> int:
     )
 
 
-def list_batches(quarantines: list[Path]) -> list[BatchInfo]:
-    """Every batch in the given quarantine directories, oldest first."""
-    out: list[BatchInfo] = []
+def batch_dirs(quarantines: list[Path]) -> Iterator[tuple[int, Path, str]]:
+    """(handle on the quarantine, its path, a batch directory's name) for every batch in them.
+
+    The handle is open while its batches are handed out; a quarantine that cannot be opened
+    is passed over (its batches cannot be reached either).
+    """
     for quarantine in quarantines:
         try:
             qfd = os.open(quarantine, DIR_FLAGS)
@@ -649,9 +654,14 @@ def list_batches(quarantines: list[Path]) -> list[BatchInfo]:
             with os.scandir(qfd) as entries:
                 names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
             for name in names:
-                out.append(_describe(qfd, quarantine, name))
+                yield qfd, quarantine, name
         finally:
             os.close(qfd)
+
+
+def list_batches(quarantines: list[Path]) -> list[BatchInfo]:
+    """Every batch in the given quarantine directories, oldest first."""
+    out = [_describe(qfd, quarantine, name) for qfd, quarantine, name in batch_dirs(quarantines)]
     return sorted(out, key=lambda b: (b.created_at, b.batch_id))
 
 

@@ -31,6 +31,7 @@ from hygiene_nb.executor.batches import (
     TREE_NAME,
     Batch,
     ManifestItem,
+    batch_dirs,
     find_removal_leftovers,
     known_quarantines,
     read_manifest,
@@ -145,21 +146,11 @@ def _batches_of(store: Store, plan_id: str, unreadable: list[str]) -> list[Batch
     Batches whose manifest cannot be read (whose plan cannot be told) go to ``unreadable``.
     """
     found: list[Batch | _Other | None] = []
-    for quarantine in known_quarantines(store):
+    for qfd, quarantine, name in batch_dirs(known_quarantines(store)):
         try:
-            qfd = os.open(quarantine, DIR_FLAGS)
-        except OSError:
-            continue
-        try:
-            with os.scandir(qfd) as entries:
-                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-            for name in names:
-                try:
-                    found.append(_open_batch(qfd, quarantine, name, plan_id))
-                except (OSError, ValueError, KeyError, TypeError):
-                    unreadable.append(str(quarantine / name))
-        finally:
-            os.close(qfd)
+            found.append(_open_batch(qfd, quarantine, name, plan_id))
+        except (OSError, ValueError, KeyError, TypeError):
+            unreadable.append(str(quarantine / name))
     return [b for b in found if not isinstance(b, _Other)]
 
 

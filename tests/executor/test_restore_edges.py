@@ -31,11 +31,11 @@ from hygiene_nb.executor import (
     restore_batch,
     verify_receipt,
 )
-from hygiene_nb.executor.batches import QUARANTINE_NAME, read_manifest
-from hygiene_nb.executor.fileops import DIR_FLAGS
+from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.filesystems import same_filesystem
 from hygiene_nb.store import Store
 from tests.conftest import tmpfs, write
+from tests.executor.test_crossdev import manifest_of as manifest
 from tests.executor.test_execute import confirm_for, make_plan
 from tests.executor.test_restore import codes, in_batch, quarantine_items
 
@@ -47,16 +47,6 @@ def quarantine(world: dict[str, Path], *rels: str) -> tuple[Store, str, Path]:
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
     assert result.status == "done", result.skipped
     return store, str(result.batch_id), Path(str(result.receipt_path))
-
-
-def manifest(batch: Path) -> dict[str, Any]:
-    fd = os.open(batch, DIR_FLAGS)
-    try:
-        doc = read_manifest(fd)
-    finally:
-        os.close(fd)
-    assert doc is not None
-    return doc
 
 
 def needs_root() -> None:
