@@ -26,17 +26,8 @@ from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.digests import entry_digests
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
-from hygiene_nb.fingerprint import (
-    SymlinkOnPath,
-    fingerprint,
-    kind_of_mode,
-    lstat_beneath,
-    signed64,
-    walk_subtree,
-)
-from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger, display_path
+from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
 from hygiene_nb.models import Summary
-from hygiene_nb.mounts import MountInside, mounts_below_fd
 from hygiene_nb.plan import (
     DEFAULT_TTL,
     Exclusion,
@@ -47,12 +38,12 @@ from hygiene_nb.plan import (
     selection_summary,
 )
 from hygiene_nb.protect import (
-    KEEP_MARKER,
     ProtectContext,
     account_homes,
     find_git_tracked,
     protection_above,
 )
+from hygiene_nb.recheck import Rechecker, Reviewed, acting_protection
 from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
 from hygiene_nb.scan import ScanRequest, validate_root, walk_options
@@ -610,26 +601,26 @@ def _commands(plan_path: Path, store: Store, plan: dict[str, Any]) -> tuple[str,
     return base, confirm
 
 
-def _recheck_on_disk(sel: Selection, root: str, *, known_worktrees: frozenset[str]) -> None:
-    """Stat every candidate again (and fingerprint directories); exclude what changed.
+def _recheck_on_disk(sel: Selection, root: str, homes: Sequence[str]) -> None:
+    """Re-check every candidate against the disk (``hygiene_nb.recheck``); exclude what fails.
 
-    Also excluded: what something protective above it (a keep marker, a new git work tree)
-    covers now, and what is a mount point or holds one (``contains-mount``).
+    The same re-check the executor runs when it acts, with the same codes: what changed, went,
+    became unreadable, holds a mount or is protected now is left out.
     """
-    root_raw = os.fsencode(root)
-    above: dict[bytes, str] = {}
     kept = []
-    mounts = _mounts_below_root(root_raw)  # read once; each walk also checks mount ids
-    for cand in sel.candidates:
-        code, detail = _protected_from_above(cand["path_raw"], known_worktrees, above)
-        if code is None:
-            code, detail = _mounted(cand["path_raw"], mounts)
-        if code is None:
-            code, detail = _disk_difference(cand, root_raw)
-        if code is None:
-            kept.append(cand)
-        else:
-            sel.excluded.append(Exclusion.of(cand["path"], cand["path_raw"], code, detail))
+    with Rechecker(root, acting_protection(root, homes)) as checker:
+        for cand in sel.candidates:
+            item = Reviewed(
+                cand["path"], cand["path_raw"], cand["kind"], cand["dev"], cand["inode"],
+                cand["size"], cand["mtime_ns"], cand["ctime_ns"], cand.get("fingerprint"),
+            )  # fmt: skip
+            found = checker.check(item)
+            if found is None:
+                kept.append(cand)
+            else:
+                sel.excluded.append(
+                    Exclusion.of(cand["path"], cand["path_raw"], found.code, found.detail)
+                )
     sel.candidates = kept
 
 
@@ -651,94 +642,6 @@ def _check_references(sel: Selection, st: Store, config: RootConfig) -> list[dic
             kept.append(cand)
     sel.candidates = kept
     return [asdict(c) for c in checks]
-
-
-def _protected_from_above(
-    path: bytes, known_worktrees: frozenset[str], cache: dict[bytes, str]
-) -> tuple[str | None, str]:
-    """A keep marker, or a git work tree the snapshot did not know, above ``path`` now."""
-    directory = os.path.dirname(path)
-    while True:
-        if directory not in cache:
-            found = ""
-            if os.path.lexists(os.path.join(directory, KEEP_MARKER.encode())):
-                found = f"{display_path(directory)} holds a {KEEP_MARKER} marker now"
-            elif os.path.lexists(os.path.join(directory, b".git")) and (
-                display_path(directory) not in known_worktrees
-            ):
-                found = f"{display_path(directory)} became a git work tree since the scan"
-            cache[directory] = found
-        if cache[directory]:
-            return "now-protected", cache[directory]
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return None, ""
-        directory = parent
-
-
-def _mounts_below_root(root_raw: bytes) -> list[bytes] | None:
-    """The mount points at or below the root, as paths below it (None: cannot tell)."""
-    try:
-        fd = os.open(root_raw, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return mounts_below_fd(fd, root_raw)
-    finally:
-        os.close(fd)
-
-
-def _mounted(path: bytes, mounts: list[bytes] | None) -> tuple[str | None, str]:
-    """``contains-mount`` if the mount table lists a mount at ``path`` or below it.
-
-    An unreadable mount table is "cannot tell", which leaves it out too.
-    """
-    if mounts is None:
-        return "contains-mount", "the mount table cannot be read, so it cannot be told"
-    inside = path.rstrip(b"/") + b"/"
-    found = sorted(m for m in mounts if m == path or m.startswith(inside))
-    if not found:
-        return None, ""
-    return "contains-mount", f"another filesystem is mounted at {display_path(found[0])}"
-
-
-def _disk_difference(cand: dict[str, Any], root_raw: bytes) -> tuple[str | None, str]:
-    try:
-        st = lstat_beneath(root_raw, cand["path_raw"])
-    except SymlinkOnPath:
-        return "symlink-on-path", ""
-    except FileNotFoundError:
-        return "vanished", ""
-    except OSError as exc:
-        return "unreadable-now", exc.strerror or ""
-    now = (
-        kind_of_mode(st.st_mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
-        st.st_mtime_ns, st.st_ctime_ns,
-    )  # fmt: skip
-    then = (cand["kind"], cand["dev"], cand["inode"], cand["size"], cand["mtime_ns"],
-            cand["ctime_ns"])  # fmt: skip
-    if now != then:
-        names = ("kind", "device", "inode", "size", "mtime", "ctime")
-        what = [f"{n} {a} → {b}" for n, a, b in zip(names, then, now, strict=True) if a != b]
-        return "changed-since-review", ", ".join(what)
-    if cand["kind"] == "dir":
-        try:
-            fresh = fingerprint(
-                walk_subtree(root_raw, cand["path_raw"], expect=(st.st_dev, st.st_ino))
-            )
-        except MountInside as exc:
-            return "contains-mount", f"{display_path(os.fsencode(exc.filename))}: {exc.strerror}"
-        except SymlinkOnPath:
-            return "symlink-on-path", ""
-        except OSError as exc:
-            return "unreadable-now", exc.strerror or ""
-        if fresh != cand["fingerprint"]:
-            old = cand["fingerprint"]
-            return "changed-since-review", (
-                f"its contents changed ({old.count} entries, {old.bytes} bytes then; "
-                f"{fresh.count} entries, {fresh.bytes} bytes now)"
-            )
-    return None, ""
 
 
 def within(path: str | os.PathLike[str], root: str) -> bool:
@@ -832,7 +735,7 @@ def make_plan(
             f"from the reviewed file; run `hygiene-nb scan {shlex.quote(path)}` again, then plan."
         )
     out_path = _plan_out(out, path) if out is not None else None
-    table, ctx = _classified(st, info, rules)
+    table, _ = _classified(st, info, rules)
     with Ledger.open(st) as ledger:
         decided = ledger.annotations(under=path)
         # a decision made on this very snapshot recorded this snapshot's digest: no look-up
@@ -841,8 +744,9 @@ def make_plan(
         sel = select_candidates(
             table, decided, root=path, made_on=(info.scan_id, entry_digests(st, info, deletes))
         )
-        _recheck_on_disk(sel, path, known_worktrees=frozenset(ctx.git.worktrees))
-        checked = _check_references(sel, st, load_root_config(st, path))
+        config = load_root_config(st, path)
+        _recheck_on_disk(sel, path, config.homes)
+        checked = _check_references(sel, st, config)
         created = datetime.now(UTC)
         plan_id = f"plan-{created:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
         plan = assemble_plan(

@@ -16,21 +16,34 @@ from typing import Literal
 
 __all__ = ["ITEM_CODES", "STAGES", "Stage", "codes_markdown", "texts_for"]
 
-Stage = Literal["plan", "execute", "restore", "quarantine"]
-STAGES: tuple[Stage, ...] = ("plan", "execute", "restore", "quarantine")
+Stage = Literal["check", "plan", "execute", "restore", "quarantine"]
+STAGES: tuple[Stage, ...] = ("check", "plan", "execute", "restore", "quarantine")
+_SHOWN = {"check": "plan, execute"}  # the re-check's codes are given at both stages
 
 # (stage, code) → what it means and what to do next (shown after the item's own details)
 ITEM_CODES: dict[tuple[Stage, str], str] = {
+    # -- check: the one re-check (``hygiene_nb.recheck``) that plan and execute both run ------
+    ("check", "gone"): "it is no longer there; nothing to do",
+    ("check", "symlink-on-path"): "a directory on its path is not a real directory any more (a "
+    "symlink, say): scan again, review, then plan",
+    ("check", "permission-denied"): "it cannot be read or moved with your permissions: check its "
+    "permissions (or act as its owner), then plan again",
+    ("check", "unreadable-now"): "it cannot be read now (an I/O error, say): check the disk, then "
+    "scan and plan again",
+    ("check", "contains-mount"): "another filesystem is mounted on it or inside it (a bind mount "
+    "of the same filesystem counts; so does a mount that cannot be told apart), and nothing is "
+    "ever moved or destroyed through a mount; it stays where it is: unmount it (`umount PATH`), "
+    "then scan, review and plan again",
+    ("check", "special-file"): "it is a fifo, socket or device: never planned, never moved",
+    ("check", "changed-since-review"): "it changed since the snapshot you reviewed (the plan "
+    "records what that was); it stays where it is: scan again, review, then plan",
+    ("check", "now-protected"): "it is protected now, so it is neither planned nor moved",
     # -- plan: a decision that did not become a candidate ------------------------------------
     ("plan", "protected"): "it is protected and can never be planned",
     ("plan", "symlink"): "it is a symlink: plans never move links; remove it by hand if you "
     "mean to",
-    ("plan", "special-file"): "it is a fifo, socket or device: never planned",
     ("plan", "incomplete-scan"): "part of it was not read (unreadable, budget cut, excluded or "
     "another filesystem): scan again without limits, review, then plan",
-    ("plan", "contains-mount"): "another filesystem is mounted on it or inside it (a bind mount "
-    "of the same filesystem counts), and nothing is ever moved or destroyed through a mount: "
-    "unmount it (`umount PATH`), scan again, review, then plan",
     ("plan", "contains-kept-entry"): "it contains an entry you marked keep: mark the parts to "
     "delete instead, or change that decision",
     ("plan", "not-in-snapshot"): "the snapshot has no such entry: scan again, review, then plan",
@@ -40,32 +53,14 @@ ITEM_CODES: dict[tuple[Stage, str], str] = {
     ("plan", "decided-by-agent"): "an agent wrote this decision, and an agent may only "
     "propose: review it and decide it yourself (`hygiene-nb annotate PATH --decision delete`, "
     "or the widget)",
-    ("plan", "vanished"): "it is gone from disk since the scan",
-    ("plan", "changed-since-review"): "it changed since the snapshot you reviewed: scan again, "
-    "review, then plan",
-    ("plan", "symlink-on-path"): "a directory on its path is not a real directory any more: "
-    "scan again and review",
-    ("plan", "unreadable-now"): "it cannot be read now: check its permissions, then plan again",
-    ("plan", "now-protected"): "it is protected now: it can no longer be planned",
     ("plan", "referenced-by"): "files of its project name it, so removing it could break them: "
     "change or remove those references first, or keep it",
     ("plan", "references-unchecked"): "its project could not be searched completely for "
     "references, so it stays: raise reference_max_files / reference_max_text_bytes for this "
     "root in the store's config.toml, or plan a smaller set",
     # -- execute: a candidate that was not moved (it is where it was) -------------------------
-    ("execute", "gone"): "it is no longer there; nothing to do",
-    ("execute", "symlink-on-path"): "a directory on its path is a symlink now; scan and plan again",
-    ("execute", "changed-since-plan"): "it changed since the plan was made; scan, review and "
-    "plan again",
-    ("execute", "special-file"): "it is a fifo, socket or device now; never moved",
-    ("execute", "contains-mount"): "another filesystem is mounted on it or inside it (a bind "
-    "mount counts; so does a mount that cannot be told apart), and nothing is ever moved or "
-    "destroyed through a mount; it stays where it is: unmount it (`umount PATH`), then scan "
-    "and plan again",
-    ("execute", "now-protected"): "it is protected now; it will not be moved",
     ("execute", "decided-by-agent"): "the plan says an agent decided it, and an agent may only "
     "propose; decide it yourself, then plan again",
-    ("execute", "permission-denied"): "it cannot be read or moved with your permissions",
     ("execute", "move-failed"): "the move did not happen; it is where it was",
     ("execute", "aborted"): "not attempted; see `hygiene-nb quarantine list` and run a new plan "
     "for it",
@@ -130,13 +125,14 @@ ITEM_CODES: dict[tuple[Stage, str], str] = {
 
 
 def texts_for(stage: Stage) -> dict[str, str]:
-    """Code → its text, for the codes of one stage."""
-    return {code: text for (where, code), text in ITEM_CODES.items() if where == stage}
+    """Code → its text, for the codes of one stage (plan and execute: with the re-check's)."""
+    shared = ("check",) if stage in ("plan", "execute") else ()
+    return {code: text for (where, code), text in ITEM_CODES.items() if where in (stage, *shared)}
 
 
 def codes_markdown() -> str:
     """The table of ``docs/codes.md`` (generated: a test checks the doc holds it)."""
     lines = ["| code | where | what it means, and what to do next |", "|---|---|---|"]
     for (stage, code), text in sorted(ITEM_CODES.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        lines.append(f"| `{code}` | {stage} | {text.replace('|', '/')} |")
+        lines.append(f"| `{code}` | {_SHOWN.get(stage, stage)} | {text.replace('|', '/')} |")
     return "\n".join(lines)

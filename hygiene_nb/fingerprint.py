@@ -16,24 +16,27 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hygiene_nb.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
+    "DIR_FLAGS",
     "Entry",
     "Fingerprint",
     "SymlinkOnPath",
     "fingerprint",
     "kind_of_mode",
     "lstat_beneath",
+    "open_dir_at",
+    "open_dirs_at",
     "signed64",
     "walk_subtree",
     "walk_subtree_at",
 ]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -81,15 +84,42 @@ class SymlinkOnPath(OSError):
     """A component between the root and an entry is a symlink (or not a directory)."""
 
 
+def open_dir_at(dir_fd: int, name: bytes) -> int:
+    """Open directory ``name`` under ``dir_fd``; never a symlink, never anything but a directory.
+
+    Raises:
+        OSError: ``ELOOP``/``ENOTDIR`` when it is a symlink or not a directory.
+    """
+    return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+
+
+def open_dirs_at(dir_fd: int, parts: Sequence[bytes]) -> int:
+    """A new handle on ``parts`` below ``dir_fd``, one component at a time, never a symlink.
+
+    Raises:
+        OSError: a component is missing, a symlink (``ELOOP``) or not a directory.
+    """
+    current = os.dup(dir_fd)
+    try:
+        for part in parts:
+            nxt = open_dir_at(current, part)
+            os.close(current)
+            current = nxt
+    except BaseException:
+        os.close(current)
+        raise
+    return current
+
+
 def _open_parent(root: bytes, path: bytes) -> tuple[int, bytes]:
     """Open the directory holding ``path`` by walking down from ``root`` (no symlinks)."""
     rel = path[len(root) :].strip(b"/")
     parts = rel.split(b"/")
-    fd = os.open(root, _DIR_FLAGS)
+    fd = os.open(root, DIR_FLAGS)
     try:
         for part in parts[:-1]:
             try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                nxt = open_dir_at(fd, part)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise SymlinkOnPath(exc.errno, "not a real directory on the way", part) from exc
@@ -134,9 +164,9 @@ def walk_subtree(root: bytes, path: bytes, *, expect: tuple[int, int] | None = N
         MountInside: ``path`` is a mount point, or holds one (or it cannot be told).
         OSError: a directory cannot be read.
     """
-    fd, name = _open_parent(root, path) if path != root else (os.open(root, _DIR_FLAGS), b"")
+    fd, name = _open_parent(root, path) if path != root else (os.open(root, DIR_FLAGS), b"")
     try:
-        top = os.open(name, _DIR_FLAGS, dir_fd=fd) if name else os.dup(fd)
+        top = open_dir_at(fd, name) if name else os.dup(fd)
         try:
             if name:
                 require_mount(top, mount_id(fd), path)  # not a mount point itself
@@ -164,7 +194,7 @@ def walk_subtree_at(dir_fd: int, name: bytes, *, expect: tuple[int, int]) -> lis
         MountInside: ``name`` is a mount point, or holds one (or it cannot be told).
         OSError: a directory cannot be read.
     """
-    top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    top = open_dir_at(dir_fd, name)
     try:
         st = os.fstat(top)
         if (st.st_dev, st.st_ino) != expect:
@@ -205,7 +235,7 @@ def _walk_into(dfd: int, prefix: bytes, out: list[Entry], mount: int) -> None:
             if kind == "dir":
                 subdirs.append((name, (st.st_dev, st.st_ino)))
     for name, identity in subdirs:
-        child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+        child = open_dir_at(dfd, name)
         try:
             here = os.fstat(child)
             if (here.st_dev, here.st_ino) != identity:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import get_args
 
 from hygiene_nb.codes import ITEM_CODES, codes_markdown
 
@@ -20,6 +21,7 @@ _CODE_ARGUMENT = {
     "_Block": 0,
     "Blocked": 1,
     "RemovalRefused": 0,
+    "Finding": 0,  # the re-check's verdict (hygiene_nb.recheck)
 }
 _KEBAB = re.compile(r"^[a-z]+(-[a-z]+)*$")
 
@@ -91,7 +93,7 @@ def test_the_collector_finds_the_codes_it_should() -> None:
     # one of each way a code is given, so the collector cannot silently find nothing
     for known in (
         "changed-since-review",
-        "changed-since-plan",
+        "gone",
         "cross-device",
         "target-occupied",
         "removal-interrupted",
@@ -115,9 +117,14 @@ def test_the_plan_and_the_executor_draw_their_texts_from_the_table() -> None:
     from hygiene_nb.executor.crossdev import CROSSDEV_HINTS
     from hygiene_nb.executor.guards import SKIP_HINTS
     from hygiene_nb.plan import EXCLUSIONS
+    from hygiene_nb.recheck import CheckCode
 
-    assert {("plan", c): t for c, t in EXCLUSIONS.items()}.items() <= ITEM_CODES.items()
-    assert {("execute", c): t for c, t in SKIP_HINTS.items()}.items() <= ITEM_CODES.items()
+    rechecked = {c: t for (stage, c), t in ITEM_CODES.items() if stage == "check"}
+    assert set(rechecked) == set(get_args(CheckCode))  # the re-check gives exactly these
+    for stage, texts in (("plan", EXCLUSIONS), ("execute", SKIP_HINTS)):
+        own = {c: t for (where, c), t in ITEM_CODES.items() if where == stage}
+        assert texts == {**own, **rechecked}, stage
+        assert not own.keys() & rechecked.keys(), f"{stage} restates a re-check code"
     assert CROSSDEV_HINTS.items() <= SKIP_HINTS.items()
 
 

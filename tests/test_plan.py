@@ -137,7 +137,7 @@ def test_a_file_that_grew_or_vanished_is_excluded(tree: Path, store: Path) -> No
     plan = plan_of(tree, store)
     assert excluded(plan) == {
         str(tree / "web" / "app.log"): "changed-since-review",
-        str(tree / "data" / "scratch.bin"): "vanished",
+        str(tree / "data" / "scratch.bin"): "gone",
     }
     messages = {e["path"]: e["message"] for e in plan["excluded"]}
     assert messages[str(tree / "web" / "app.log")].startswith("Size 40 → 19")
@@ -345,17 +345,24 @@ def test_an_entry_that_cannot_be_read_now_is_excluded(
 ) -> None:
     import errno as errno_mod
 
+    from hygiene_nb import fingerprint
+
     api.scan_root(tree, store=store)
-    decide(store, tree / "web" / "app.log", tree / "data" / "scratch.bin")
-    real = api.lstat_beneath  # type: ignore[attr-defined]  # the seam the test patches
+    decide(store, tree / "web" / "app.log", tree / "data" / "scratch.bin", tree / "cache")
+    real = fingerprint.open_dir_at  # the seam every walk from the root's handle goes through
 
-    def denied(root: bytes, path: bytes) -> os.stat_result:
-        if path.endswith(b"app.log"):
+    def denied(fd: int, name: bytes) -> int:
+        if name == b"web":
             raise PermissionError(errno_mod.EACCES, "Permission denied")
-        return real(root, path)
+        if name == b"cache":
+            raise OSError(errno_mod.EIO, "Input/output error")
+        return real(fd, name)
 
-    monkeypatch.setattr(api, "lstat_beneath", denied)
-    assert excluded(plan_of(tree, store)) == {str(tree / "web" / "app.log"): "unreadable-now"}
+    monkeypatch.setattr(fingerprint, "open_dir_at", denied)
+    assert excluded(plan_of(tree, store)) == {
+        str(tree / "web" / "app.log"): "permission-denied",
+        str(tree / "cache"): "unreadable-now",
+    }
 
 
 def test_names_that_read_alike_but_differ_in_bytes_are_planned_apart(

@@ -12,7 +12,7 @@ person passed ``--allow-copy``, an item is copied into the store's quarantine in
 verify (count, bytes, extended attributes and ACLs, and a SHA-256 of every file, read back from
 both sides) → only then unlink the original through
 ``fileops.remove_original_after_verified_copy`` (which refuses an original someone still
-writes to, ``in-use``, or that changed since, ``changed-since-plan``). A tree holding a symlink,
+writes to, ``in-use``, or that changed since, ``changed-since-review``). A tree holding a symlink,
 a hard link, a special file or a mount, or an extended attribute the copy's filesystem cannot
 keep, is not verifiable and stays where it is (``copy-unverifiable``). There is never a moment
 with zero copies.

@@ -68,7 +68,7 @@ from hygiene_nb.executor.fileops import (
     open_dirs_at,
     remove_original_after_verified_copy,
 )
-from hygiene_nb.executor.guards import GitCache, Skip, acting_protection, check_candidate
+from hygiene_nb.executor.guards import Skip, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
 from hygiene_nb.executor.reserve import Reserve
@@ -79,6 +79,7 @@ from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subt
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.mounts import MountInside, mount_id
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
+from hygiene_nb.recheck import Rechecker, acting_protection
 from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.store import Store
 
@@ -334,19 +335,17 @@ def _dry_run(
     plan: LoadedPlan, store: Store, config: RootConfig, result: ExecuteResult, allow_copy: bool
 ) -> None:
     """Check every candidate as execution would, and say which quarantine it would go to."""
-    root = plan.plan["root"]["path"].encode()
+    root_path = plan.plan["root"]["path"]
     referenced = _reference_skips(store, config, plan.plan["candidates"], result)
     predict = _Destinations(store, allow_copy)
-    root_fd = os.open(root, DIR_FLAGS)
-    git = GitCache({})
-    protect = acting_protection(plan.plan["root"]["path"], config.homes)
+    checker = Rechecker(root_path, acting_protection(root_path, config.homes))
     try:
         for cand in plan.plan["candidates"]:
             if cand["path"] in referenced:
                 _record(result, cand, referenced[cand["path"]])
                 continue
             raw = _raw(cand)
-            parent, skip = check_candidate(root_fd, root, cand, raw, git, protect)
+            parent, skip = check_candidate(checker, cand, raw)
             where: dict[str, str] = {}
             try:
                 if skip is None:
@@ -356,7 +355,7 @@ def _dry_run(
                     os.close(parent)
             _record(result, cand, skip, where)
     finally:
-        os.close(root_fd)
+        checker.close()
 
 
 class _Destinations:
@@ -481,14 +480,13 @@ def _carry_out(
     authorization_id = "auth-" + secrets.token_hex(8)
     free_before = _free(p["root"]["path"])
     quarantine_mount = _path_mount(store.quarantine)
-    root = p["root"]["path"].encode()
-    root_fd = os.open(root, DIR_FLAGS)
-    run = _Run(store, p, ops, quarantine_mount, allow_copy, tuple(config.homes))
+    checker = Rechecker(p["root"]["path"], acting_protection(p["root"]["path"], config.homes))
+    run = _Run(store, p, ops, quarantine_mount, allow_copy)
     aborted = ""
     unexpected: Exception | None = None
     cands = p["candidates"]
     try:
-        root_st = os.fstat(root_fd)
+        root_st = os.fstat(checker.fd)
         if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p["root"]["dev"],
                                                                    p["root"]["inode"]):  # fmt: skip
             raise RootReplaced(f"{p['root']['path']} was replaced just before acting on it.")
@@ -502,7 +500,7 @@ def _carry_out(
                     run.outcomes.append(_outcome(cand, referenced[cand["path"]]))
                 else:
                     group.append(cand)
-            for cand, skip, where in run.group(root_fd, root, group):
+            for cand, skip, where in run.group(checker, group):
                 _record(result, cand, skip, open_at_move=bool(where.get("open_at_move")))
                 run.outcomes.append({**_outcome(cand, skip), **where})
     except Exception as exc:  # noqa: BLE001 - re-raised below when unexpected
@@ -513,7 +511,7 @@ def _carry_out(
         if not isinstance(exc, (OSError, HygieneError)):
             unexpected = exc  # a bug: written down in the receipt first, then exit 1
     finally:
-        os.close(root_fd)
+        checker.close()
         unused = [b for b in run.batches if remove_unused_batch(b)]  # no empty batch stays
         for batch in run.batches:
             batch.close()
@@ -640,7 +638,6 @@ class _Run:
         ops: FileOps,
         mount: _Mount,
         allow_copy: bool,
-        homes: tuple[str, ...] = (),
     ) -> None:
         self.store, self.p, self.ops, self.mount = store, p, ops, mount
         self.allow_copy = allow_copy
@@ -648,8 +645,6 @@ class _Run:
         self.batches: list[Batch] = []  # every batch claimed, in order
         self.dests: dict[_Mount, _Dest] = {}  # by the mount of the item's parent
         self.outcomes: list[dict[str, Any]] = []
-        self.git = GitCache({})
-        self.protect = acting_protection(p["root"]["path"], homes)
         self.untouched = False  # nothing moved, no batch kept: the plan stays usable
 
     def store_batch(self) -> Batch:
@@ -659,7 +654,7 @@ class _Run:
             self.batches.append(self.batch)
         return self.batch
 
-    def group(self, root_fd: int, root: bytes, cands: list[dict[str, Any]]) -> list[_Done]:
+    def group(self, checker: Rechecker, cands: list[dict[str, Any]]) -> list[_Done]:
         """Re-check a group, record the movable ones as pending, move them, record outcomes."""
         done: list[_Done] = []
         ready: list[tuple[dict[str, Any], bytes, int, Batch | None]] = []
@@ -667,7 +662,7 @@ class _Run:
         try:
             for cand in cands:
                 raw = _raw(cand)
-                parent, skip = check_candidate(root_fd, root, cand, raw, self.git, self.protect)
+                parent, skip = check_candidate(checker, cand, raw)
                 dest = _Dest()
                 if skip is None:
                     try:
@@ -861,7 +856,7 @@ def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> tuple[st
     added or changed inside it since its check, shows here, and so does a mount made inside it
     meanwhile (``contains-mount``: the walk never enters another mount).
     """
-    changed = "changed-since-plan"
+    changed = "changed-since-review"
     st = os.stat(name, dir_fd=target, follow_symlinks=False)
     if (signed64(st.st_dev), signed64(st.st_ino)) != (cand["dev"], cand["inode"]):
         return changed, "another entry was swapped in while moving"
@@ -915,7 +910,7 @@ def _copyable(
         return {}, crossdev_skip(cand["path"], "copy-failed", exc.strerror or "unreadable")
     top = planned[b""]
     if (signed64(top.dev), signed64(top.ino)) != (cand["dev"], cand["inode"]):
-        return {}, Skip.of(cand["path"], "changed-since-plan", "it was replaced")
+        return {}, Skip.of(cand["path"], "changed-since-review", "it was replaced")
     return planned, None
 
 

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.writers import Probe
+from hygiene_nb.fingerprint import DIR_FLAGS, open_dir_at, open_dirs_at
 from hygiene_nb.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 REMOVING_PREFIX = b".hygiene-nb-removing-"  # the staging directory of an original being removed
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RENAME_NOREPLACE = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _RENAMEAT2 = getattr(_LIBC, "renameat2", None)
@@ -56,33 +56,6 @@ if _RENAMEAT2 is not None:
         ctypes.c_uint,
     ]
     _RENAMEAT2.restype = ctypes.c_int
-
-
-def open_dir_at(dir_fd: int, name: bytes) -> int:
-    """Open directory ``name`` under ``dir_fd``; never a symlink, never anything but a directory.
-
-    Raises:
-        OSError: ``ELOOP``/``ENOTDIR`` when it is a symlink or not a directory.
-    """
-    return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-
-
-def open_dirs_at(dir_fd: int, parts: Sequence[bytes]) -> int:
-    """A new handle on ``parts`` below ``dir_fd``, one component at a time, never a symlink.
-
-    Raises:
-        OSError: a component is missing, a symlink (``ELOOP``) or not a directory.
-    """
-    current = os.dup(dir_fd)
-    try:
-        for part in parts:
-            nxt = open_dir_at(current, part)
-            os.close(current)
-            current = nxt
-    except BaseException:
-        os.close(current)
-        raise
-    return current
 
 
 class FileOps(Protocol):
@@ -205,7 +178,7 @@ class RemovalRefused(OSError):
     """The original was not removed: it was put back whole where it was.
 
     ``code`` says why: ``in-use`` (a program has a file of it open for writing, or that could
-    not be told) or ``changed-since-plan`` (it differs from what was verified).
+    not be told) or ``changed-since-review`` (it differs from what was verified).
     """
 
     def __init__(self, code: str, why: str, shown: str) -> None:
@@ -251,7 +224,9 @@ def remove_original_after_verified_copy(
     shown = name.decode("utf-8", "backslashreplace")
     top = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if _seen(top) is None or not _same(_seen(top), verified.get(b""), ctime=True):
-        raise RemovalRefused("changed-since-plan", "it changed after its copy was verified", shown)
+        raise RemovalRefused(
+            "changed-since-review", "it changed after its copy was verified", shown
+        )
     staging = REMOVING_PREFIX + secrets.token_hex(6).encode()
     os.mkdir(staging, 0o700, dir_fd=dir_fd)
     stage_fd = open_dir_at(dir_fd, staging)
@@ -334,7 +309,7 @@ class _Removal:
 
     def _changed(self, name: bytes, rel: bytes, why: str) -> RemovalRefused:
         shown = (rel or name).decode("utf-8", "backslashreplace")
-        return RemovalRefused("changed-since-plan", why, shown)
+        return RemovalRefused("changed-since-review", why, shown)
 
     def read_after_rename(self, dir_fd: int, name: bytes, rel: bytes) -> None:
         """Read every entry right after the rename; each must be what was verified."""

@@ -73,6 +73,8 @@ _SUMMARY_KEYS = frozenset({"candidates", "delete_count", "keep_count", "unsure_c
                            "reclaim_alloc", "keep_bytes"})  # fmt: skip
 _RAW_KEY = frozenset({"path_b64"})
 _RISKS = frozenset(r.value for r in Risk)
+# Codes older plans may list as excluded (informational only): "vanished" is "gone" now.
+_FORMER_EXCLUSIONS = frozenset({"vanished"})
 
 
 @dataclass(frozen=True)
@@ -560,7 +562,10 @@ def _check_verdict(cand: Mapping[str, Any], where: str) -> None:
 def _check_excluded(item: Any, where: str) -> None:
     _keys(item, where, _EXCLUDED_KEYS, _RAW_KEY)
     path = _str(item["path"], f"{where}.path", _MAX_PATH)
-    if not isinstance(item["code"], str) or item["code"] not in EXCLUSIONS:
+    if (
+        not isinstance(item["code"], str)
+        or item["code"] not in EXCLUSIONS.keys() | _FORMER_EXCLUSIONS
+    ):
         raise _Bad(f"{where}.code must be one of the exclusion codes")
     _str(item["message"], f"{where}.message")
     if "path_b64" in item:

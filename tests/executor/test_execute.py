@@ -215,10 +215,10 @@ def test_changed_items_are_skipped_and_the_others_move(world: dict[str, Path]) -
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
     codes = {Path(s["path"]).name: s["code"] for s in result.skipped}
     assert codes == {
-        "grows": "changed-since-plan",
+        "grows": "changed-since-review",
         "goes": "gone",
         "fifo-later": "special-file",
-        "sub": "changed-since-plan",
+        "sub": "changed-since-review",
         "marked": "now-protected",
         "f": "symlink-on-path",
     }
@@ -244,7 +244,7 @@ def test_cli_exit_codes_for_refused_and_partial(world: dict[str, Path]) -> None:
     )  # fmt: skip
     assert done.returncode == 4
     out = json.loads(done.stdout)
-    assert out["status"] == "partial" and out["skipped"][0]["code"] == "changed-since-plan"
+    assert out["status"] == "partial" and out["skipped"][0]["code"] == "changed-since-review"
 
 
 def test_cli_dry_run_says_which_quarantine_takes_the_items(world: dict[str, Path]) -> None:
@@ -564,17 +564,17 @@ def test_a_permission_error_on_the_way_is_a_skip(
 ) -> None:
     import errno as errno_mod
 
-    from hygiene_nb.executor import fileops
+    from hygiene_nb import fingerprint
 
     plan = make_plan(world, "web/app.log", "data/scratch.bin")
-    real = fileops.open_dir_at  # the seam the guards' walk goes through
+    real = fingerprint.open_dir_at  # the seam every walk from the root's handle goes through
 
     def denied(fd: int, name: bytes) -> int:
         if name == b"web":
             raise PermissionError(errno_mod.EACCES, "Permission denied")
         return real(fd, name)
 
-    monkeypatch.setattr(fileops, "open_dir_at", denied)
+    monkeypatch.setattr(fingerprint, "open_dir_at", denied)
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
     assert [(s["path"], s["code"]) for s in result.skipped] == [
         (str(world["root"] / "web" / "app.log"), "permission-denied")
@@ -606,7 +606,7 @@ def test_a_directory_that_gains_an_entry_just_before_its_move_is_put_back(
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
                           ops=RaceOps(b"node_modules", smuggle))  # fmt: skip
     assert result.moved == []
-    assert [s["code"] for s in result.skipped] == ["changed-since-plan"]
+    assert [s["code"] for s in result.skipped] == ["changed-since-review"]
     assert "put back" in result.skipped[0]["message"]
     assert (root / "web" / "node_modules" / "mine" / "thesis.tex").read_bytes() == b"years of work"
 
@@ -631,7 +631,7 @@ def test_an_arrival_that_cannot_be_put_back_is_held_and_the_run_finishes(
                           ops=Reoccupy(b"app.log", swap_and_reoccupy))  # fmt: skip
     assert [m["path"] for m in result.moved] == [str(root / "data" / "scratch.bin")]
     (skip,) = result.skipped
-    assert skip["code"] == "changed-since-plan" and "held in the batch" in skip["message"]
+    assert skip["code"] == "changed-since-review" and "held in the batch" in skip["message"]
     assert (root / "web" / "old.log").exists()  # the planned file never moved
     assert result.receipt_path is not None and Path(result.receipt_path).exists()
 

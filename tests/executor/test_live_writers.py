@@ -144,7 +144,7 @@ def test_allow_copy_keeps_an_original_rewritten_with_its_mtime_put_back(
     monkeypatch.setattr("hygiene_nb.executor.fileops.checkpoint", at, raising=False)
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert len(rewritten) == 1
-    assert outcomes(result) == {str(mnt / item): "changed-since-plan"}
+    assert outcomes(result) == {str(mnt / item): "changed-since-review"}
     at_place = mnt / victim.replace("{staging}/", "")
     assert at_place.read_bytes() == rewritten[0]  # the new bytes are in place, not removed
     assert [p.name for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-")] == []

@@ -342,7 +342,7 @@ def test_cli_a_run_that_moved_nothing_gives_the_plan_back(mworld: dict[str, Path
     assert again.returncode == 4, again.stderr  # not refused: the plan was given back
     out = json.loads(again.stdout)
     assert out["plan_state"] == "issued" and out["batches"] == [] and out["moved"] == []
-    assert {s["code"] for s in out["skipped"]} == {"changed-since-plan"}
+    assert {s["code"] for s in out["skipped"]} == {"changed-since-review"}
     assert list_store_batches(Store(mworld["store"])) == []
 
 

@@ -1,0 +1,328 @@
+"""The one re-check: is an entry on disk still exactly what was reviewed, and may it go?
+
+``hygiene-nb plan`` re-checks every candidate against the disk before it writes the plan, and
+the executor re-checks every candidate again at the moment of acting. Both ask the same
+questions, in this order, and answer with the same codes (``hygiene_nb.codes``, stage
+``check``):
+
+1. It is reached from the root's handle one component at a time, never through a symlink
+   (``symlink-on-path``); it is still there (``gone``) and can be read (``permission-denied``,
+   ``unreadable-now``).
+2. It is no mount point and holds none, by mount id and from the mount table, so a bind mount
+   of the same filesystem counts and "cannot tell" counts too (``contains-mount``).
+3. It is a file, a directory or a symlink, not a fifo, socket or device (``special-file``).
+4. Kind, device, inode, size, mtime and ctime are the reviewed ones, and a directory's subtree
+   fingerprint is the reviewed one (``changed-since-review``). ctime is what no user can set,
+   so a rewrite with its mtime put back is seen.
+5. Nothing protects it now (``now-protected``): keys, VCS data or a keep marker inside it,
+   protection's own rules (a home's configuration, system directories) at the moment of
+   asking, a keep marker above it, or git tracking it above (or git unable to tell).
+
+Reading here is read-only. A failed check is a ``Finding``, never an exception.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hygiene_nb.fingerprint import (
+    DIR_FLAGS,
+    Entry,
+    Fingerprint,
+    SymlinkOnPath,
+    fingerprint,
+    kind_of_mode,
+    open_dirs_at,
+    signed64,
+    walk_subtree_at,
+)
+from hygiene_nb.mounts import MountInside, mount_id, mount_id_at, mounted_inside
+from hygiene_nb.protect import (
+    CREDENTIAL_DIRS,
+    CREDENTIAL_EXTENSIONS,
+    CREDENTIAL_FILES,
+    CREDENTIAL_PREFIXES,
+    KEEP_MARKER,
+    VCS_DIRS,
+    ProtectContext,
+    Protection,
+    account_homes,
+    find_git_tracked,
+    protect_dir,
+    protect_file,
+    protection_above,
+)
+
+__all__ = [
+    "CheckCode",
+    "Finding",
+    "GitCache",
+    "Rechecker",
+    "Reviewed",
+    "acting_protection",
+]
+
+CheckCode = Literal[
+    "gone",
+    "symlink-on-path",
+    "permission-denied",
+    "unreadable-now",
+    "contains-mount",
+    "special-file",
+    "changed-since-review",
+    "now-protected",
+]
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """What was reviewed of one entry: the values the disk must still show.
+
+    ``fingerprint`` is the directory's subtree fingerprint (None for a file).
+    """
+
+    path: str
+    raw: bytes
+    kind: str
+    dev: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    fingerprint: Fingerprint | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Why an entry must stay: a code of the ``check`` stage and what was seen."""
+
+    code: CheckCode
+    detail: str = ""
+
+
+@dataclass
+class GitCache:
+    """Tracked files of the git work trees met while checking (asked once per tree)."""
+
+    tracked: dict[str, frozenset[str] | None] = field(default_factory=dict)
+
+    def is_tracked_or_unknown(self, tree: str, paths: list[str]) -> bool:
+        """Whether git tracks any of ``paths`` in ``tree`` (True when git cannot tell)."""
+        if tree not in self.tracked:
+            info = find_git_tracked([tree])
+            self.tracked[tree] = None if info.unreadable else info.tracked
+        known = self.tracked[tree]
+        return known is None or any(p in known for p in paths)
+
+
+def acting_protection(root: str, homes: Iterable[str] = ()) -> ProtectContext:
+    """What protection knows at the moment of asking, whatever a plan or the ledger says.
+
+    The homes are yours (``$HOME``, links resolved), every account's home in or around
+    ``root``, and ``homes`` (the store's ``config.toml`` names them).
+    """
+    home = os.path.realpath(os.path.expanduser("~"))
+    named = frozenset(os.path.realpath(h) for h in homes)
+    return ProtectContext("", home, "", other_homes=account_homes(root) | named)
+
+
+class Rechecker:
+    """Re-checks of the entries below one root, from one handle on it.
+
+    Args:
+        root: the root's path (as the plan records it).
+        protect: what protection knows (defaults to ``acting_protection(root)``).
+
+    Raises:
+        OSError: the root cannot be opened (the caller checked it is the scanned root).
+    """
+
+    def __init__(self, root: str, protect: ProtectContext | None = None) -> None:
+        self.root = os.fsencode(root)
+        self.protect = protect if protect is not None else acting_protection(root)
+        self.git = GitCache()
+        self.fd = os.open(self.root, DIR_FLAGS)
+
+    def close(self) -> None:
+        """Close the root's handle."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Rechecker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check(self, item: Reviewed) -> Finding | None:
+        """Re-check ``item``; None when it is exactly what was reviewed and nothing protects it."""
+        parent, found = self.reach(item)
+        if parent >= 0:
+            os.close(parent)
+        return found
+
+    def reach(self, item: Reviewed) -> tuple[int, Finding | None]:
+        """Re-check ``item``; return (a handle on its parent, or -1) and a finding, if any.
+
+        On success the caller owns (and closes) the handle it acts through, so nothing between
+        this check and the act can swap a directory on the way.
+        """
+        rel = item.raw[len(self.root) :].strip(b"/").split(b"/")
+        try:
+            parent = open_dirs_at(self.fd, rel[:-1])
+        except OSError as exc:
+            return -1, finding_for_oserror(exc)
+        try:
+            found = self._check_at(parent, rel[-1], item)
+        except OSError as exc:
+            found = finding_for_oserror(exc)
+        if found is not None:
+            os.close(parent)
+            return -1, found
+        return parent, None
+
+    def _check_at(self, parent: int, name: bytes, item: Reviewed) -> Finding | None:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        mode = st.st_mode
+        is_dir = stat.S_ISDIR(mode)
+        mounted = _mount_on_or_in(parent, name, is_dir)
+        if mounted:
+            return Finding("contains-mount", mounted)
+        if not (stat.S_ISREG(mode) or is_dir or stat.S_ISLNK(mode)):
+            return Finding("special-file")
+        now = (kind_of_mode(mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
+               st.st_mtime_ns, st.st_ctime_ns)  # fmt: skip
+        then = (item.kind, item.dev, item.inode, item.size, item.mtime_ns, item.ctime_ns)
+        if now != then:
+            return Finding("changed-since-review", _difference(then, now))
+        entries: list[Entry] = []
+        if is_dir:
+            entries = walk_subtree_at(parent, name, expect=(st.st_dev, st.st_ino))
+            found = _contents_differ(item.fingerprint, fingerprint(entries))
+            if found is not None:
+                return found
+        return self._protected(name, is_dir, item, entries)
+
+    def _protected(
+        self, name: bytes, is_dir: bool, item: Reviewed, entries: list[Entry]
+    ) -> Finding | None:
+        if _protected_name(name, is_dir) or any(
+            _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir") for e in entries
+        ):
+            return Finding("now-protected", "it holds keys, VCS data or a keep marker")
+        found = _protection_now(item.raw, is_dir, entries, self.protect)
+        if found is not None:
+            return Finding("now-protected", f"{found.claim} ({found.rule})")
+        keep, tree = _above(item.raw)
+        if keep is not None:
+            return Finding("now-protected", f"{keep} holds a {KEEP_MARKER} marker")
+        if tree is not None:
+            below = [e[0].decode("utf-8", "backslashreplace") for e in entries if e[1] == "file"]
+            inside = [item.path] + [f"{item.path}/{rel}" for rel in below]
+            if self.git.is_tracked_or_unknown(tree, inside):
+                return Finding("now-protected", f"git in {tree} tracks it (or cannot tell)")
+        return None
+
+
+def finding_for_oserror(exc: OSError) -> Finding:
+    """What an error on the way to an entry (or in its subtree) means for the entry."""
+    if isinstance(exc, MountInside):
+        return Finding("contains-mount", f"{os.fsdecode(exc.filename)}: {exc.strerror}")
+    if isinstance(exc, SymlinkOnPath) or exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return Finding("symlink-on-path")
+    if exc.errno == errno.ENOENT:
+        return Finding("gone")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return Finding("permission-denied", exc.strerror or "")
+    return Finding("unreadable-now", exc.strerror or "it could not be read")
+
+
+def _contents_differ(planned: Fingerprint | None, fresh: Fingerprint) -> Finding | None:
+    if planned is None:
+        return Finding("changed-since-review", "it was a file when it was reviewed")
+    if fresh == planned:
+        return None
+    return Finding(
+        "changed-since-review",
+        f"its contents changed ({planned.count} entries, {planned.bytes} bytes then; "
+        f"{fresh.count} entries, {fresh.bytes} bytes now)",
+    )
+
+
+def _protected_name(name: bytes, is_dir: bool) -> bool:
+    text = os.fsdecode(name)
+    if text in VCS_DIRS or text == KEEP_MARKER:
+        return True
+    if is_dir:
+        return text in CREDENTIAL_DIRS
+    return (
+        text in CREDENTIAL_FILES
+        or text.startswith(CREDENTIAL_PREFIXES)
+        or text.lower().endswith(CREDENTIAL_EXTENSIONS)
+    )
+
+
+def _above(path: bytes) -> tuple[str | None, str | None]:
+    """(keep-marker directory, enclosing git work tree) found above ``path`` on disk."""
+    directory = os.path.dirname(path)
+    tree = None
+    while True:
+        if os.path.lexists(os.path.join(directory, KEEP_MARKER.encode())):
+            return os.fsdecode(directory), tree
+        if tree is None and os.path.lexists(os.path.join(directory, b".git")):
+            tree = directory.decode("utf-8", "backslashreplace")
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None, tree
+        directory = parent
+
+
+def _protection_now(
+    raw: bytes, is_dir: bool, entries: list[Entry], ctx: ProtectContext
+) -> Protection | None:
+    """What protects the item now: something above it, its own name and place, or inside it.
+
+    The rules are protection's own (``hygiene_nb.protect``): configuration in a home (a home's
+    dot-files, ``~/.config``), keys, VCS data, keep markers, system directories.
+    """
+    path = raw.decode("utf-8", "backslashreplace")  # as snapshot paths and homes are written
+    found = protection_above(os.path.dirname(path), ctx)
+    if found is not None:
+        return found
+    found = _protected_entry(path, is_dir, ctx)
+    for rel, kind, *_ in entries:
+        if found is not None:
+            break
+        inside = f"{path}/{rel.decode('utf-8', 'backslashreplace')}"
+        found = _protected_entry(inside, kind == "dir", ctx)
+    return found
+
+
+def _protected_entry(path: str, is_dir: bool, ctx: ProtectContext) -> Protection | None:
+    parent, name = os.path.split(path)
+    return protect_dir(path, name, ctx) if is_dir else protect_file(name, parent, ctx)
+
+
+def _mount_on_or_in(parent: int, name: bytes, is_dir: bool) -> str:
+    """Why ``name`` is (or may be) a mount point or hold one; "" when it is not.
+
+    By mount id for the entry itself; for a directory also from the mount table (a file
+    bind-mounted inside). The subtree walk checks the mount id of every directory it opens.
+    """
+    here, there = mount_id(parent), mount_id_at(parent, name)
+    if here is None or there is None:
+        return "it cannot be told whether it is a mount point"
+    if here != there:
+        return "it is a mount point"
+    return mounted_inside(parent, name) if is_dir else ""
+
+
+def _difference(then: tuple[object, ...], now: tuple[object, ...]) -> str:
+    names = ("kind", "device", "inode", "size", "mtime", "ctime")
+    return ", ".join(f"{n} {a} → {b}" for n, a, b in zip(names, then, now, strict=True) if a != b)
