@@ -15,7 +15,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,6 +25,9 @@ from hygiene_nb.errors import HygieneError
 from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.render import shown
 from hygiene_nb.snapshot import path_b64
+
+if TYPE_CHECKING:
+    from hygiene_nb.executor.records import Moved
 
 __all__ = ["cli", "main"]
 
@@ -453,27 +456,14 @@ def execute(
     result = execute_plan(
         plan_file, store=api.existing_store(store), confirm=confirm, allow_copy=allow_copy
     )
-    payload = {
-        "status": result.status,
-        "plan_id": result.plan_id,
-        "batch_id": result.batch_id,
-        "batches": result.batches,
-        "receipt_path": result.receipt_path,
-        "moved": result.moved,
-        "skipped": result.skipped,
-        "confirm_command": result.confirm_command,
-        "verification": result.verification,
-        "rolled_back": result.rolled_back,
-        "plan_state": result.plan_state,
-    }
+    payload = result.to_json()
     verb = "would move" if result.status == "dry-run" else "moved"
     lines = [
         f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
         f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
     ]
-    lines += [f"  {verb:<10} {shown(m['path'])}{_by_rule(m)}" for m in result.moved]
-    lines += [f"  skip {s['code']:<18} {shown(s['path'])}: {shown(s['message'])}"
-              for s in result.skipped]  # fmt: skip
+    lines += [f"  {verb:<10} {shown(m.path)}{_by_rule(m)}" for m in result.moved]
+    lines += [f"  skip {s.code:<18} {shown(s.path)}: {shown(s.message)}" for s in result.skipped]
     if result.status == "dry-run":
         lines += _destinations(result.moved)
         lines += ["", shown(result.warning), "To confirm:", f"  {shown(result.confirm_command)}"]
@@ -490,14 +480,14 @@ def execute(
         raise _Exit(4)
 
 
-def _by_rule(moved: dict[str, Any]) -> str:
+def _by_rule(moved: Moved) -> str:
     """A mark on an item a remembered rule decided (not a person)."""
-    return "  (decided by a remembered rule)" if moved.get("decided_by") == "rule" else ""
+    return "  (decided by a remembered rule)" if moved.decided_by == "rule" else ""
 
 
-def _destinations(moved: list[dict[str, Any]]) -> list[str]:
+def _destinations(moved: list[Moved]) -> list[str]:
     """One line per quarantine a dry run would use, with its item count."""
-    counts = Counter((m["quarantine"], m["method"]) for m in moved if "quarantine" in m)
+    counts = Counter((m.dest.quarantine, m.dest.method) for m in moved if m.dest.quarantine)
     how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
     return [f"  into {shown(where)}: {render.counted(n, 'item')}, {how.get(method, method)}"
             for (where, method), n in sorted(counts.items())]  # fmt: skip

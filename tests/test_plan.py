@@ -393,7 +393,7 @@ def test_names_that_read_alike_but_differ_in_bytes_are_planned_apart(
         store=Store(store),
         confirm=Confirmation(plan.plan_id, plan.plan_digest, "quarantine"),
     )
-    assert result.skipped == [] and [m["path"] for m in result.moved] == [cand["path"]]
+    assert result.skipped == [] and [m.path for m in result.moved] == [cand["path"]]
     assert not os.path.lexists(literal)
     for name in (b"/a", b"/sub/c"):  # the look-alike is untouched
         assert Path(os.fsdecode(binary + name)).read_bytes() == b"b" * 10

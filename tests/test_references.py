@@ -511,10 +511,10 @@ def test_the_executor_searches_again_and_keeps_what_is_named_now(tmp_path: Path)
     assert plan.candidates == 1
     (root / "load.py").write_text("import pandas; pandas.read_csv('old/unused.csv')\n")
     dry = execute_plan(plan.plan_path, store=Store(store))
-    assert [s["code"] for s in dry.skipped] == ["referenced-by"]
+    assert [s.code for s in dry.skipped] == ["referenced-by"]
     confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
     done = execute_plan(plan.plan_path, store=Store(store), confirm=confirm)
-    assert done.moved == [] and [s["code"] for s in done.skipped] == ["referenced-by"]
+    assert done.moved == [] and [s.code for s in done.skipped] == ["referenced-by"]
     assert (root / "old" / "unused.csv").exists()
     receipt = json.loads(Path(str(done.receipt_path)).read_text())
     assert receipt["reference_check"][0]["workspace"] == str(root)
@@ -546,7 +546,7 @@ def test_names_that_are_not_utf8_are_searched_as_bytes_and_reported_safely(
         handle.write(b"tail good.log\n")
     confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
     done = execute_plan(plan.plan_path, store=Store(store), confirm=confirm)
-    assert done.moved == [] and [s["code"] for s in done.skipped] == ["referenced-by"]
-    assert "ref\\xfe.txt" in done.skipped[0]["message"]
+    assert done.moved == [] and [s.code for s in done.skipped] == ["referenced-by"]
+    assert "ref\\xfe.txt" in done.skipped[0].message
     assert Path(str(done.receipt_path)).exists()  # the receipt could be written
     assert os.path.exists(raw_root + b"/good.log")

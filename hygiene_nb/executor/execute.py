@@ -13,10 +13,11 @@ import os
 import secrets
 import shlex
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import (
@@ -68,14 +69,23 @@ from hygiene_nb.executor.fileops import (
     open_dirs_at,
     remove_original_after_verified_copy,
 )
-from hygiene_nb.executor.guards import Skip, check_candidate
+from hygiene_nb.executor.guards import check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.planfile import LoadedPlan, load_plan
+from hygiene_nb.executor.records import (
+    Candidate,
+    Destination,
+    ItemOutcome,
+    Method,
+    Moved,
+    Plan,
+    Skip,
+)
 from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.executor.writers import tree_writer
-from hygiene_nb.fingerprint import Fingerprint, fingerprint, signed64, walk_subtree_at
+from hygiene_nb.fingerprint import fingerprint, signed64, walk_subtree_at
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.mounts import MountInside, mount_id
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
@@ -86,6 +96,8 @@ from hygiene_nb.store import Store
 __all__ = ["ACKNOWLEDGEMENT", "Confirmation", "ExecuteResult", "execute_plan"]
 
 ACKNOWLEDGEMENT = "quarantine"
+Status = Literal["dry-run", "done", "partial", "rolled-back"]
+PlanState = Literal["", "executed", "aborted", "rolled-back", "issued"]
 
 
 @dataclass(frozen=True)
@@ -101,38 +113,48 @@ class Confirmation:
 class ExecuteResult:
     """What happened (or, in a dry run, would happen)."""
 
-    status: str  # dry-run | done | partial
+    status: Status
     plan_id: str
     batch_id: str | None = None  # the first batch (see ``batches``)
     batches: list[dict[str, str]] = field(default_factory=list)
     receipt_path: str | None = None
-    moved: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    moved: list[Moved] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
     candidates: int = 0
     bytes: int = 0
     confirm_command: str = ""
     warning: str = ""
     verification: dict[str, Any] = field(default_factory=dict)
     reference_check: list[dict[str, Any]] = field(default_factory=list)
-    rolled_back: list[dict[str, Any]] = field(default_factory=list)  # moved, then put back
-    plan_state: str = ""  # after a run: executed, aborted, rolled-back, or issued (still usable)
+    rolled_back: list[Moved] = field(default_factory=list)  # moved, then put back
+    plan_state: PlanState = ""  # after a run: executed, aborted, rolled-back, or issued
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb execute --json`` prints."""
+        return {
+            "status": self.status,
+            "plan_id": self.plan_id,
+            "batch_id": self.batch_id,
+            "batches": self.batches,
+            "receipt_path": self.receipt_path,
+            "moved": [m.to_json() for m in self.moved],
+            "skipped": [s.to_json() for s in self.skipped],
+            "confirm_command": self.confirm_command,
+            "verification": self.verification,
+            "rolled_back": [m.to_json() for m in self.rolled_back],
+            "plan_state": self.plan_state,
+        }
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _raw(cand: dict[str, Any]) -> bytes:
-    if "path_b64" in cand:
-        return base64.b64decode(cand["path_b64"])
-    return str(cand["path"]).encode("utf-8", "surrogateescape")
-
-
 def _confirm_command(plan: LoadedPlan, store: Store) -> str:
-    p = plan.plan
+    p = plan.parsed
     return (
         f"hygiene-nb execute {shlex.quote(str(plan.path))} --store {shlex.quote(str(store.root))}"
-        f" --execute --confirm-plan-id {p['plan_id']} --plan-digest {p['plan_digest']}"
+        f" --execute --confirm-plan-id {p.plan_id} --plan-digest {p.plan_digest}"
         f" --acknowledge-risk {ACKNOWLEDGEMENT}"
     )
 
@@ -141,22 +163,22 @@ def _authorize(
     plan: LoadedPlan, store: Store, ledger: Ledger, confirm: Confirmation | None
 ) -> None:
     """Every whole-plan check; raises a ``Refused`` subclass, touching nothing."""
-    p = plan.plan
-    issued = ledger.issued_plan(p["plan_id"])
+    p = plan.parsed
+    issued = ledger.issued_plan(p.plan_id)
     if issued is None:
         raise PlanNotIssued(
-            f"plan {p['plan_id']} was not issued by the store {store.root}; export a plan "
+            f"plan {p.plan_id} was not issued by the store {store.root}; export a plan "
             "with `hygiene-nb plan ROOT` using this store."
         )
-    if issued.plan_digest != p["plan_digest"]:
+    if issued.plan_digest != p.plan_digest:
         raise PlanDigestMismatch(
-            f"plan {p['plan_id']} differs from the plan this store issued (digest "
+            f"plan {p.plan_id} differs from the plan this store issued (digest "
             f"{issued.plan_digest}); it was altered. Export a new plan."
         )
     _check_not_expired(p)
     if issued.state != "issued":
         raise PlanAlreadyExecuted(
-            f"plan {p['plan_id']} was already executed ({issued.state}); a plan acts once. "
+            f"plan {p.plan_id} was already executed ({issued.state}); a plan acts once. "
             "Export a new plan for what is left."
         )
     _check_forbidden(p, store)
@@ -165,22 +187,22 @@ def _authorize(
     _check_root(p)
 
 
-def _check_not_expired(p: dict[str, Any]) -> None:
-    if _now() > datetime.fromisoformat(p["expires_at"]):
+def _check_not_expired(p: Plan) -> None:
+    if _now() > datetime.fromisoformat(p.expires_at):
         raise PlanExpired(
-            f"plan {p['plan_id']} expired at {p['expires_at']}; export a new one with "
-            f"`hygiene-nb plan {shlex.quote(p['root']['path'])}` and review it."
+            f"plan {p.plan_id} expired at {p.expires_at}; export a new one with "
+            f"`hygiene-nb plan {shlex.quote(p.root.path)}` and review it."
         )
 
 
-def _check_confirmation(p: dict[str, Any], confirm: Confirmation) -> None:
-    if confirm.plan_id != p["plan_id"]:
+def _check_confirmation(p: Plan, confirm: Confirmation) -> None:
+    if confirm.plan_id != p.plan_id:
         raise ConfirmationMismatch(
-            f"--confirm-plan-id must be exactly {p['plan_id']}; read the plan, then confirm it."
+            f"--confirm-plan-id must be exactly {p.plan_id}; read the plan, then confirm it."
         )
-    if confirm.plan_digest != p["plan_digest"]:
+    if confirm.plan_digest != p.plan_digest:
         raise PlanDigestMismatch(
-            f"--plan-digest must be exactly {p['plan_digest']} (the plan you reviewed)."
+            f"--plan-digest must be exactly {p.plan_digest} (the plan you reviewed)."
         )
     if confirm.acknowledge_risk != ACKNOWLEDGEMENT:
         raise AcknowledgementMissing(
@@ -197,7 +219,7 @@ def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     return signed64(st.st_dev), signed64(st.st_ino)
 
 
-def _check_forbidden(p: dict[str, Any], store: Store) -> None:
+def _check_forbidden(p: Plan, store: Store) -> None:
     """Refuse a plan naming what no planner emits: by path and by (device, inode).
 
     Forbidden: ``/``, the home directory, the store, the plan's root, and any ancestor of the
@@ -205,45 +227,42 @@ def _check_forbidden(p: dict[str, Any], store: Store) -> None:
     """
     home = os.path.realpath(os.path.expanduser("~"))
     store_path = os.path.realpath(store.root)
-    keep = [Path("/"), Path(home), Path(store_path), Path(p["root"]["path"])]
+    keep = [Path("/"), Path(home), Path(store_path), Path(p.root.path)]
     forbidden_ids = {i for i in map(_identity, keep) if i is not None}
-    forbidden_paths = {"/", home, str(store.root), store_path, p["root"]["path"]}
-    for cand in p["candidates"]:
-        path = cand["path"]
+    forbidden_paths = {"/", home, str(store.root), store_path, p.root.path}
+    for cand in p.candidates:
+        path = cand.path
         prefix = path.rstrip("/") + "/"
         if (
             path in forbidden_paths
-            or (cand["dev"], cand["inode"]) in forbidden_ids
+            or (cand.dev, cand.inode) in forbidden_ids
             or path.startswith(str(store.root).rstrip("/") + "/")
             or home.startswith(prefix)
             or store_path.startswith(prefix)
         ):
             raise CandidateForbidden(
-                f"plan {p['plan_id']} names {path}, which no plan may hold; it was not made by "
+                f"plan {p.plan_id} names {path}, which no plan may hold; it was not made by "
                 "hygiene-nb plan. Nothing was moved."
             )
 
 
-def _check_root(p: dict[str, Any]) -> None:
-    root = p["root"]
+def _check_root(p: Plan) -> None:
+    root = p.root
     try:
-        st = os.lstat(root["path"])
+        st = os.lstat(root.path)
     except OSError as exc:
+        raise RootReplaced(f"the plan's root {root.path} cannot be read ({exc.strerror}).") from exc
+    if (signed64(st.st_dev), signed64(st.st_ino)) != (root.dev, root.inode):
         raise RootReplaced(
-            f"the plan's root {root['path']} cannot be read ({exc.strerror})."
-        ) from exc
-    if (signed64(st.st_dev), signed64(st.st_ino)) != (root["dev"], root["inode"]):
-        raise RootReplaced(
-            f"{root['path']} is not the directory the plan was made for (device/inode "
+            f"{root.path} is not the directory the plan was made for (device/inode "
             "changed); scan and plan again."
         )
 
 
-def _risk_warning(p: dict[str, Any]) -> str:
-    s = p["summary"]
+def _risk_warning(p: Plan) -> str:
     return (
-        f"This moves {s['candidates']} item(s), {s['reclaim_bytes']} bytes freed by deleting, "
-        f"out of {p['root']['path']} into a quarantine batch. They stay restorable with "
+        f"This moves {len(p.candidates)} item(s), {p.reclaim_bytes} bytes freed by deleting, "
+        f"out of {p.root.path} into a quarantine batch. They stay restorable with "
         "`hygiene-nb restore BATCH` until you purge the batch; nothing is destroyed now."
     )
 
@@ -272,30 +291,30 @@ def execute_plan(
     if not store.ledger.exists():  # refuse without creating anything in a store that is not one
         raise PlanNotIssued(
             f"{store.root} holds no ledger, so it issued no plan; give the --store that made "
-            f"plan {plan.plan['plan_id']}."
+            f"plan {plan.parsed.plan_id}."
         )
     with Ledger.open(store) as ledger:
         _authorize(plan, store, ledger, confirm)
-        config = load_root_config(store, plan.plan["root"]["path"])
+        config = load_root_config(store, plan.parsed.root.path)
         result = ExecuteResult(
             status="dry-run",
-            plan_id=plan.plan["plan_id"],
-            candidates=len(plan.plan["candidates"]),
+            plan_id=plan.parsed.plan_id,
+            candidates=len(plan.parsed.candidates),
             confirm_command=_confirm_command(plan, store),
-            warning=_risk_warning(plan.plan),
+            warning=_risk_warning(plan.parsed),
             verification=_planned_verification(config),
         )
         if confirm is None:
             _dry_run(plan, store, config, result, allow_copy)
             return result
         if config.verify:
-            result.verification["baseline"] = _baseline(config, plan.plan)
-            _check_not_expired(plan.plan)  # the baseline may have outlived the plan
-        reserve = Reserve.hold(store, plan.plan["plan_id"], len(plan.plan["candidates"]))
+            result.verification["baseline"] = _baseline(config, plan.parsed)
+            _check_not_expired(plan.parsed)  # the baseline may have outlived the plan
+        reserve = Reserve.hold(store, plan.parsed.plan_id, len(plan.parsed.candidates))
         try:
-            if not ledger.claim_plan(plan.plan["plan_id"], plan.plan["plan_digest"]):
+            if not ledger.claim_plan(plan.parsed.plan_id, plan.parsed.plan_digest):
                 raise PlanAlreadyExecuted(
-                    f"plan {plan.plan['plan_id']} is being executed or was executed; a plan acts "
+                    f"plan {plan.parsed.plan_id} is being executed or was executed; a plan acts "
                     "once."
                 )
             checkpoint("after-claim")
@@ -316,15 +335,15 @@ def _planned_verification(config: RootConfig) -> dict[str, Any]:
             "timeout_seconds": config.verify_timeout}  # fmt: skip
 
 
-def _baseline(config: RootConfig, p: dict[str, Any]) -> list[dict[str, Any]]:
+def _baseline(config: RootConfig, p: Plan) -> list[dict[str, Any]]:
     """Run the verify commands before anything moves; a failure refuses the whole plan."""
-    records = run_commands(config.verify, cwd=p["root"]["path"], timeout=config.verify_timeout)
+    records = run_commands(config.verify, cwd=p.root.path, timeout=config.verify_timeout)
     if failed(records):
         last = records[-1]
         why = "timed out" if last["timed_out"] else f"exited {last['returncode']}"
         raise BaselineFailed(
             f"the baseline check `{shlex.join(last['argv'])}` {why} before anything moved, so "
-            f"plan {p['plan_id']} was not carried out and nothing moved; fix the project (or "
+            f"plan {p.plan_id} was not carried out and nothing moved; fix the project (or "
             f"the verify setting in the store's config.toml), then execute again. Output "
             f"ends: {last['output'][-400:]!r}"
         )
@@ -335,18 +354,18 @@ def _dry_run(
     plan: LoadedPlan, store: Store, config: RootConfig, result: ExecuteResult, allow_copy: bool
 ) -> None:
     """Check every candidate as execution would, and say which quarantine it would go to."""
-    root_path = plan.plan["root"]["path"]
-    referenced = _reference_skips(store, config, plan.plan["candidates"], result)
+    root_path = plan.parsed.root.path
+    referenced = _reference_skips(store, config, plan.parsed.candidates, result)
     predict = _Destinations(store, allow_copy)
     checker = Rechecker(root_path, acting_protection(root_path, config.homes))
     try:
-        for cand in plan.plan["candidates"]:
-            if cand["path"] in referenced:
-                _record(result, cand, referenced[cand["path"]])
+        for cand in plan.parsed.candidates:
+            if cand.path in referenced:
+                _record(result, cand, referenced[cand.path])
                 continue
-            raw = _raw(cand)
-            parent, skip = check_candidate(checker, cand, raw)
-            where: dict[str, str] = {}
+            raw = cand.raw
+            parent, skip = check_candidate(checker, cand)
+            where: Destination | None = None
             try:
                 if skip is None:
                     where, skip = predict.where(parent, raw, cand)
@@ -373,25 +392,25 @@ class _Destinations:
         self.volumes: dict[_Mount, tuple[_Dest, str]] = {}  # mount → (choice, its quarantine)
 
     def where(
-        self, parent: int, raw: bytes, cand: dict[str, Any]
-    ) -> tuple[dict[str, str], Skip | None]:
-        """``{"quarantine", "method"}`` for an item that would move, else why it would not."""
+        self, parent: int, raw: bytes, cand: Candidate
+    ) -> tuple[Destination | None, Skip | None]:
+        """Where an item would move (quarantine and method), else why it would not."""
         if _read_only(parent):  # as ``_Run.dest_for``
-            return {}, crossdev_skip(cand["path"], "read-only-filesystem")
+            return None, crossdev_skip(cand.path, "read-only-filesystem")
         mount = _mount_of(parent)
         if _same(mount, self.mount):
-            return {"quarantine": str(self.store.quarantine), "method": "rename"}, None
+            return Destination("rename", quarantine=str(self.store.quarantine)), None
         if mount not in self.volumes:
             self.volumes[mount] = self._volume(parent, raw)
         dest, quarantine = self.volumes[mount]
         if dest.skip is not None:
-            return {}, crossdev_skip(cand["path"], *dest.skip)
+            return None, crossdev_skip(cand.path, *dest.skip)
         if dest.copy:
             _, skip = _copyable(parent, raw, cand)
             if skip is not None:
-                return {}, skip
-            return {"quarantine": str(self.store.quarantine), "method": "copy"}, None
-        return {"quarantine": quarantine, "method": "rename"}, None
+                return None, skip
+            return Destination("copy", quarantine=str(self.store.quarantine)), None
+        return Destination("rename", quarantine=quarantine), None
 
     def _volume(self, parent: int, raw: bytes) -> tuple[_Dest, str]:
         try:
@@ -433,27 +452,16 @@ def _read_only(fd: int) -> bool:
 
 
 def _record(
-    result: ExecuteResult,
-    cand: dict[str, Any],
-    skip: Skip | None,
-    where: dict[str, str] | None = None,
-    *,
-    open_at_move: bool = False,
+    result: ExecuteResult, cand: Candidate, skip: Skip | None, dest: Destination | None = None
 ) -> None:
-    size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
-    exact = {"path_b64": cand["path_b64"]} if "path_b64" in cand else {}  # non-UTF-8 names
     if skip is None:
-        result.moved.append({"path": cand["path"], "bytes": size, "decided_by": cand["decided_by"],
-                             **exact, **(where or {})})  # fmt: skip
-        if open_at_move:  # its space is not freed while a program has it open
-            result.moved[-1]["open_at_move"] = True
-        else:
-            result.bytes += size
+        assert dest is not None  # a move always has a destination
+        result.moved.append(Moved(cand.path, cand.bytes, cand.decided_by, dest, cand.path_b64))
+        if not dest.open_at_move:  # its space is not freed while a program has it open
+            result.bytes += cand.bytes
     else:
-        mine = exact if skip.path == cand["path"] else {}
-        result.skipped.append(
-            {"path": skip.path, "code": skip.code, "message": skip.message, **mine}
-        )
+        mine = cand.path_b64 if skip.path == cand.path else None  # non-UTF-8 names
+        result.skipped.append(replace(skip, path_b64=mine))
 
 
 def _free(path: str) -> int:
@@ -475,34 +483,34 @@ def _carry_out(
     config: RootConfig,
     reserve: Reserve,
 ) -> None:
-    p = plan.plan
+    p = plan.parsed
     authorized_at = _now().isoformat()
     authorization_id = "auth-" + secrets.token_hex(8)
-    free_before = _free(p["root"]["path"])
+    free_before = _free(p.root.path)
     quarantine_mount = _path_mount(store.quarantine)
-    checker = Rechecker(p["root"]["path"], acting_protection(p["root"]["path"], config.homes))
+    checker = Rechecker(p.root.path, acting_protection(p.root.path, config.homes))
     run = _Run(store, p, ops, quarantine_mount, allow_copy)
     aborted = ""
     unexpected: Exception | None = None
-    cands = p["candidates"]
+    cands = p.candidates
     try:
         root_st = os.fstat(checker.fd)
-        if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p["root"]["dev"],
-                                                                   p["root"]["inode"]):  # fmt: skip
-            raise RootReplaced(f"{p['root']['path']} was replaced just before acting on it.")
+        if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p.root.dev,
+                                                                   p.root.inode):  # fmt: skip
+            raise RootReplaced(f"{p.root.path} was replaced just before acting on it.")
         referenced = _reference_skips(store, config, cands, result)
         size = max(_GROUP, -(-len(cands) // _MAX_GROUPS))
         for start in range(0, len(cands), size):
             group = []
             for cand in cands[start : start + size]:
-                if cand["path"] in referenced:
-                    _record(result, cand, referenced[cand["path"]])
-                    run.outcomes.append(_outcome(cand, referenced[cand["path"]]))
+                if cand.path in referenced:
+                    _record(result, cand, referenced[cand.path])
+                    run.outcomes.append(_outcome(cand, referenced[cand.path]))
                 else:
                     group.append(cand)
             for cand, skip, where in run.group(checker, group):
-                _record(result, cand, skip, open_at_move=bool(where.get("open_at_move")))
-                run.outcomes.append({**_outcome(cand, skip), **where})
+                _record(result, cand, skip, where)
+                run.outcomes.append(_outcome(cand, skip, where))
     except Exception as exc:  # noqa: BLE001 - re-raised below when unexpected
         # Stop moving (what is moved is recorded in its batch), but always write the receipt:
         # the rest is reported as aborted, and the plan can never act again.
@@ -549,11 +557,11 @@ def _records_failed(
 
 
 def _reference_skips(
-    store: Store, config: RootConfig, cands: list[dict[str, Any]], result: ExecuteResult
+    store: Store, config: RootConfig, cands: Sequence[Candidate], result: ExecuteResult
 ) -> dict[str, Skip]:
     """Search each candidate's project again, now: what it names, or could not clear, stays."""
     budget = ReferenceBudget(config.reference_max_files, config.reference_max_text_bytes)
-    exact = {os.fsdecode(_raw(c)): c["path"] for c in cands}  # the bytes, not the text
+    exact = {os.fsdecode(c.raw): c.path for c in cands}  # the bytes, not the text
     verdicts, checks = check_references(list(exact), budget=budget, skip=[str(store.root)])
     result.reference_check = [asdict(c) for c in checks]
     return {exact[given]: Skip.of(exact[given], code, detail)
@@ -561,10 +569,10 @@ def _reference_skips(
 
 
 def _verify_after(
-    store: Store, config: RootConfig, p: dict[str, Any], result: ExecuteResult, run: _Run
+    store: Store, config: RootConfig, p: Plan, result: ExecuteResult, run: _Run
 ) -> None:
     """Run the verify commands again; if they fail, put every moved item back (never over)."""
-    after = run_commands(config.verify, cwd=p["root"]["path"], timeout=config.verify_timeout)
+    after = run_commands(config.verify, cwd=p.root.path, timeout=config.verify_timeout)
     result.verification["after"] = after
     if not failed(after):
         result.verification["outcome"] = "passed"
@@ -587,25 +595,25 @@ def _verify_after(
     # what came back is no longer "moved": the receipt, the ledger and the log count net moves
     back_home = set(restored)
     for outcome in run.outcomes:
-        if outcome["outcome"] == "moved" and outcome["path"] in back_home:
-            outcome["outcome"] = "rolled-back"
-    result.rolled_back = [m for m in result.moved if m["path"] in back_home]
-    result.moved = [m for m in result.moved if m["path"] not in back_home]
-    result.bytes -= sum(m["bytes"] for m in result.rolled_back if not m.get("open_at_move"))
+        if outcome.outcome == "moved" and outcome.path in back_home:
+            outcome.outcome = "rolled-back"
+    result.rolled_back = [m for m in result.moved if m.path in back_home]
+    result.moved = [m for m in result.moved if m.path not in back_home]
+    result.bytes -= sum(m.bytes for m in result.rolled_back if not m.open_at_move)
 
 
-def _abort_rest(result: ExecuteResult, run: _Run, cands: list[dict[str, Any]], reason: str) -> None:
-    seen = {o["path"] for o in run.outcomes}
+def _abort_rest(result: ExecuteResult, run: _Run, cands: Sequence[Candidate], reason: str) -> None:
+    seen = {o.path for o in run.outcomes}
     pending = {raw: b for b in run.batches for raw, i in b.items.items()
                if i.state in ("pending", "moved")}  # fmt: skip
     for cand in cands:
-        if cand["path"] not in seen:
-            batch = pending.get(_raw(cand))
+        if cand.path not in seen:
+            batch = pending.get(cand.raw)
             why = reason if batch is None else (
                 f"{reason}; it was being moved, so it may be in batch {batch.batch_id} "
                 f"(recorded there): `hygiene-nb restore {batch.batch_id}` brings it back"
             )  # fmt: skip
-            skip = Skip.of(cand["path"], "aborted", why)
+            skip = Skip.of(cand.path, "aborted", why)
             _record(result, cand, skip)
             run.outcomes.append(_outcome(cand, skip))
 
@@ -619,7 +627,7 @@ class _Dest:
     skip: tuple[str, str] | None = None  # (code, detail)
 
 
-_Done = tuple[dict[str, Any], Skip | None, dict[str, Any]]
+_Done = tuple[Candidate, Skip | None, Destination | None]
 
 
 class _Run:
@@ -634,7 +642,7 @@ class _Run:
     def __init__(
         self,
         store: Store,
-        p: dict[str, Any],
+        p: Plan,
         ops: FileOps,
         mount: _Mount,
         allow_copy: bool,
@@ -644,7 +652,7 @@ class _Run:
         self.batch: Batch | None = None  # the store's batch
         self.batches: list[Batch] = []  # every batch claimed, in order
         self.dests: dict[_Mount, _Dest] = {}  # by the mount of the item's parent
-        self.outcomes: list[dict[str, Any]] = []
+        self.outcomes: list[ItemOutcome] = []
         self.untouched = False  # nothing moved, no batch kept: the plan stays usable
 
     def store_batch(self) -> Batch:
@@ -654,15 +662,15 @@ class _Run:
             self.batches.append(self.batch)
         return self.batch
 
-    def group(self, checker: Rechecker, cands: list[dict[str, Any]]) -> list[_Done]:
+    def group(self, checker: Rechecker, cands: Sequence[Candidate]) -> list[_Done]:
         """Re-check a group, record the movable ones as pending, move them, record outcomes."""
         done: list[_Done] = []
-        ready: list[tuple[dict[str, Any], bytes, int, Batch | None]] = []
-        copies: list[tuple[dict[str, Any], bytes, int, dict[bytes, Entry]]] = []
+        ready: list[tuple[Candidate, bytes, int, Batch | None]] = []
+        copies: list[tuple[Candidate, bytes, int, dict[bytes, Entry]]] = []
         try:
             for cand in cands:
-                raw = _raw(cand)
-                parent, skip = check_candidate(checker, cand, raw)
+                raw = cand.raw
+                parent, skip = check_candidate(checker, cand)
                 dest = _Dest()
                 if skip is None:
                     try:
@@ -671,7 +679,7 @@ class _Run:
                         os.close(parent)
                         raise
                     if dest.skip is not None:
-                        skip = crossdev_skip(cand["path"], *dest.skip)
+                        skip = crossdev_skip(cand.path, *dest.skip)
                     elif dest.copy:
                         planned, skip = _copyable(parent, raw, cand)
                         if skip is None:
@@ -680,7 +688,7 @@ class _Run:
                 if skip is not None:
                     if parent >= 0:
                         os.close(parent)
-                    done.append((cand, skip, {}))
+                    done.append((cand, skip, None))
                     continue
                 ready.append((cand, raw, parent, dest.batch))
             if ready:
@@ -691,7 +699,7 @@ class _Run:
                 where = _where(batch, "copy")  # a skipped copy too: verify looks for leftovers
                 if not skip:  # where the copy is (the original's identity is in dev/inode)
                     item = batch.items[raw]
-                    where.update(batch_dev=item.dev, batch_inode=item.inode)
+                    where = replace(where, batch_dev=item.dev, batch_inode=item.inode)
                 done.append((cand, skip, where))
         finally:
             for _, _, parent, _ in ready:
@@ -701,7 +709,7 @@ class _Run:
         return done
 
     def _rename(
-        self, ready: list[tuple[dict[str, Any], bytes, int, Batch | None]], done: list[_Done]
+        self, ready: list[tuple[Candidate, bytes, int, Batch | None]], done: list[_Done]
     ) -> None:
         """Record every ready item as pending in its batch, move them, record the outcomes."""
         placed = [(cand, raw, parent, batch or self.store_batch())
@@ -714,11 +722,11 @@ class _Run:
         checkpoint("after-intent")
         for cand, raw, parent, batch in placed:
             skip = _move(batch, parent, raw, cand, self.ops)
-            where = {} if skip else _where(batch, "rename")
-            if skip is None and not isinstance(self.ops, DryRunFileOps):
+            where = None if skip else _where(batch, "rename")
+            if where is not None and not isinstance(self.ops, DryRunFileOps):
                 writing = _open_at_move(batch, raw)
                 if writing:
-                    where.update(open_at_move=True, open_at_move_detail=writing)
+                    where = replace(where, open_at_move=True, open_at_move_detail=writing)
             done.append((cand, skip, where))
         for batch in used:
             write_batch_manifest(batch)
@@ -745,9 +753,9 @@ class _Run:
             return _failed(exc, "no quarantine at the top of its filesystem", self.allow_copy)
         try:
             register_quarantine(self.store, volume.path)
-            batch = claim_batch_at(volume.fd, volume.path, plan_id=self.p["plan_id"],
-                                   plan_digest=self.p["plan_digest"], ops=self.ops)  # fmt: skip
-            batch.root = dict(self.p["root"])
+            batch = claim_batch_at(volume.fd, volume.path, plan_id=self.p.plan_id,
+                                   plan_digest=self.p.plan_digest, ops=self.ops)  # fmt: skip
+            batch.root = self.p.root.to_json()
         except StoreError as exc:
             detail = f"{volume.path} cannot be registered ({exc.message})"
             return _unusable(detail, self.allow_copy)
@@ -772,32 +780,32 @@ def _failed(exc: OSError, what: str, allow_copy: bool) -> _Dest:
     return _unusable(f"{what} ({exc.strerror})", allow_copy)
 
 
-def _where(batch: Batch, method: str) -> dict[str, Any]:
-    return {"batch_id": batch.batch_id, "batch_path": str(batch.path), "method": method}
+def _where(batch: Batch, method: Method) -> Destination:
+    return Destination(method, batch_id=batch.batch_id, batch_path=str(batch.path))
 
 
-def _new_batch(store: Store, p: dict[str, Any], ops: FileOps) -> Batch:
-    batch = claim_batch(store.quarantine, plan_id=p["plan_id"], plan_digest=p["plan_digest"],
+def _new_batch(store: Store, p: Plan, ops: FileOps) -> Batch:
+    batch = claim_batch(store.quarantine, plan_id=p.plan_id, plan_digest=p.plan_digest,
                         ops=ops)  # fmt: skip
-    batch.root = dict(p["root"])
+    batch.root = p.root.to_json()
     checkpoint("after-batch")
     return batch
 
 
-def _pending(batch: Batch, raw: bytes, cand: dict[str, Any], parent: int) -> ManifestItem:
+def _pending(batch: Batch, raw: bytes, cand: Candidate, parent: int) -> ManifestItem:
     """The item's manifest record before it moves, with what restore needs (``note_origin``)."""
     item = ManifestItem(
-        original=cand["path"],
+        original=cand.path,
         original_b64=base64.b64encode(raw).decode("ascii"),
-        kind=cand["kind"],
-        size=cand["size"],
-        tree_bytes=cand["tree_bytes"],
-        dev=cand["dev"],
-        inode=cand["inode"],
-        mtime_ns=cand["mtime_ns"],
+        kind=cand.kind,
+        size=cand.size,
+        tree_bytes=cand.tree_bytes,
+        dev=cand.dev,
+        inode=cand.inode,
+        mtime_ns=cand.mtime_ns,
         plan_id=batch.plan_id,
-        rule=cand.get("rule"),
-        note=cand.get("note"),
+        rule=cand.rule,
+        note=cand.note,
         state="pending",
         at=_now().isoformat(),
     )
@@ -805,7 +813,7 @@ def _pending(batch: Batch, raw: bytes, cand: dict[str, Any], parent: int) -> Man
     return item
 
 
-def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: FileOps) -> Skip | None:
+def _move(batch: Batch, parent: int, raw: bytes, cand: Candidate, ops: FileOps) -> Skip | None:
     """Move with no replace and check what arrived (the caller records the outcome)."""
     name = os.path.basename(raw)
     item = batch.items[raw]
@@ -813,13 +821,13 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], ops: File
         target = mirror_parent(batch, raw, ops)
     except OSError as exc:
         item.state = "returned"
-        return Skip.of(cand["path"], "move-failed", exc.strerror or "")
+        return Skip.of(cand.path, "move-failed", exc.strerror or "")
     try:
         try:
             ops.rename_noreplace(parent, name, target, name)
         except OSError as exc:
             item.state = "returned"
-            return Skip.of(cand["path"], "move-failed", exc.strerror or "")
+            return Skip.of(cand.path, "move-failed", exc.strerror or "")
         checkpoint("after-move")
         code, problem = _arrived_differs(target, name, cand)
         if problem:
@@ -849,7 +857,7 @@ def _open_at_move(batch: Batch, raw: bytes) -> str:
         os.close(fd)
 
 
-def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> tuple[str, str]:
+def _arrived_differs(target: int, name: bytes, cand: Candidate) -> tuple[str, str]:
     """(code, why) what arrived in the batch is not what the plan described (why "" if it is).
 
     A directory is fingerprinted again where nobody else can reach it: anything swapped in, or
@@ -858,25 +866,25 @@ def _arrived_differs(target: int, name: bytes, cand: dict[str, Any]) -> tuple[st
     """
     changed = "changed-since-review"
     st = os.stat(name, dir_fd=target, follow_symlinks=False)
-    if (signed64(st.st_dev), signed64(st.st_ino)) != (cand["dev"], cand["inode"]):
+    if (signed64(st.st_dev), signed64(st.st_ino)) != (cand.dev, cand.inode):
         return changed, "another entry was swapped in while moving"
-    if cand["kind"] == "file" and (st.st_size, st.st_mtime_ns) != (cand["size"], cand["mtime_ns"]):
+    if cand.kind == "file" and (st.st_size, st.st_mtime_ns) != (cand.size, cand.mtime_ns):
         return changed, "it was written to between the check and the move"  # (ctime: ours now)
-    if cand["kind"] == "dir":
+    if cand.kind == "dir":
         try:
             entries = walk_subtree_at(target, name, expect=(st.st_dev, st.st_ino))
         except MountInside as exc:
             return "contains-mount", f"a mount appeared inside it while moving ({exc.strerror})"
         except OSError as exc:
             return changed, f"its contents could not be read again ({exc.strerror})"
-        if fingerprint(entries) != Fingerprint(**cand["fingerprint"]):
+        if fingerprint(entries) != cand.fingerprint:
             return changed, "its contents changed between the check and the move"
     return changed, ""
 
 
 def _put_back(
     item: ManifestItem,
-    cand: dict[str, Any],
+    cand: Candidate,
     why: tuple[str, str],
     where: tuple[int, int, bytes],
     ops: FileOps,
@@ -892,30 +900,28 @@ def _put_back(
             f"{problem}; it could not be put back ({exc.strerror}) and is held in the batch "
             "with its origin recorded: check it, then restore it by hand"
         )
-        return Skip.of(cand["path"], code, held)
+        return Skip.of(cand.path, code, held)
     item.state = "returned"
-    return Skip.of(cand["path"], code, f"{problem}; it was put back")
+    return Skip.of(cand.path, code, f"{problem}; it was put back")
 
 
-def _copyable(
-    parent: int, raw: bytes, cand: dict[str, Any]
-) -> tuple[dict[bytes, Entry], Skip | None]:
+def _copyable(parent: int, raw: bytes, cand: Candidate) -> tuple[dict[bytes, Entry], Skip | None]:
     """The item's inventory, if a copy of it can be verified (else a skip; nothing created)."""
     name = os.path.basename(raw)
     try:
         planned = inventory(parent, name, os.fstat(parent).st_dev)
     except Unverifiable as exc:
-        return {}, crossdev_skip(cand["path"], "copy-unverifiable", str(exc))
+        return {}, crossdev_skip(cand.path, "copy-unverifiable", str(exc))
     except OSError as exc:
-        return {}, crossdev_skip(cand["path"], "copy-failed", exc.strerror or "unreadable")
+        return {}, crossdev_skip(cand.path, "copy-failed", exc.strerror or "unreadable")
     top = planned[b""]
-    if (signed64(top.dev), signed64(top.ino)) != (cand["dev"], cand["inode"]):
-        return {}, Skip.of(cand["path"], "changed-since-review", "it was replaced")
+    if (signed64(top.dev), signed64(top.ino)) != (cand.dev, cand.inode):
+        return {}, Skip.of(cand.path, "changed-since-review", "it was replaced")
     return planned, None
 
 
 def _copy(
-    batch: Batch, parent: int, raw: bytes, cand: dict[str, Any], planned: dict[bytes, Entry],
+    batch: Batch, parent: int, raw: bytes, cand: Candidate, planned: dict[bytes, Entry],
     ops: FileOps,
 ) -> Skip | None:  # fmt: skip
     """Copy into the store's batch, verify, record, and only then remove the original.
@@ -961,11 +967,11 @@ def _copy(
             "goes when the batch is purged)"
         )
         if exc.code == "in-use":
-            return crossdev_skip(cand["path"], "in-use", detail)
-        return Skip.of(cand["path"], exc.code, detail)
+            return crossdev_skip(cand.path, "in-use", detail)
+        return Skip.of(cand.path, exc.code, detail)
     except OSError as exc:
         return Skip(
-            cand["path"],
+            cand.path,
             "copy-failed",
             f"A verified copy is in batch {batch.batch_id}, but the original could not be "
             f"removed ({exc.strerror}); what is left of it stays in place and the batch holds "
@@ -974,28 +980,17 @@ def _copy(
     return None
 
 
-def _copy_kept(
-    batch: Batch, item: ManifestItem, cand: dict[str, Any], code: str, detail: str
-) -> Skip:
+def _copy_kept(batch: Batch, item: ManifestItem, cand: Candidate, code: str, detail: str) -> Skip:
     """The copy failed: the original is in place; the (partial) copy stays recorded."""
     item.state = "returned"
     item.at = _now().isoformat()
     write_batch_manifest(batch)
     where = f"a partial copy may stay in batch {batch.batch_id} until purged"
-    return crossdev_skip(cand["path"], code, f"{detail}; {where}" if detail else where)
+    return crossdev_skip(cand.path, code, f"{detail}; {where}" if detail else where)
 
 
-def _outcome(cand: dict[str, Any], skip: Skip | None) -> dict[str, Any]:
-    size = cand["tree_bytes"] if cand["tree_bytes"] is not None else cand["size"]
-    out = {"path": cand["path"], "kind": cand["kind"], "bytes": size, "dev": cand["dev"],
-           "inode": cand["inode"]}  # fmt: skip
-    if "path_b64" in cand:
-        out["path_b64"] = cand["path_b64"]
-    if skip is None:
-        out["outcome"] = "moved"
-    else:
-        out.update(outcome="skipped", code=skip.code, message=skip.message)
-    return out
+def _outcome(cand: Candidate, skip: Skip | None, where: Destination | None = None) -> ItemOutcome:
+    return ItemOutcome(cand, "moved" if skip is None else "skipped", skip, where)
 
 
 def _finish(
@@ -1004,7 +999,7 @@ def _finish(
     ledger: Ledger,
     result: ExecuteResult,
     batches: list[Batch],
-    outcomes: list[dict[str, Any]],
+    outcomes: list[ItemOutcome],
     auth: tuple[str, str, int],
     *,
     aborted: str = "",
@@ -1015,8 +1010,8 @@ def _finish(
     With ``release`` (every item failed before anything moved, no batch kept) the plan goes
     back to ``issued``: it can be executed again once what the skips name is fixed.
     """
-    p = plan.plan
-    state = "issued" if release else "aborted" if aborted else "executed"
+    p = plan.parsed
+    state: PlanState = "issued" if release else "aborted" if aborted else "executed"
     if not release and not aborted and result.status == "rolled-back":
         state = "rolled-back"
     batch = batches[0] if batches else None
@@ -1028,23 +1023,23 @@ def _finish(
         {
             "schema": RECEIPT_SCHEMA,
             "receipt_id": receipt_id,
-            "plan_id": p["plan_id"],
-            "plan_digest": p["plan_digest"],
+            "plan_id": p.plan_id,
+            "plan_digest": p.plan_digest,
             "plan_file_sha256": plan.file_sha256,
             "authorization_id": authorization_id,
             "authorized_at": authorized_at,
             "started_at": authorized_at,
             "finished_at": finished.isoformat(),
-            "root": p["root"],
+            "root": p.root.to_json(),
             "batch_id": batch.batch_id if batch else None,
             "batch_path": str(batch.path) if batch else None,
             "batches": [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches],
-            "items": outcomes,
+            "items": [o.to_json() for o in outcomes],
             "moved": len(result.moved),
             "skipped": len(result.skipped),
             "moved_bytes": result.bytes,
             "free_before": free_before,
-            "free_after": _free(p["root"]["path"]),
+            "free_after": _free(p.root.path),
             "aborted": aborted or None,
             "verification": result.verification,
             "reference_check": result.reference_check,
@@ -1059,13 +1054,13 @@ def _finish(
     result.receipt_path = str(store.receipts / f"{receipt_id}.json")
     result.plan_state = state
     if release:
-        ledger.release_plan(p["plan_id"])
+        ledger.release_plan(p.plan_id)
     else:
-        ledger.finish_plan(p["plan_id"], state)
+        ledger.finish_plan(p.plan_id, state)
     ledger.record_execution(
         {
-            "plan_id": p["plan_id"],
-            "plan_digest": p["plan_digest"],
+            "plan_id": p.plan_id,
+            "plan_digest": p.plan_digest,
             "authorization_id": authorization_id,
             "authorized_at": authorized_at,
             "finished_at": receipt["finished_at"],

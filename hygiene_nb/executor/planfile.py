@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb.errors import PlanDigestMismatch, PlanMalformed, PlanUnreadable, PlanUntrusted
+from hygiene_nb.executor.records import Plan
 from hygiene_nb.plan import EXCLUSIONS, PLAN_SCHEMA, plan_digest
 from hygiene_nb.rules import Risk
 
@@ -86,12 +87,14 @@ class LoadedPlan:
         file_sha256: hex sha256 of ``raw``.
         plan: the parsed, validated plan@1 document (digest checked).
         path: the plan file's absolute path (not resolved).
+        parsed: the same plan as typed records, which the executor acts on.
     """
 
     raw: bytes
     file_sha256: str
     plan: dict[str, Any]
     path: Path
+    parsed: Plan
 
 
 class _Bad(Exception):
@@ -136,7 +139,7 @@ def load_plan(path: os.PathLike[str] | str) -> LoadedPlan:
             f"plan {where} does not match its plan_digest: it was changed after it was issued; "
             f"never edit a plan: {_NEXT_STEP}."
         )
-    return LoadedPlan(raw, hashlib.sha256(raw).hexdigest(), plan, where)
+    return LoadedPlan(raw, hashlib.sha256(raw).hexdigest(), plan, where, Plan.from_json(plan))
 
 
 def _unexpected(exc: BaseException) -> str:

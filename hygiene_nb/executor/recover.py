@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
 )
 from hygiene_nb.executor.planfile import load_plan
+from hygiene_nb.executor.records import Candidate, ItemOutcome, Skip
 from hygiene_nb.executor.reserve import reserve_name, reserved_by_a_live_run
 from hygiene_nb.ledger import IssuedPlan, Ledger
 from hygiene_nb.receipts import RECEIPT_SCHEMA, read_receipt, write_receipt
@@ -306,16 +308,16 @@ def _write_records(
     ledger.finish_plan(issued.plan_id, "executed")
 
 
-def _candidates(issued: IssuedPlan) -> list[dict[str, Any]]:
+def _candidates(issued: IssuedPlan) -> Sequence[Candidate]:
     """The plan's candidates, if its file can still be read (else only the manifests count)."""
     try:
-        return list(load_plan(issued.path).plan["candidates"])
+        return load_plan(issued.path).parsed.candidates
     except (HygieneError, OSError):
         return []
 
 
 def _items(
-    batches: list[Batch], cands: list[dict[str, Any]], leftovers: list[dict[str, str]]
+    batches: list[Batch], cands: Sequence[Candidate], leftovers: list[dict[str, str]]
 ) -> list[dict[str, Any]]:
     """A receipt item per recorded item (and per candidate no batch records: never reached)."""
     left = {r["path"]: r for r in leftovers}
@@ -346,13 +348,11 @@ def _items(
                     why = "it is in its place (recorded returned in its batch)"
                 entry.update(outcome="skipped", code="aborted", message=f"Not moved: {why}.")
             out.append(entry)
+    never = "Not attempted: the run stopped before it."
     for cand in cands:
-        raw_b64 = cand.get("path_b64") or base64.b64encode(cand["path"].encode()).decode("ascii")
-        if raw_b64 not in seen:
-            out.append({"path": cand["path"], "kind": cand["kind"], "bytes": cand["size"],
-                        "dev": cand["dev"], "inode": cand["inode"], "outcome": "skipped",
-                        "code": "aborted",
-                        "message": "Not attempted: the run stopped before it."})  # fmt: skip
+        if base64.b64encode(cand.raw).decode("ascii") not in seen:
+            skip = Skip(cand.path, "aborted", never)
+            out.append(ItemOutcome(cand, "skipped", skip).to_json())
     return out
 
 

@@ -103,10 +103,10 @@ def test_an_extended_attribute_the_store_cannot_keep_refuses_the_copy(
     plan = make_plan(xworld, "mnt/old.log")
     store = Store(xworld["store"])
     dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
-    assert [m["method"] for m in dry.moved] == ["copy"]  # only the copy itself can tell
+    assert [m.dest.method for m in dry.moved] == ["copy"]  # only the copy itself can tell
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert outcomes(result) == {str(mnt / "old.log"): "copy-unverifiable"}
     (skip,) = result.skipped
-    assert "user.big" in skip["message"] and "cannot keep" in skip["message"]
+    assert "user.big" in skip.message and "cannot keep" in skip.message
     assert (mnt / "old.log").read_bytes() == before
     assert os.getxattr(mnt / "old.log", "user.big") == value

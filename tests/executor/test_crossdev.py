@@ -146,8 +146,8 @@ def test_verify_finds_items_in_a_single_volume_batch(xworld: dict[str, Path]) ->
 
 def outcomes(result: Any) -> dict[str, str]:
     """Each candidate's fate: ``moved`` or its skip code."""
-    return {**{m["path"]: "moved" for m in result.moved},
-            **{s["path"]: s["code"] for s in result.skipped}}  # fmt: skip
+    return {**{m.path: "moved" for m in result.moved},
+            **{s.path: s.code for s in result.skipped}}  # fmt: skip
 
 
 def test_the_dry_run_names_each_items_quarantine_and_makes_none(xworld: dict[str, Path]) -> None:
@@ -155,7 +155,7 @@ def test_the_dry_run_names_each_items_quarantine_and_makes_none(xworld: dict[str
     plan = make_plan(xworld, "mnt/cache", "mnt/old.log", "local.log")
     store = Store(xworld["store"])
     dry = execute_plan(plan.plan_path, store=store)
-    where = {m["path"]: (m["quarantine"], m["method"]) for m in dry.moved}
+    where = {m.path: (m.dest.quarantine, m.dest.method) for m in dry.moved}
     assert where == {
         str(root / "local.log"): (str(store.quarantine), "rename"),
         str(mnt / "cache"): (str(mnt / QUARANTINE_NAME), "rename"),
@@ -197,7 +197,7 @@ def test_on_a_read_only_filesystem_the_dry_run_predicts_what_execute_does(
         }
     )
     (skip,) = done.skipped
-    assert "read-only" in skip["message"] and "--allow-copy" not in skip["message"]
+    assert "read-only" in skip.message and "--allow-copy" not in skip.message
     assert (mnt / "cache" / "a.bin").exists()
     (batch,) = [Path(b["batch_path"]) for b in done.batches]
     assert batch.parent == store.quarantine and list(batch.rglob("*.bin")) == []
@@ -287,10 +287,10 @@ def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], k
     plan = make_plan(xworld, "mnt/cache", "mnt/old.log")
     store = Store(xworld["store"])
     dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
-    assert {s["code"] for s in dry.skipped} == {"quarantine-untrusted"} and dry.moved == []
+    assert {s.code for s in dry.skipped} == {"quarantine-untrusted"} and dry.moved == []
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert result.status == "partial" and result.moved == []
-    assert {s["code"] for s in result.skipped} == {"quarantine-untrusted"}
+    assert {s.code for s in result.skipped} == {"quarantine-untrusted"}
     assert contents(mnt / "cache") == before and (mnt / "old.log").exists()
     assert list(elsewhere.iterdir()) == []
     if kind not in ("symlink", "a-file"):
@@ -309,9 +309,9 @@ def test_without_allow_copy_an_unusable_volume_quarantine_skips_cross_device(
     assert outcomes(dry) == outcomes(result)
     assert result.status == "partial"
     (skip,) = result.skipped
-    assert skip["code"] == "cross-device" and "--allow-copy" in skip["message"]
+    assert skip.code == "cross-device" and "--allow-copy" in skip.message
     assert (xworld["mnt"] / "cache" / "a.bin").exists()
-    assert [Path(m["path"]).name for m in result.moved] == ["local.log"]
+    assert [Path(m.path).name for m in result.moved] == ["local.log"]
 
 
 def test_allow_copy_copies_verifies_and_only_then_removes(
@@ -339,7 +339,9 @@ def test_allow_copy_copies_verifies_and_only_then_removes(
 
     monkeypatch.setattr("hygiene_nb.executor.execute.remove_original_after_verified_copy", checked)
     dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
-    assert {(m["quarantine"], m["method"]) for m in dry.moved} == {(str(store.quarantine), "copy")}
+    assert {(m.dest.quarantine, m.dest.method) for m in dry.moved} == {
+        (str(store.quarantine), "copy")
+    }
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert result.status == "done" and result.skipped == []
     assert sorted(seen) == ["cache", "old.log"]
@@ -442,7 +444,7 @@ def test_a_tree_a_copy_cannot_verify_is_kept(
     dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert outcomes(dry) == outcomes(result)
-    assert [s["code"] for s in result.skipped] == ["copy-unverifiable"]
+    assert [s.code for s in result.skipped] == ["copy-unverifiable"]
     assert contents(cache) == before
     assert result.batches == [] and list(store.quarantine.iterdir()) == []
 

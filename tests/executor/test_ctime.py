@@ -84,12 +84,12 @@ def test_execute_skips_a_file_rewritten_after_the_plan(tree: dict[str, Path]) ->
     confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
     store = Store(tree["store"])
     dry = execute_plan(plan.plan_path, store=store)
-    assert [s["code"] for s in dry.skipped] == ["changed-since-review"]
+    assert [s.code for s in dry.skipped] == ["changed-since-review"]
     result = execute_plan(plan.plan_path, store=store, confirm=confirm)
     assert result.moved == []
     [skip] = result.skipped
-    assert skip["code"] == "changed-since-review"
-    assert "ctime" in skip["message"].lower()
+    assert skip.code == "changed-since-review"
+    assert "ctime" in skip.message.lower()
     assert target.read_bytes() == content
 
 
@@ -102,7 +102,7 @@ def test_execute_skips_a_directory_whose_deep_file_was_rewritten(tree: dict[str,
     confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
     result = execute_plan(plan.plan_path, store=Store(tree["store"]), confirm=confirm)
     assert result.moved == []
-    assert [s["code"] for s in result.skipped] == ["changed-since-review"]
+    assert [s.code for s in result.skipped] == ["changed-since-review"]
     assert deep.read_bytes() == content
 
 
@@ -134,5 +134,5 @@ def test_a_write_between_the_check_and_the_move_puts_the_file_back(tree: dict[st
                           ops=WriteFirst())  # fmt: skip
     assert result.moved == []
     [skip] = result.skipped
-    assert skip["code"] == "changed-since-review" and "written to" in skip["message"]
+    assert skip.code == "changed-since-review" and "written to" in skip.message
     assert target.read_bytes().endswith(b"late")  # put back, with the late bytes

@@ -63,11 +63,11 @@ def test_dry_run_creates_nothing(world: dict[str, Path]) -> None:
     before = snapshot_of(world["root"], world["canary"], store.quarantine, store.receipts)
     result = execute_plan(plan.plan_path, store=store)
     assert result.status == "dry-run"
-    assert sorted(m["path"] for m in result.moved) == sorted(
+    assert sorted(m.path for m in result.moved) == sorted(
         [str(world["root"] / "web" / "node_modules"), str(world["root"] / "web" / "app.log")]
     )
     assert "--acknowledge-risk quarantine" in result.confirm_command
-    assert {(m["quarantine"], m["method"]) for m in result.moved} == {
+    assert {(m.dest.quarantine, m.dest.method) for m in result.moved} == {
         (str(store.quarantine), "rename")
     }
     assert snapshot_of(world["root"], world["canary"], store.quarantine, store.receipts) == before
@@ -213,7 +213,7 @@ def test_changed_items_are_skipped_and_the_others_move(world: dict[str, Path]) -
     (root / "z" / "swapped").symlink_to(world["root"].parent / "elsewhere")
     store = Store(world["store"])
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
-    codes = {Path(s["path"]).name: s["code"] for s in result.skipped}
+    codes = {Path(s.path).name: s.code for s in result.skipped}
     assert codes == {
         "grows": "changed-since-review",
         "goes": "gone",
@@ -222,7 +222,7 @@ def test_changed_items_are_skipped_and_the_others_move(world: dict[str, Path]) -
         "marked": "now-protected",
         "f": "symlink-on-path",
     }
-    assert [m["path"] for m in result.moved] == [str(root / "data" / "scratch.bin")]
+    assert [m.path for m in result.moved] == [str(root / "data" / "scratch.bin")]
     assert result.status == "partial"
     assert (world["root"].parent / "elsewhere" / "f").exists()  # never reached through the link
 
@@ -498,7 +498,7 @@ def test_nfc_and_nfd_twins_are_different_entries(world: dict[str, Path]) -> None
     write(root / "twins" / nfd, data=b"decomposed")
     plan = make_plan(world, f"twins/{nfd}")
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
-    assert [m["path"] for m in result.moved] == [str(root / "twins" / nfd)]
+    assert [m.path for m in result.moved] == [str(root / "twins" / nfd)]
     assert (root / "twins" / nfc).read_bytes() == b"composed"
     assert not (root / "twins" / nfd).exists()
 
@@ -514,8 +514,8 @@ def test_overlapping_plans_never_move_anything_twice(world: dict[str, Path]) -> 
     store = Store(store_path)
     execute_plan(first.plan_path, store=store, confirm=confirm_for(first))
     result = execute_plan(second.plan_path, store=store, confirm=confirm_for(second))
-    assert [m["path"] for m in result.moved] == [str(root / "data" / "keep.txt")]
-    assert sorted(s["code"] for s in result.skipped) == ["gone", "gone"]
+    assert [m.path for m in result.moved] == [str(root / "data" / "keep.txt")]
+    assert sorted(s.code for s in result.skipped) == ["gone", "gone"]
 
 
 def test_verify_reports_items_missing_from_their_batch(world: dict[str, Path]) -> None:
@@ -576,11 +576,11 @@ def test_a_permission_error_on_the_way_is_a_skip(
 
     monkeypatch.setattr(fingerprint, "open_dir_at", denied)
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan))
-    assert [(s["path"], s["code"]) for s in result.skipped] == [
+    assert [(s.path, s.code) for s in result.skipped] == [
         (str(world["root"] / "web" / "app.log"), "permission-denied")
     ]
     assert (world["root"] / "web" / "app.log").exists()
-    assert [m["path"] for m in result.moved] == [str(world["root"] / "data" / "scratch.bin")]
+    assert [m.path for m in result.moved] == [str(world["root"] / "data" / "scratch.bin")]
 
 
 class RaceOps(LocalFileOps):
@@ -606,8 +606,8 @@ def test_a_directory_that_gains_an_entry_just_before_its_move_is_put_back(
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
                           ops=RaceOps(b"node_modules", smuggle))  # fmt: skip
     assert result.moved == []
-    assert [s["code"] for s in result.skipped] == ["changed-since-review"]
-    assert "put back" in result.skipped[0]["message"]
+    assert [s.code for s in result.skipped] == ["changed-since-review"]
+    assert "put back" in result.skipped[0].message
     assert (root / "web" / "node_modules" / "mine" / "thesis.tex").read_bytes() == b"years of work"
 
 
@@ -629,9 +629,9 @@ def test_an_arrival_that_cannot_be_put_back_is_held_and_the_run_finishes(
 
     result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
                           ops=Reoccupy(b"app.log", swap_and_reoccupy))  # fmt: skip
-    assert [m["path"] for m in result.moved] == [str(root / "data" / "scratch.bin")]
+    assert [m.path for m in result.moved] == [str(root / "data" / "scratch.bin")]
     (skip,) = result.skipped
-    assert skip["code"] == "changed-since-review" and "held in the batch" in skip["message"]
+    assert skip.code == "changed-since-review" and "held in the batch" in skip.message
     assert (root / "web" / "old.log").exists()  # the planned file never moved
     assert result.receipt_path is not None and Path(result.receipt_path).exists()
 

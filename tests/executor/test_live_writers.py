@@ -85,7 +85,7 @@ def test_allow_copy_never_unlinks_a_file_someone_is_writing(
         )
         assert outcomes(result) == {str(mnt / item): "in-use"}
         (skip,) = result.skipped
-        assert "open for writing" in skip["message"] and "put back" in skip["message"]
+        assert "open for writing" in skip.message and "put back" in skip.message
         finish()  # the late write lands in the original, which is in its place
     assert (mnt / held).read_bytes() == before + b"late write\n"
     assert [p.name for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-")] == []
@@ -169,7 +169,7 @@ def test_the_rename_path_records_a_file_open_for_writing_and_does_not_count_it_f
         finish_txt()
     assert result.status == "done" and len(result.moved) == 3
     assert result.bytes == 300  # only the file nobody was writing to counts as freed
-    flagged = {Path(m["path"]).name: m.get("open_at_move", False) for m in result.moved}
+    flagged = {Path(m.path).name: m.open_at_move for m in result.moved}
     assert flagged == {"live.log": True, "dir": True, "idle.log": False}
     receipt = json.loads(Path(str(result.receipt_path)).read_text())
     assert receipt["moved_bytes"] == 300
@@ -200,5 +200,5 @@ def test_where_writers_cannot_be_asked_allow_copy_counts_the_file_as_in_use(
     worker.join(timeout=120)
     (result,) = done
     assert outcomes(result) == {str(mnt / "old.log"): "in-use"}
-    assert "cannot be told" in result.skipped[0]["message"]
+    assert "cannot be told" in result.skipped[0].message
     assert (mnt / "old.log").read_bytes() == before

@@ -70,8 +70,8 @@ def excluded(plan: api.PlanResult) -> dict[str, str]:
 
 
 def outcomes(result: Any) -> dict[str, str]:
-    out = {Path(m["path"]).name: "moved" for m in result.moved}
-    out.update({Path(s["path"]).name: s["code"] for s in result.skipped})
+    out = {Path(m.path).name: "moved" for m in result.moved}
+    out.update({Path(s.path).name: s.code for s in result.skipped})
     return out
 
 
@@ -139,7 +139,7 @@ def test_a_bind_mount_made_after_planning_is_skipped_and_its_files_untouched(
         assert hashes(mnt) == before  # still mounted where it was
     assert outcomes(dry) == outcomes(done) == {"cache": "contains-mount", "other.log": "moved"}
     (skip,) = done.skipped
-    assert "unmount" in skip["message"]
+    assert "unmount" in skip.message
     assert hashes(mworld["outside"]) == before
     assert (mworld["root"] / "cache" / "junk.bin").exists()
 
@@ -179,7 +179,7 @@ def test_a_mount_made_between_the_check_and_the_move_is_put_back(
         monkeypatch.setattr(execute_module, "checkpoint", mount_then)
         done = execute_plan(plan.plan_path, store=Store(mworld["store"]), confirm=confirm_for(plan))
         assert outcomes(done) == {"cache": "contains-mount"}
-        assert "put back" in done.skipped[0]["message"]
+        assert "put back" in done.skipped[0].message
         # still mounted at its place (os.path.ismount cannot see a directory mounted on itself)
         assert mount_points_below(os.fsencode(deep)) == [os.fsencode(deep)]
         assert (deep / "more.bin").stat().st_size == 300
@@ -293,7 +293,7 @@ def test_a_bind_mounted_root_moves_what_the_dry_run_predicts(tmp_path: Path) -> 
         store = Store(world["store"])
         dry = execute_plan(plan.plan_path, store=store)
         done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
-        predicted = {Path(m["path"]).name: (m["quarantine"], m["method"]) for m in dry.moved}
+        predicted = {Path(m.path).name: (m.dest.quarantine, m.dest.method) for m in dry.moved}
         assert outcomes(dry) == outcomes(done) == {"f.log": "moved", "d": "moved"}
         quarantine = str(world["root"] / QUARANTINE_NAME)  # the top of the root's own mount
         assert predicted == {"f.log": (quarantine, "rename"), "d": (quarantine, "rename")}
@@ -320,7 +320,7 @@ def test_a_bind_mounted_root_copies_with_allow_copy_when_its_quarantine_is_unusa
         assert outcomes(without) == {"f.log": "cross-device", "d": "cross-device"}
         dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
         done = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
-        assert {m["method"] for m in dry.moved} == {"copy"}
+        assert {m.dest.method for m in dry.moved} == {"copy"}
         assert outcomes(dry) == outcomes(done) == {"f.log": "moved", "d": "moved"}
         assert not (world["real"] / "f.log").exists() and not (world["real"] / "d").exists()
         (batch,) = list_store_batches(store)

@@ -112,7 +112,7 @@ def _code_at_execute(world: dict[str, Path], rel: str, change: Change) -> list[s
     change(root)
     result = execute_plan(issued.plan_path, store=Store(store))  # the dry run checks as execute
     assert result.moved == []
-    return [s["code"] for s in result.skipped]
+    return [s.code for s in result.skipped]
 
 
 @pytest.mark.parametrize("stage", ["plan", "execute"])

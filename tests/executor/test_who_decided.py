@@ -84,7 +84,7 @@ def test_a_rule_made_decision_is_marked_in_the_plan_its_markdown_and_the_dry_run
     (line,) = [m for m in shown.stdout.splitlines() if log in m and "would move" in m]
     assert "remembered rule" not in line
     dry = execute_plan(plan.plan_path, store=Store(store))
-    assert {m["path"]: m["decided_by"] for m in dry.moved} == by
+    assert {m.path: m.decided_by for m in dry.moved} == by
 
 
 def _forge(base: api.PlanResult, store: Path, root: Path, targets: list[Path]) -> dict[str, Any]:
@@ -138,13 +138,13 @@ def test_a_plan_registered_by_editing_the_ledger_cannot_move_home_dot_files(
 
     for run in (dry, result):
         assert run.moved == []
-        assert {s["path"]: s["code"] for s in run.skipped} == {
+        assert {s.path: s.code for s in run.skipped} == {
             str(bashrc): "now-protected",
             str(settings): "now-protected",
         }
     assert bashrc.read_bytes() == b"export PATH=$HOME/bin:$PATH\n"
     assert settings.read_bytes() == b"[ui]\ndark = 1\n"
-    message = {s["path"]: s["message"] for s in result.skipped}[str(bashrc)]
+    message = {s.path: s.message for s in result.skipped}[str(bashrc)]
     assert "home" in message.lower() or "config" in message.lower()
 
 
@@ -168,5 +168,5 @@ def test_a_registered_plan_whose_candidate_an_agent_decided_moves_nothing(
     db.close()
     confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
     result = execute_plan(forged["path"], store=Store(store), confirm=confirm)
-    assert result.moved == [] and [s["code"] for s in result.skipped] == ["decided-by-agent"]
+    assert result.moved == [] and [s.code for s in result.skipped] == ["decided-by-agent"]
     assert log.exists()
