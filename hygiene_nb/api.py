@@ -58,7 +58,7 @@ from hygiene_nb.snapshot import (
     prune_scans,
     raw_path,
 )
-from hygiene_nb.store import Store, resolve_store, write_private_file
+from hygiene_nb.store import Store, resolve_store, utc_now, write_private_file
 from hygiene_nb.summary import summarize_table
 from hygiene_nb.walk import WalkerName, open_walker
 
@@ -100,7 +100,7 @@ def _store(store: StoreArg) -> Store:
 
 
 def _utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    return utc_now().isoformat(timespec="milliseconds")
 
 
 def _new_scan_id() -> str:

@@ -15,12 +15,11 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from hygiene_nb.errors import LedgerTooNew, PathNotNormal, StoreError, StoreFull, UsageError
-from hygiene_nb.store import FILE_MODE, Store
+from hygiene_nb.store import FILE_MODE, Store, utc_now
 
 __all__ = [
     "DECISIONS",
@@ -191,7 +190,7 @@ def _full(path: Path, exc: BaseException) -> StoreFull:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    return utc_now().isoformat(timespec="microseconds")
 
 
 @dataclass(frozen=True)

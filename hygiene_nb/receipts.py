@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb.errors import UsageError
-from hygiene_nb.store import read_regular_file, write_private_file
+from hygiene_nb.store import no_duplicate_keys, read_regular_file, write_private_file
 
 __all__ = ["RECEIPT_SCHEMA", "read_receipt", "receipt_digest", "write_receipt"]
 
@@ -46,11 +46,6 @@ def read_receipt(path: Path) -> dict[str, Any]:
         UsageError: it cannot be read, is not a receipt, or is larger than any receipt.
     """
 
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({k for k, _ in pairs}) != len(pairs):
-            raise ValueError("duplicate keys")
-        return dict(pairs)
-
     def no_constants(name: str) -> Any:
         raise ValueError(f"{name} is not allowed")
 
@@ -58,7 +53,7 @@ def read_receipt(path: Path) -> dict[str, Any]:
         data = read_regular_file(path, _MAX_RECEIPT)  # a fifo never hangs verify
         if len(data) > _MAX_RECEIPT:
             raise ValueError("too large")
-        doc = json.loads(data, object_pairs_hook=no_duplicates, parse_constant=no_constants)
+        doc = json.loads(data, object_pairs_hook=no_duplicate_keys, parse_constant=no_constants)
     except (OSError, ValueError, RecursionError) as exc:
         raise UsageError(f"cannot read the receipt {path}: {exc}; give a receipt file.") from exc
     if not isinstance(doc, dict) or doc.get("schema") != RECEIPT_SCHEMA:

@@ -13,7 +13,9 @@ import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from hygiene_nb.errors import StoreError
 
@@ -21,10 +23,12 @@ __all__ = [
     "NotRegularFile",
     "Store",
     "make_private_dir",
+    "no_duplicate_keys",
     "publish_dir",
     "read_regular_file",
     "remove_store_path",
     "resolve_store",
+    "utc_now",
     "write_private_file",
 ]
 
@@ -239,3 +243,20 @@ def remove_store_path(store: Store, path: Path) -> None:
         raise StoreError(
             f"cannot remove {path}: {exc.strerror}; check the store's permissions."
         ) from exc
+
+
+def utc_now() -> datetime:
+    """Now, in UTC: every timestamp the store writes (plans, manifests, receipts, the ledger)."""
+    return datetime.now(UTC)
+
+
+def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` hook for the store's own records: a key given twice is refused.
+
+    Raises:
+        ValueError: a key appears twice in one object.
+    """
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("duplicate keys")
+    return obj

@@ -49,7 +49,7 @@ from hygiene_nb.executor.fileops import (
 from hygiene_nb.executor.filesystems import birth_ns, fs_identity, same_filesystem
 from hygiene_nb.executor.writers import tree_writer
 from hygiene_nb.fingerprint import kind_of_mode, signed64
-from hygiene_nb.store import FILE_MODE, Store, write_private_file
+from hygiene_nb.store import FILE_MODE, Store, no_duplicate_keys, utc_now, write_private_file
 
 __all__ = [
     "MANIFEST_NAME",
@@ -168,7 +168,7 @@ class Batch:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    return utc_now().isoformat(timespec="microseconds")
 
 
 def _ensure_private_dir(parent_fd: int, name: bytes, ops: FileOps) -> int:
@@ -526,13 +526,7 @@ def read_manifest(dir_fd: int) -> dict[str, Any] | None:
     except OSError as exc:
         raise ValueError(f"unreadable manifest ({exc.strerror})") from exc
 
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [k for k, _ in pairs]
-        if len(keys) != len(set(keys)):
-            raise ValueError("duplicate keys")
-        return dict(pairs)
-
-    doc = json.loads(data, object_pairs_hook=no_duplicates)
+    doc = json.loads(data, object_pairs_hook=no_duplicate_keys)
     if not isinstance(doc, dict) or doc.get("schema") not in MANIFEST_SCHEMAS:
         raise ValueError("unknown manifest version")
     items = doc.get("items")

@@ -15,7 +15,7 @@ import shlex
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -91,7 +91,7 @@ from hygiene_nb.mounts import MountInside, mount_id
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
 from hygiene_nb.recheck import Rechecker, acting_protection
 from hygiene_nb.references import ReferenceBudget, blocking, check_references
-from hygiene_nb.store import Store
+from hygiene_nb.store import Store, utc_now
 
 __all__ = ["ACKNOWLEDGEMENT", "Confirmation", "ExecuteResult", "execute_plan"]
 
@@ -146,10 +146,6 @@ class ExecuteResult:
         }
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _confirm_command(plan: LoadedPlan, store: Store) -> str:
     p = plan.parsed
     return (
@@ -188,7 +184,7 @@ def _authorize(
 
 
 def _check_not_expired(p: Plan) -> None:
-    if _now() > datetime.fromisoformat(p.expires_at):
+    if utc_now() > datetime.fromisoformat(p.expires_at):
         raise PlanExpired(
             f"plan {p.plan_id} expired at {p.expires_at}; export a new one with "
             f"`hygiene-nb plan {shlex.quote(p.root.path)}` and review it."
@@ -484,7 +480,7 @@ def _carry_out(
     reserve: Reserve,
 ) -> None:
     p = plan.parsed
-    authorized_at = _now().isoformat()
+    authorized_at = utc_now().isoformat()
     authorization_id = "auth-" + secrets.token_hex(8)
     free_before = _free(p.root.path)
     quarantine_mount = _path_mount(store.quarantine)
@@ -807,7 +803,7 @@ def _pending(batch: Batch, raw: bytes, cand: Candidate, parent: int) -> Manifest
         rule=cand.rule,
         note=cand.note,
         state="pending",
-        at=_now().isoformat(),
+        at=utc_now().isoformat(),
     )
     note_origin(batch, item, parent)
     return item
@@ -833,7 +829,7 @@ def _move(batch: Batch, parent: int, raw: bytes, cand: Candidate, ops: FileOps) 
         if problem:
             return _put_back(item, cand, (code, problem), (target, parent, name), ops)
         item.state = "moved"
-        item.at = _now().isoformat()
+        item.at = utc_now().isoformat()
         note_arrival(item, target, name)  # our rename changed its ctime: compare with this
         return None
     finally:
@@ -950,7 +946,7 @@ def _copy(
     finally:
         os.close(target)
     item.dev, item.inode = signed64(arrived.st_dev), signed64(arrived.st_ino)
-    item.size, item.state, item.at = arrived.st_size, "moved", _now().isoformat()
+    item.size, item.state, item.at = arrived.st_size, "moved", utc_now().isoformat()
     item.ctime_ns = arrived.st_ctime_ns  # the copy's, once its modes and times were set
     item.modes = altered_modes(verified) or None  # for a restore to give them back
     write_batch_manifest(batch)  # the verified copy is recorded before the original goes
@@ -959,7 +955,7 @@ def _copy(
         remove_original_after_verified_copy(parent, name, verified_identities(verified))
     except RemovalRefused as exc:
         # put back whole: the original is the item again; the copy is a duplicate, not moved
-        item.state, item.at = "returned", _now().isoformat()
+        item.state, item.at = "returned", utc_now().isoformat()
         write_batch_manifest(batch)
         detail = (
             f"{exc.strerror} ({exc.filename}); it was put back in its place and stays there, "
@@ -983,7 +979,7 @@ def _copy(
 def _copy_kept(batch: Batch, item: ManifestItem, cand: Candidate, code: str, detail: str) -> Skip:
     """The copy failed: the original is in place; the (partial) copy stays recorded."""
     item.state = "returned"
-    item.at = _now().isoformat()
+    item.at = utc_now().isoformat()
     write_batch_manifest(batch)
     where = f"a partial copy may stay in batch {batch.batch_id} until purged"
     return crossdev_skip(cand.path, code, f"{detail}; {where}" if detail else where)
@@ -1016,7 +1012,7 @@ def _finish(
         state = "rolled-back"
     batch = batches[0] if batches else None
     authorization_id, authorized_at, free_before = auth
-    finished = _now()
+    finished = utc_now()
     receipt_id = f"receipt-{finished:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
     receipt = write_receipt(
         store.receipts / f"{receipt_id}.json",

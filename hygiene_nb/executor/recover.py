@@ -22,7 +22,7 @@ import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ from hygiene_nb.executor.records import Candidate, ItemOutcome, Skip
 from hygiene_nb.executor.reserve import reserve_name, reserved_by_a_live_run
 from hygiene_nb.ledger import IssuedPlan, Ledger
 from hygiene_nb.receipts import RECEIPT_SCHEMA, read_receipt, write_receipt
-from hygiene_nb.store import Store
+from hygiene_nb.store import Store, utc_now
 
 __all__ = ["RecoverResult", "RecoveredPlan", "recover_store"]
 
@@ -78,10 +78,6 @@ class RecoverResult:
 
     status: str = "done"
     plans: list[RecoveredPlan] = field(default_factory=list)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def recover_store(store: Store) -> RecoverResult:
@@ -196,7 +192,7 @@ def _put_back_leftovers(batches: list[Batch]) -> list[dict[str, str]]:
             why = _not_whole(batch, raw, staging) or _put_back(raw, staging)
             if not why:
                 batch.items[raw].state = "returned"  # the original is the item again
-                batch.items[raw].at = _now().isoformat()
+                batch.items[raw].at = utc_now().isoformat()
                 changed = True
                 continue
             original, where = os.fsdecode(raw), os.fsdecode(staging)
@@ -272,7 +268,7 @@ def _write_records(
     out.moved, out.skipped = len(moved), len(items) - len(moved)
     out.batches = [{"batch_id": b.batch_id, "batch_path": str(b.path)} for b in batches]
     moved_bytes = sum(int(i["bytes"] or 0) for i in moved)
-    finished = _now()
+    finished = utc_now()
     existing = _existing_receipt(store, issued.plan_id)
     if existing is None:
         receipt_id = f"receipt-{finished:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
