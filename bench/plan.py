@@ -27,7 +27,7 @@ def plan_section(tree_root: Path, store_dir: Path, report: Any) -> None:
     if not store.exists():
         print("  skipped: the scan section left no shared store")
         return
-    table = api.classify(str(tree_root), store=store)
+    table = api.classify_snapshot(str(tree_root), store=store)
     files = table.filter(
         pc.and_(pc.equal(table.column("kind"), "file"), pc.invert(table.column("protected")))
     )

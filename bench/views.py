@@ -28,7 +28,7 @@ def views_section(tree_root: Path, store_dir: Path, report: Any) -> None:
     rounds = max(1, min(3, report.rounds))
     panel: list[Annotator] = []
     first_dir = str(
-        views.browse_frame(api.classify(root, store=store))
+        views.browse_frame(api.classify_snapshot(root, store=store))
         .query("kind == 'dir' and parent == @root")
         .sort_values("bytes", ascending=False)["path"]
         .iloc[0]

@@ -10,14 +10,12 @@ __version__ = "0.1.0"
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hygiene_nb.api import (
         annotate,
-        classify,
+        classify_snapshot,
         forget_rule,
         list_rules,
         list_snapshots,
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "__version__",
     "annotate",
-    "classify",
+    "classify_snapshot",
     "forget_rule",
     "list_rules",
     "list_snapshots",
@@ -63,22 +61,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names too, before they are loaded (tab completion, ``help``)."""
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    """This package's module type: a public function is never hidden by a same-named submodule.
-
-    Importing ``hygiene_nb.classify`` (the module) binds it as the package's ``classify``
-    attribute, and ``__getattr__`` above, which serves the function, would then never be asked.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # As with the eager package this replaced: ``from hygiene_nb.classify import …`` and
-        # ``sys.modules`` reach the module, while ``hygiene_nb.classify`` (and so
-        # ``import hygiene_nb.classify as m``) is the function.
-        if name in __all__ and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

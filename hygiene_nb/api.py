@@ -6,6 +6,7 @@ their own.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -63,7 +64,7 @@ from hygiene_nb.summary import summarize_table
 from hygiene_nb.walk import WalkerName, open_walker
 
 __all__ = [
-    "classify",
+    "classify_snapshot",
     "list_snapshots",
     "load",
     "make_plan",
@@ -298,7 +299,7 @@ def _user_rules(store: Store, rules: str | os.PathLike[str] | None) -> tuple[Use
     return found
 
 
-def classify(
+def classify_snapshot(
     root: str | None = None,
     *,
     store: StoreArg = None,
@@ -325,17 +326,18 @@ def classify(
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     if now_ns is None:
         return _classified(st, info, rules)[0]
-    key = (str(st.root), info.scan_id, now_ns, _file_state(st.rules),
-           _file_state(st.root / "config.toml"),  # its homes take part in protection
-           _file_state(Path(rules)) if rules else None)  # fmt: skip
-    if _LAST_CLASSIFIED.get("key") != key:
-        _LAST_CLASSIFIED.clear()  # one table at a time: a 1M-row table is large
-        _LAST_CLASSIFIED.update(key=key, table=_classified(st, info, rules, now_ns=now_ns)[0])
-    table: pa.Table = _LAST_CLASSIFIED["table"]
-    return table
+    states = (_file_state(st.rules), _file_state(st.root / "config.toml"),  # its homes protect
+              _file_state(Path(rules)) if rules else None)  # fmt: skip
+    return _classified_at(str(st.root), info.scan_id, now_ns, str(rules) if rules else None, states)
 
 
-_LAST_CLASSIFIED: dict[str, Any] = {}
+@functools.lru_cache(maxsize=1)  # one table at a time: a 1M-row table is large
+def _classified_at(
+    store: str, scan_id: str, now_ns: int, rules: str | None, _states: tuple[object, ...]
+) -> pa.Table:
+    """The classified table of one snapshot at one time, with the rules files as they are."""
+    st = Store(Path(store))
+    return _classified(st, find_scan(st, scan_id=scan_id), rules, now_ns=now_ns)[0]
 
 
 def _file_state(path: Path) -> tuple[str, int, int, int] | None:
@@ -383,7 +385,7 @@ def summarize(
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     now_ns = scan_time_ns(info) if as_of_scan else time.time_ns()
-    table = classify(store=st, scan_id=info.scan_id, rules=rules,
+    table = classify_snapshot(store=st, scan_id=info.scan_id, rules=rules,
                      now_ns=now_ns if as_of_scan else None)  # fmt: skip
     return summarize_table(table, info, top=top, now_ns=now_ns)
 
@@ -561,7 +563,7 @@ def apply_remembered_rules(*, store: StoreArg = None, scan_id: str) -> int:
         rules = ledger.remembered_rules()
         if not rules:
             return 0
-        table = classify(store=st, scan_id=scan_id)
+        table = classify_snapshot(store=st, scan_id=scan_id)
         roots = table.filter(pc.fill_null(table.column("group_root"), False))
         written = 0
         info = find_scan(st, scan_id=scan_id)

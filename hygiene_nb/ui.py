@@ -138,7 +138,7 @@ class Annotator:
         self.store = api.open_store(store)
         self.info = views.resolve_scan(root, store=self.store, scan_id=scan_id)
         self.root = self.info.root
-        table = api.classify(store=self.store, scan_id=self.info.scan_id)
+        table = api.classify_snapshot(store=self.store, scan_id=self.info.scan_id)
         # paths computed once; one chunk, so the plan summary's index shares its buffers
         self.table = table.append_column("path", entry_paths(table)).combine_chunks()
         # row → exact bytes, for the few names that are not valid UTF-8 (the ledger is keyed by

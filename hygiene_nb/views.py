@@ -89,7 +89,7 @@ def classified_as_of_scan(
     Rerunning a report later then says the same; the widget, which is about acting now,
     classifies as of now instead.
     """
-    return api.classify(store=store, scan_id=info.scan_id, rules=rules,
+    return api.classify_snapshot(store=store, scan_id=info.scan_id, rules=rules,
                         now_ns=api.scan_time_ns(info))  # fmt: skip
 
 

@@ -95,7 +95,7 @@ def build(root: Path, paths: list[str]) -> None:
 
 def classified(root: Path, store: Path, **kwargs: Any) -> dict[str, dict[str, Any]]:
     api.scan_root(root, store=store)
-    table = api.classify(str(root), store=store, **kwargs)
+    table = api.classify_snapshot(str(root), store=store, **kwargs)
     from hygiene_nb.snapshot import entry_paths
 
     rows = table.append_column("path", entry_paths(table)).to_pylist()
@@ -205,7 +205,7 @@ def test_without_git_the_whole_work_tree_is_protected(
 ) -> None:
     api.scan_root(repo_root, store=store)
     monkeypatch.setenv("PATH", "/nonexistent")
-    table = api.classify(str(repo_root), store=store)
+    table = api.classify_snapshot(str(repo_root), store=store)
     from hygiene_nb.snapshot import entry_paths
 
     rows = {p: r for p, r in zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True)}
@@ -301,7 +301,7 @@ def test_excluded_and_unreadable_entries_are_not_classified_safe(
     root = home_root(tmp_path)
     build(root, ["home/w/node_modules/", "home/w/package.json", "home/w/package-lock.json"])
     api.scan_root(root, store=store, excludes=["node_modules"])
-    table = api.classify(str(root), store=store)
+    table = api.classify_snapshot(str(root), store=store)
     from hygiene_nb.snapshot import entry_paths
 
     rows = dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))
@@ -349,7 +349,7 @@ def test_changing_rules_reclassifies_history_without_rescanning(
 def classified_at(root: Path, store: Path, scan_id: str) -> dict[str, dict[str, Any]]:
     from hygiene_nb.snapshot import entry_paths
 
-    table = api.classify(store=store, scan_id=scan_id)
+    table = api.classify_snapshot(store=store, scan_id=scan_id)
     return dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))
 
 
@@ -369,7 +369,7 @@ def test_scanning_inside_a_repository_without_git_protects_everything(
     write(sub / "src" / "scratch.tmp", 3)
     api.scan_root(sub / "src", store=store)
     monkeypatch.setenv("PATH", "/nonexistent")
-    table = api.classify(str(sub / "src"), store=store)
+    table = api.classify_snapshot(str(sub / "src"), store=store)
     assert set(table.column("risk").to_pylist()) == {"high"}
 
 
@@ -432,7 +432,7 @@ def test_a_missing_rules_file_given_explicitly_is_an_error(tmp_path: Path, store
     root = home_root(tmp_path)
     api.scan_root(root, store=store)
     with pytest.raises(RuleInvalid, match="no rules file"):
-        api.classify(str(root), store=store, rules=tmp_path / "nope.toml")
+        api.classify_snapshot(str(root), store=store, rules=tmp_path / "nope.toml")
 
 
 @pytest.mark.parametrize("through_link", [False, True])

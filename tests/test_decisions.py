@@ -84,7 +84,7 @@ def test_a_safe_cache_whose_new_content_is_still_safe_stays_planned(
     api.annotate([str(node_modules)], store=store, decision="delete")
     write(node_modules / "other" / "index.js", 10)  # npm installed one more package
     api.scan_root(tree, store=store)
-    table = api.classify(str(tree), store=store)
+    table = api.classify_snapshot(str(tree), store=store)
     paths = entry_paths(table).to_pylist()
     risks = dict(zip(paths, table.column("risk").to_pylist(), strict=True))
     assert {v for p, v in risks.items() if p.startswith(str(node_modules))} == {"safe"}
@@ -187,7 +187,7 @@ def test_a_safe_file_that_changed_is_still_changed_since_decision(tree: Path, st
     pyc = write(tree / "pkg" / "__pycache__" / "mod.cpython-311.pyc", 40)
     write(tree / "pkg" / "mod.py", 10)
     api.scan_root(tree, store=store)
-    table = api.classify(str(tree), store=store)
+    table = api.classify_snapshot(str(tree), store=store)
     risks = dict(zip(entry_paths(table).to_pylist(), table.column("risk").to_pylist(), strict=True))
     assert risks[str(pyc)] == "safe"
     api.annotate([str(pyc)], store=store, decision="delete")

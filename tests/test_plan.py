@@ -453,7 +453,7 @@ def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path)
     api.scan_root(tree, store=store)
     decide(store, tree / "web" / "node_modules", tree / "data", tree / "cache" / "a")
     decide(store, tree / "data" / "keep", decision="keep")
-    table = api.classify(str(tree), store=store)
+    table = api.classify_snapshot(str(tree), store=store)
     with Ledger.open(api.open_store(store)) as ledger:
         annotations = ledger.annotations(under=str(tree))
     index = SnapshotIndex(table)
@@ -463,7 +463,7 @@ def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path)
         assert selection_summary(kept, table) == selection_summary(fresh, table)
         assert [c["path"] for c in kept.candidates] == [c["path"] for c in fresh.candidates]
         assert kept.excluded == fresh.excluded
-    same_rows = api.classify(str(tree), store=store)  # equal, but not the table indexed
+    same_rows = api.classify_snapshot(str(tree), store=store)  # equal, but not the table indexed
     with pytest.raises(ValueError, match="another table"):
         select_candidates(same_rows, annotations, root=str(tree), index=index)
 
@@ -496,7 +496,7 @@ def test_an_entry_not_read_completely_is_never_a_candidate(
     api.scan_root(tree, store=store)
     decided = [tree / "data" / "scratch.bin", tree / "web" / "node_modules"]  # in path order
     decide(store, *decided)
-    table = api.classify(str(tree), store=store)
+    table = api.classify_snapshot(str(tree), store=store)
     with Ledger.open(api.open_store(store)) as ledger:
         annotations = ledger.annotations(under=str(tree))
     clean = select_candidates(table, annotations, root=str(tree))

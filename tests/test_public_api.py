@@ -123,18 +123,18 @@ def test_the_lazy_package_still_names_its_functions_and_submodules() -> None:
 
 
 def test_the_readme_example_runs_in_its_order(tmp_path: Path) -> None:
-    """``hn.classify`` stays the function after other calls loaded the ``classify`` module."""
+    """The README's example runs, and ``hn.classify_snapshot`` is the function beside the module."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "f").write_bytes(b"x")
     readme = Path(__file__).resolve().parents[1] / "README.md"
     example = readme.read_text().split("```python\n", 1)[1].split("```", 1)[0]
-    assert "hn.classify(" in example and "hn.scan_root(" in example  # still the one meant
+    assert "hn.classify_snapshot(" in example and "hn.scan_root(" in example  # still the one meant
     code = (
         "import os\n"
         f"os.environ['HYGIENE_NB_STORE'] = {str(tmp_path / 'store')!r}\n"
         + example.replace('"/data"', repr(str(tmp_path / "data")))
         + "\nimport hygiene_nb.classify, sys\n"  # the submodule, imported by name again
-        "print(type(hn.classify(" + repr(str(tmp_path / "data")) + ")).__name__,"
+        "print(type(hn.classify_snapshot(" + repr(str(tmp_path / "data")) + ")).__name__,"
         " sys.modules['hygiene_nb.classify'].__name__)\n"
     )
     assert _python(code).splitlines()[-1] == "Table hygiene_nb.classify"

@@ -198,8 +198,8 @@ def test_pending_decisions_lists_unsure_and_deletes_still_present(
     api.annotate([str(root / "d")], store=store, decision="keep")
     frame = views.pending_decisions(str(root), store=store)
     assert list(frame["path"]) == [str(root / "b" / "log.txt"), str(root / "a")]
-    assert list(frame["bytes"]) == [2_300, views.browse_frame(api.classify(str(root), store=store))
-                                    .set_index("path").loc[str(root / "a"), "bytes"]]  # fmt: skip
+    browsed = views.browse_frame(api.classify_snapshot(str(root), store=store))
+    assert list(frame["bytes"]) == [2_300, browsed.set_index("path").loc[str(root / "a"), "bytes"]]
     assert frame.loc[1, "note"] == "ask Ana"
 
 
@@ -222,7 +222,7 @@ def test_treemap_nodes_stay_within_budget_and_areas_add_up(tmp_path: Path, store
             write(root / f"d{i:02d}" / f"f{j:02d}", 100 + i * 10 + j)
     write(root / "loose.bin", 5_000)
     scan(root, store)
-    frame = views.browse_frame(api.classify(str(root), store=store))
+    frame = views.browse_frame(api.classify_snapshot(str(root), store=store))
     api.annotate([str(root / "d25")], store=store, decision="keep")
     nodes = views.treemap_nodes(
         frame, str(root), decisions=views.human_decisions(store, str(root)),
@@ -253,7 +253,7 @@ def test_browse_frame_keeps_unreadable_sizes_unknown(tmp_path: Path, store: Path
     root = tmp_path / "t"
     write(root / "ok" / "f", 10)
     scan(root, store)
-    frame = views.browse_frame(api.classify(str(root), store=store))
+    frame = views.browse_frame(api.classify_snapshot(str(root), store=store))
     assert frame["bytes"].dtype == pd.Int64Dtype()
     row = frame.set_index("path").loc[str(root / "ok")]
     assert row["files"] == 1 and row["kind"] == "dir"
@@ -288,7 +288,7 @@ def test_a_report_classifies_a_snapshot_once_until_the_rules_change(
     info = views.resolve_scan(str(root), store=store)
     first = views.classified_as_of_scan(info, store=store)
     assert views.classified_as_of_scan(info, store=store) is first  # reused, not recomputed
-    assert api.classify(str(root), store=store) is not first  # "now" is never reused
+    assert api.classify_snapshot(str(root), store=store) is not first  # "now" is never reused
     (store / "rules.toml").write_text(
         '[[rule]]\nid = "mine"\nname = "*.bin"\nrisk = "safe"\nclaim = "mine"\n'
     )
