@@ -1,5 +1,8 @@
 """A deterministic demo tree and store, for notebooks, tests and docs (``random.Random(seed)``).
 
+``python -m hygiene_nb.demo DIR`` builds one in ``DIR`` (``DIR/tree/home``, scanned three
+times into ``DIR/store``) and prints the two paths; run again, it reuses them.
+
 The demo only creates: it builds its tree in a new or empty directory it is given, and between
 scans it only adds files and appends to them, so its history shows growth. It never removes,
 renames or truncates anything.
@@ -16,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hygiene_nb.errors import UsageError
+from hygiene_nb.errors import HygieneError, UsageError
 from hygiene_nb.snapshot import ScanInfo
 from hygiene_nb.store import Store, write_private_file
 
@@ -240,3 +243,24 @@ def or_demo(root: str | None, store: str | None) -> tuple[str, str]:
     if root is None or store is None:
         raise UsageError("give both root and store, or neither (to use the demo).")
     return root, store
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hygiene_nb.demo [DIR]``: build (or reuse) the demo in DIR; print its paths."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1 or any(a.startswith("-") for a in args):
+        sys.stderr.write("usage: python -m hygiene_nb.demo [DIR]\n")
+        return 2
+    try:
+        demo = ensure_demo(Path(args[0]).absolute() if args else None)
+    except HygieneError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return exc.exit_code
+    sys.stdout.write(f"root:  {demo.root}\nstore: {demo.store}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Protection: what can never enter a plan, whatever a person or a rule decided (CONTRACT §4).
+"""Protection: what can never enter a plan, whatever a person or a rule decided (docs/rules.md).
 
 Pure: ``ProtectContext`` (home, store, root, git-tracked files) is built at the edge by
 ``api``; the predicates here only look at names and paths. Classification applies them, marks

@@ -50,7 +50,7 @@ def emit_json(obj: dict[str, Any]) -> None:
 
 
 def scan_json(info: ScanInfo) -> dict[str, Any]:
-    """The ``scan`` object of CONTRACT §7."""
+    """The ``scan`` JSON object (``scan --json``; its keys are listed in docs/commands.md)."""
     return {
         "status": "done",
         "scan_id": info.scan_id,
@@ -196,7 +196,7 @@ def render_summary(s: Summary) -> str:
 
 
 def summary_json(s: Summary) -> dict[str, Any]:
-    """The ``summary`` object of CONTRACT §7 (with more keys beside the stable ones)."""
+    """The ``summary`` JSON object (``summary --json``; its keys are listed in docs/commands.md)."""
     data = asdict(s)
     data["status"] = "done"
     data["cleanliness_detail"] = data["cleanliness"]

@@ -34,7 +34,7 @@ __all__ = [
 
 
 class Risk(StrEnum):
-    """The five risk levels (CONTRACT §4). ``unknown`` is never deletable by default."""
+    """The five risk levels (docs/rules.md). ``unknown`` is never deletable by default."""
 
     SAFE = "safe"
     CAUTION = "caution"

@@ -1,4 +1,4 @@
-"""Snapshots: the Parquet dataset of every scan (CONTRACT §3) and the store's scan index.
+"""Snapshots: the Parquet dataset of every scan (docs/format.md) and the store's scan index.
 
 Walk rows become snapshot rows here; each scan is one Hive partition
 ``snapshots/host=…/root=…/scan=…/part-0.parquet`` with its metadata in the file footer and in
@@ -308,7 +308,7 @@ def _parquet_writer(path: Path) -> pq.ParquetWriter:
         dictionary_pagesize_limit=_DICTIONARY_PAGE_LIMIT,
         # Listings come in inode order, so inodes delta-encode well; names are stored without
         # their lengths interleaved. (BYTE_STREAM_SPLIT on inode and size saves 0.5 B/entry
-        # more, but Spark before 4.0 cannot read it: CONTRACT §2 wants Spark to read as-is.)
+        # more, but Spark before 4.0 cannot read it, and the store is for Spark to read as it is.)
         column_encoding={"inode": "DELTA_BINARY_PACKED", "name": "DELTA_LENGTH_BYTE_ARRAY"},
         write_statistics=["depth", "size", "tree_bytes", "mtime_ns"],
     )
@@ -332,7 +332,7 @@ def digest_dir(store: Store, info: ScanInfo) -> Path:
 class SnapshotWriter:
     """Stream converted batches into a new snapshot; publish it atomically on ``close``.
 
-    Rows go to ``snapshots/.incoming/<scan>/`` first and the partition directory appears under
+    Rows go to the store's ``.incoming/<scan>/`` first and the partition directory appears under
     ``snapshots/host=…/root=…/`` only once the file is complete, so readers never see half a scan.
     """
 
@@ -489,8 +489,8 @@ def path_b64(text: str, raw: bytes | None) -> str | None:
     """``raw`` in base64 when the path's ``text`` does not give back those exact bytes, else None.
 
     A name that is not valid UTF-8 shows as text with backslash escapes; scripts that act on
-    the entry need its bytes (CONTRACT §7: "exact bytes for non-UTF-8 names go in an extra
-    field"), and this is that field's value.
+    the entry need its bytes, so ``--json`` gives them in an extra field, ``path_b64``
+    (docs/commands.md), and this is that field's value.
     """
     if not raw or raw == text.encode("utf-8", "surrogatepass"):
         return None

@@ -1,4 +1,4 @@
-"""The store: where snapshots, the ledger, plans, receipts and quarantine live (CONTRACT §2).
+"""The store: where snapshots, the ledger, plans, receipts and quarantine live (docs/format.md).
 
 Resolved from ``--store``, else ``$HYGIENE_NB_STORE``, else ``${XDG_DATA_HOME:-~/.local/share}/
 hygiene-nb``. Directories are created 0700 and files written 0600, atomically.

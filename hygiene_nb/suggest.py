@@ -1,9 +1,9 @@
 """Suggestions, never actions: automatic mode's suggested plan and tidy names for kept files.
 
-**Automatic mode** (seed 004, per root in the store's ``config.toml``): when a full scan scores
-below the threshold and safe entries exist, the report gains a suggested plan and its Markdown.
-It is a proposal for a person to read; turning it into decisions, a plan file and an execution
-stays with the person. A suggestion the person declined is not shown again while its
+**Automatic mode** (per root in the store's ``config.toml``; docs/settings.md): when a full scan
+scores below the threshold and safe entries exist, the report gains a suggested plan and its
+Markdown. It is a proposal for a person to read; turning it into decisions, a plan file and an
+execution stays with the person. A suggestion the person declined is not shown again while its
 candidates are unchanged (same paths, sizes and times: the suggestion's digest).
 
 **Organization suggestions**: kept intermediate files scattered through a workspace (logs,

@@ -2,7 +2,8 @@
 
 Every view is one call that returns a pandas DataFrame (or a small dataclass) ready to display;
 the notebooks hold no logic. Queries over snapshots run in DuckDB, in the SQL subset DuckDB and
-Spark share (CONTRACT §2). Nothing here writes anything but the ledger, through ``api``.
+Spark share (the store is for both to read as it is: docs/format.md). Nothing here writes
+anything but the ledger, through ``api``.
 
 Byte sums follow the summary's rule: each entry adds its own bytes (a directory its own size, a
 file its size), so nested entries count once, and a hard-linked inode counts once (at its first

@@ -213,7 +213,7 @@ def test_a_plan_without_candidates_says_why_instead_of_how_to_execute(
 
 
 def test_json_gives_the_exact_bytes_of_a_name_that_is_not_utf8(tmp_path: Path, store: Path) -> None:
-    """CONTRACT §7: paths are text; a non-UTF-8 name's exact bytes go in ``path_b64``."""
+    """``--json`` paths are text; a non-UTF-8 name's exact bytes go in ``path_b64``."""
     root = tmp_path / "r"
     write(root / "plain", 10)
     bad = os.fsencode(root) + b"/bad\xff\xfename"

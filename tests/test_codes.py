@@ -128,7 +128,8 @@ def test_the_plan_and_the_executor_draw_their_texts_from_the_table() -> None:
     assert CROSSDEV_HINTS.items() <= SKIP_HINTS.items()
 
 
-def test_docs_codes_holds_the_generated_table_and_the_readme_links_it() -> None:
+def test_docs_codes_holds_the_generated_table_and_the_readme_and_executor_page_link_it() -> None:
     doc = (DOCS / "codes.md").read_text()
     assert codes_markdown() in doc, "regenerate the table in docs/codes.md from codes_markdown()"
     assert "docs/codes.md" in (PACKAGE.parent / "README.md").read_text()
+    assert "(codes.md)" in (DOCS / "executor.md").read_text()

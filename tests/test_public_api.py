@@ -122,11 +122,11 @@ def test_the_lazy_package_still_names_its_functions_and_submodules() -> None:
     assert _python(code) == "True raw_path"
 
 
-def test_the_readme_example_runs_in_its_order(tmp_path: Path) -> None:
-    """The README's example runs, and ``hn.classify_snapshot`` is the function beside the module."""
+def test_the_python_example_runs_in_its_order(tmp_path: Path) -> None:
+    """The Python example of docs/commands.md runs, and ``hn.classify_snapshot`` is the function beside the module."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "f").write_bytes(b"x")
-    readme = Path(__file__).resolve().parents[1] / "README.md"
+    readme = Path(__file__).resolve().parents[1] / "docs" / "commands.md"
     example = readme.read_text().split("```python\n", 1)[1].split("```", 1)[0]
     assert "hn.classify_snapshot(" in example and "hn.scan_root(" in example  # still the one meant
     code = (

@@ -2,9 +2,11 @@
 
 Playwright drives Debian's chromium (``/usr/bin/chromium``; no ``playwright install``): a
 click on a row's ``delete`` button must reach the kernel and land in the SQLite ledger, and a
-click on a treemap sector must drill the panel into that directory. The recipe (server flags,
-isolated Jupyter dirs, Run All through ``window.jupyterapp``) follows
-/work/shared/JUPYTER.md section 3.4 (b).
+click on a treemap sector must drill the panel into that directory. The recipe: JupyterLab
+on loopback with a fixed token, no news, no update check and a read-only extension manager (so
+nothing reaches the network); every Jupyter config, runtime, workspace and settings directory
+and HOME inside the test's tmp dir; Run All through ``window.jupyterapp`` (exposed by
+``--LabApp.expose_app_in_browser``).
 """
 
 from __future__ import annotations
