@@ -124,7 +124,8 @@ def scan_root(
 
     Args:
         root: the directory to scan.
-        store: the store (path or ``Store``); default per CONTRACT §2.
+        store: the store (path or ``Store``); default ``$HYGIENE_NB_STORE``, else
+            ``${XDG_DATA_HOME:-~/.local/share}/hygiene-nb`` (docs/format.md).
         excludes: gitignore-style patterns to skip (recorded as excluded), added to the
             root's ``.hygieneignore``.
         one_file_system: do not descend into other filesystems (mount points are recorded).

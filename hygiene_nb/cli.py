@@ -53,7 +53,7 @@ class _Finite(click.FloatRange):
 
 
 def common_options(func: F) -> F:
-    """``--store`` and ``--json``, which every command takes (CONTRACT §5)."""
+    """``--store`` and ``--json``, which every command takes (docs/commands.md)."""
     func = click.option(
         "--json",
         "as_json",

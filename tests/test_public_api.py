@@ -123,7 +123,7 @@ def test_the_lazy_package_still_names_its_functions_and_submodules() -> None:
 
 
 def test_the_python_example_runs_in_its_order(tmp_path: Path) -> None:
-    """The Python example of docs/commands.md runs, and ``hn.classify_snapshot`` is the function beside the module."""
+    """The Python example of docs/commands.md runs, in its order."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "f").write_bytes(b"x")
     readme = Path(__file__).resolve().parents[1] / "docs" / "commands.md"

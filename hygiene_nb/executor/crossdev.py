@@ -1,4 +1,4 @@
-"""Items on another filesystem than the store (SAFETY "Prefer a per-volume quarantine", 15).
+"""Items on another filesystem than the store (docs/executor.md).
 
 First choice: a quarantine directory ``.hygiene-nb-quarantine`` at the top of the item's own
 mount, so that the move stays a no-replace rename (a rename never crosses a mount, not even a

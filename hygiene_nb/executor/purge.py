@@ -1,4 +1,4 @@
-"""Destroy a quarantine batch: the one door to permanent deletion (CONTRACT §6, SAFETY 7).
+"""Destroy a quarantine batch: the one door to permanent deletion (docs/executor.md).
 
 Without ``execute`` purge only counts what it would destroy (items, regular files, bytes) by
 walking the batch with ``lstat``: nothing but directories is opened and no link is followed.

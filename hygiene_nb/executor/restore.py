@@ -1,4 +1,4 @@
-"""Put quarantined items back at their original paths, never overwriting anything (CONTRACT §6).
+"""Put quarantined items back at their original paths, never overwriting (docs/executor.md).
 
 A dry run (the default) only looks: it changes nothing, not even the manifest. With ``execute``
 each selected item is checked and moved back with ``rename_noreplace``:

@@ -1,4 +1,6 @@
-"""Project verification around an execution (seed 004: baseline → change → verify → roll back).
+"""Project verification around an execution: baseline, change, verify, roll back.
+
+See docs/executor.md.
 
 The commands come from the store's ``config.toml`` (``verify = [["pytest", "-q"]]``), never from
 the scanned tree. Each is an argv array run without a shell, in the root, with no input, in its
