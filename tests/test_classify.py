@@ -13,7 +13,7 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb.errors import RuleInvalid
 from hygiene_nb.rules import BUILTIN_RULES, parse_user_rules
-from tests.conftest import write
+from tests.helpers import write
 
 # Every case: (path relative to the scanned root, files to create first, risk, rule).
 # A path ending in "/" is created as a directory. The scanned root is the test's tmp dir and

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hygiene_nb import api
 from hygiene_nb.render import shown
-from tests.conftest import write
+from tests.helpers import write
 
 _RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the line separator
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api
-from tests.executor.test_execute import KILLER, located
+from tests.executor.helpers import KILLER, located
 
 ITEMS = 20_000
 
@@ -51,7 +51,7 @@ def test_random_sigkill_during_a_large_execution_loses_nothing(tmp_path: Path, s
     time.sleep(random.Random(seed).uniform(1.0, 3.0))
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    counts = located({}, store, files)
+    counts = located(store, files)
     assert set(counts.values()) == {1}, {p: c for p, c in counts.items() if c != 1}
     moved = sum(not os.path.exists(p) for p in files)
     print(f"seed {seed}: killed with {moved} of {ITEMS} moved")
