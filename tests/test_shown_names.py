@@ -29,11 +29,6 @@ def hostile_plan(tmp_path: Path) -> tuple[Path, Path, api.PlanResult, list[Path]
     return root, store, api.make_plan(root, store=store), files
 
 
-def test_the_escape_helper_shows_every_control_character() -> None:
-    assert shown("a\nb\rc\td\x1be\x7ff\x9bg\x00") == "a\\nb\\rc\\td\\x1be\\x7ff\\x9bg\\x00"
-    assert shown("café/名前 ok") == "café/名前 ok"
-
-
 def test_the_dry_run_shows_control_characters_escaped(tmp_path: Path) -> None:
     _, store, plan, files = hostile_plan(tmp_path)
     assert plan.candidates == len(files)
