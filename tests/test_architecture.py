@@ -63,21 +63,6 @@ def test_the_checker_catches_a_destructive_call(tmp_path: Path) -> None:
     assert len(destructive_calls(sample)) == 2
 
 
-def test_store_refuses_paths_outside_itself(tmp_path: Path) -> None:
-    import pytest
-
-    from hygiene_nb.errors import StoreError
-    from hygiene_nb.store import Store, remove_store_path
-
-    victim = tmp_path / "user-file"
-    victim.write_text("precious")
-    store = Store(tmp_path / "store").ensure()
-    for path in (victim, store.root / ".." / "user-file", store.root):
-        with pytest.raises(StoreError):
-            remove_store_path(store, path)
-    assert victim.read_text() == "precious"
-
-
 def test_the_walker_opens_nothing_for_writing() -> None:
     for path in (PACKAGE / "walk").glob("*.py"):
         text = path.read_text()

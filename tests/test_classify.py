@@ -13,7 +13,7 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb.errors import RuleInvalid
 from hygiene_nb.rules import BUILTIN_RULES, parse_user_rules
-from tests.conftest import write
+from tests.helpers import write
 
 # Every case: (path relative to the scanned root, files to create first, risk, rule).
 # A path ending in "/" is created as a directory. The scanned root is the test's tmp dir and
@@ -309,29 +309,6 @@ def test_excluded_and_unreadable_entries_are_not_classified_safe(
     assert (row["risk"], row["rule"]) == ("unknown", "excluded")
 
 
-@pytest.mark.parametrize(
-    ("path", "name", "rule"),
-    [
-        ("/", "/", "filesystem-root"),
-        ("/usr", "usr", "system"),
-        ("/etc", "etc", "system"),
-        ("/var", "var", "system"),
-        ("/Library", "Library", "system"),
-        ("/srv/store", "store", "store"),
-        ("/mnt/disk/.hygiene-nb-quarantine", ".hygiene-nb-quarantine", "quarantine-dir"),
-    ],
-)
-def test_system_directories_store_and_quarantines_are_protected(
-    path: str, name: str, rule: str
-) -> None:
-    from hygiene_nb.protect import ProtectContext, protect_dir
-
-    ctx = ProtectContext(root="/scan", home="/home/u", store="/srv/store")
-    found = protect_dir(path, name, ctx)
-    assert found is not None
-    assert found.rule == ("store" if rule == "quarantine-dir" else rule)
-
-
 def test_changing_rules_reclassifies_history_without_rescanning(
     tmp_path: Path, store: Path
 ) -> None:
@@ -462,17 +439,3 @@ def test_other_accounts_homes_in_the_root_are_protected_like_your_own(
     assert lookup(rows, root, "alice/notes.txt")["risk"] == "unknown"
     # bob has no account here: his directory is just a directory
     assert lookup(rows, root, "bob/.bashrc")["rule"] != "config"
-
-
-@pytest.mark.parametrize("others", [0, 40])  # few homes: prefix tests; many: a walk up
-def test_home_rel_finds_the_nearest_home_with_few_or_many_homes(others: int) -> None:
-    from hygiene_nb.protect import ProtectContext
-
-    homes = frozenset({"/home/a", "/home/a/nested", *(f"/srv/u{i}" for i in range(others))})
-    ctx = ProtectContext(root="/", home="/root", store="/store", other_homes=homes)
-    assert ctx.home_rel("/home/a") == ""
-    assert ctx.home_rel("/home/a/.cache") == ".cache"
-    assert ctx.home_rel("/home/a/nested/.cache/x") == ".cache/x"  # the nearer home wins
-    assert ctx.home_rel("/home/ab/.cache") is None
-    assert ctx.home_rel("/root/.config") == ".config"
-    assert ctx.home_rel("/elsewhere") is None

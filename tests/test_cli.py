@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb import cli
-from tests.conftest import write
+from tests.helpers import write
 
 
 def run(*args: str) -> tuple[int, str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
-from tests.conftest import tmpfs, write
+from tests.helpers import tmpfs, write
 
 
 def run(*args: str, timeout: float = 120) -> tuple[int, dict[str, Any], str]:

@@ -31,7 +31,7 @@ from hygiene_nb.walk.spec import (
     ExcludeRule,
     WalkOptions,
 )
-from tests.conftest import bind_mount, tmpfs, world_readable_tmpdir
+from tests.helpers import bind_mount, tmpfs, world_readable_tmpdir
 
 CORE_BUILT = cwalk.is_available()
 needs_core = pytest.mark.skipif(

@@ -17,7 +17,7 @@ from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.snapshot import entry_paths, find_scan
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from hygiene_nb import api
 from hygiene_nb.errors import LedgerTooNew, UsageError
 from hygiene_nb.ledger import SCHEMA_VERSION, Ledger
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api, mounts
-from tests.conftest import bind_mount, tmpfs, write
+from tests.helpers import bind_mount, tmpfs, write
 
 
 def _ids(path: Path) -> tuple[int | None, int | None]:

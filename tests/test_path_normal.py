@@ -19,7 +19,7 @@ import hygiene_nb
 from hygiene_nb.errors import UsageError
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb.errors import RootChanged, UsageError
 from hygiene_nb.plan import canonical_json, plan_digest
-from tests.conftest import write
+from tests.helpers import write
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from hygiene_nb.references import (
     check_references,
     find_workspace,
 )
-from tests.conftest import as_nobody, tmpfs, world_readable_tmpdir, write
+from tests.helpers import as_nobody, tmpfs, world_readable_tmpdir, write
 
 
 def put(path: Path, text: str | bytes) -> Path:
@@ -452,8 +452,6 @@ def test_another_filesystem_inside_is_not_entered_and_leaves_the_check_incomplet
 
 
 def _project(tmp_path: Path) -> tuple[Path, Path]:
-    from tests.conftest import write
-
     root = tmp_path / "proj"
     write(root / "pyproject.toml", data=b"[project]\nname = 'p'\n")
     write(root / "train.py", data=b"CONFIG = 'conf/settings.yaml'\n")

@@ -18,14 +18,7 @@ from hygiene_nb.errors import ExcludeInvalid, RootInvalid
 from hygiene_nb.scan import parse_ignore_lines
 from hygiene_nb.snapshot import raw_path
 from hygiene_nb.walk import pywalk
-from tests.conftest import (
-    as_nobody,
-    bind_mount,
-    du_bytes,
-    tmpfs,
-    world_readable_tmpdir,
-    write,
-)
+from tests.helpers import as_nobody, bind_mount, du_bytes, tmpfs, world_readable_tmpdir, write
 
 
 def rows_of(store: Path, root: Path, walker: str, **kwargs: Any) -> dict[bytes, dict[str, Any]]:

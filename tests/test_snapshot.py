@@ -20,7 +20,7 @@ from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.scan import walk_options
 from hygiene_nb.snapshot import ScanInfo, read_scan_info
 from hygiene_nb.store import resolve_store
-from tests.conftest import du_bytes, write
+from tests.helpers import du_bytes, write
 
 
 def test_snapshot_lands_in_a_hive_partition_with_private_modes(tmp_path: Path, store: Path) -> None:

@@ -13,7 +13,7 @@ from hygiene_nb.cli import main
 from hygiene_nb.config import load_root_config
 from hygiene_nb.errors import ConfigInvalid, UsageError
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 
 def configure(store: Path, root: Path, body: str) -> None:

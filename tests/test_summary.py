@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import write
+from tests.helpers import write
 
 
 def own(*paths: Path) -> int:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hygiene_nb import api, views
 from hygiene_nb.errors import SnapshotNotFound, UsageError
-from tests.conftest import write
+from tests.helpers import write
 
 
 def scan(root: Path, store: Path) -> str:

@@ -17,12 +17,15 @@ import pytest
 
 from hygiene_nb.executor import execute_plan, restore_batch
 from hygiene_nb.store import Store
-from tests.conftest import write
-from tests.executor import test_crossdev
-from tests.executor.test_crossdev import contents, in_batch, outcomes, volume_unusable
-from tests.executor.test_execute import confirm_for, make_plan
-
-xworld = test_crossdev.xworld  # the fixture: a root with a tmpfs mounted inside it
+from tests.executor.helpers import (
+    confirm_for,
+    contents,
+    in_batch,
+    make_plan,
+    outcomes,
+    volume_unusable,
+)
+from tests.helpers import write
 
 _USER_OBJ, _USER, _GROUP_OBJ, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
 _UNDEFINED = 0xFFFFFFFF

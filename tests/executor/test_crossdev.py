@@ -7,13 +7,10 @@ here is skipped with the reason.
 
 from __future__ import annotations
 
-import base64
 import errno
-import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,79 +20,20 @@ from hygiene_nb.errors import StoreError
 from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch, verify_receipt
 from hygiene_nb.executor.batches import (
     QUARANTINE_NAME,
-    TREE_NAME,
     known_quarantines,
-    read_manifest,
 )
 from hygiene_nb.executor.fileops import DIR_FLAGS, remove_original_after_verified_copy
 from hygiene_nb.store import Store
-from tests.conftest import tmpfs, write
-from tests.executor.test_execute import confirm_for, make_plan
-
-
-@pytest.fixture
-def xworld(tmp_path: Path) -> Iterator[dict[str, Path]]:
-    """A root on the store's filesystem with a tmpfs mounted at ``root/mnt``."""
-    root = tmp_path / "r"
-    mnt = root / "mnt"
-    mnt.mkdir(parents=True)
-    write(root / "local.log", 30)
-    with tmpfs(mnt, "size=32m,mode=1777"):
-        write(mnt / "cache" / "a.bin", data=b"a" * 1000)
-        write(mnt / "cache" / "sub" / "b.bin", data=os.urandom(70_000))
-        write(mnt / "cache" / "sub" / "empty", 0)
-        (mnt / "cache" / "emptydir").mkdir()
-        os.chmod(mnt / "cache" / "a.bin", 0o440)  # read-only: copies must keep it so
-        os.utime(mnt / "cache" / "a.bin", ns=(1_600_000_000_000_000_000,) * 2)
-        write(mnt / "old.log", data=b"old log line\n" * 10)
-        assert os.stat(mnt / "cache").st_dev != os.stat(root).st_dev
-        yield {"root": root, "mnt": mnt, "store": tmp_path / "store", "tmp": tmp_path}
-
-
-def contents(path: Path) -> dict[str, tuple[str, int]]:
-    """Every entry below ``path`` (and itself): a hash for files, the kind and mode bits."""
-    out: dict[str, tuple[str, int]] = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in ["", *dirnames, *filenames]:
-            p = Path(dirpath) / name if name else Path(dirpath)
-            st = os.lstat(p)
-            rel = str(p.relative_to(path))
-            if stat.S_ISREG(st.st_mode):
-                out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), stat.S_IMODE(st.st_mode))
-            elif stat.S_ISDIR(st.st_mode):
-                out.setdefault(rel, ("dir", 0))
-            else:
-                out[rel] = ("other", 0)
-    return out
-
-
-def manifest_of(batch: Path) -> dict[str, Any]:
-    fd = os.open(batch, DIR_FLAGS)
-    try:
-        doc = read_manifest(fd)
-    finally:
-        os.close(fd)
-    assert doc is not None
-    return doc
-
-
-def states(batch: Path) -> dict[bytes, str]:
-    return {base64.b64decode(i["original_b64"]): i["state"] for i in manifest_of(batch)["items"]}
-
-
-def in_batch(batch: Path, original: Path) -> Path:
-    return batch / TREE_NAME.decode() / str(original).lstrip("/")
-
-
-def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The quarantine at the top of the other filesystem cannot be made (a top we may not write:
-    only root can be refused that way here, and root is never refused)."""
-
-    def refuse(*_: object) -> None:
-        raise OSError(errno.EACCES, os.strerror(errno.EACCES))
-
-    monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
-    monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
+from tests.executor.helpers import (
+    confirm_for,
+    contents,
+    in_batch,
+    make_plan,
+    outcomes,
+    states,
+    volume_unusable,
+)
+from tests.helpers import as_nobody, tmpfs, world_readable_tmpdir, write
 
 
 def test_a_per_filesystem_quarantine_takes_items_by_rename(xworld: dict[str, Path]) -> None:
@@ -142,12 +80,6 @@ def test_verify_finds_items_in_a_single_volume_batch(xworld: dict[str, Path]) ->
     result = execute_plan(plan.plan_path, store=Store(xworld["store"]), confirm=confirm_for(plan))
     assert result.status == "done" and len(result.batches) == 1
     assert verify_receipt(str(result.receipt_path)).status == "verified"
-
-
-def outcomes(result: Any) -> dict[str, str]:
-    """Each candidate's fate: ``moved`` or its skip code."""
-    return {**{m.path: "moved" for m in result.moved},
-            **{s.path: s.code for s in result.skipped}}  # fmt: skip
 
 
 def test_the_dry_run_names_each_items_quarantine_and_makes_none(xworld: dict[str, Path]) -> None:
@@ -242,7 +174,6 @@ def test_the_dry_runs_volume_quarantine_prediction_applies_permissions(
     quarantine_mode: int | None, top_mode: int, expected: str
 ) -> None:
     from hygiene_nb.executor.crossdev import predict_volume_quarantine
-    from tests.conftest import as_nobody, world_readable_tmpdir
 
     with world_readable_tmpdir() as base:
         mnt = base / "mnt"

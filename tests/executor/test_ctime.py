@@ -16,7 +16,7 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 
 def rewrite_keeping_size_and_mtime(path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import subprocess
@@ -28,33 +27,13 @@ from hygiene_nb.executor.batches import TREE_NAME, read_manifest
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
 from hygiene_nb.executor.hooks import CHECKPOINTS, COPY_ONLY, checkpoint
 from hygiene_nb.store import Store
-from tests.conftest import write
-
-
-def snapshot_of(*roots: Path) -> dict[bytes, tuple[int, int, int, str]]:
-    """Every entry under ``roots``: inode, size, mode and a content hash for files."""
-    out: dict[bytes, tuple[int, int, int, str]] = {}
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
-            for name in dirnames + filenames:
-                p = os.path.join(dirpath, name)
-                st = os.lstat(p)
-                digest = ""
-                if os.path.isfile(p) and not os.path.islink(p):
-                    digest = hashlib.sha256(Path(os.fsdecode(p)).read_bytes()).hexdigest()
-                out[p] = (st.st_ino, st.st_size, st.st_mode, digest)
-    return out
-
-
-def make_plan(world: dict[str, Path], *rels: str, ttl: int = 1800) -> api.PlanResult:
-    root, store = world["root"], world["store"]
-    api.scan_root(root, store=store)
-    api.annotate([str(root / r) for r in rels], store=store, decision="delete")
-    return api.make_plan(root, store=store, ttl=ttl)
-
-
-def confirm_for(result: api.PlanResult, ack: str | None = "quarantine") -> Confirmation:
-    return Confirmation(result.plan_id, result.plan_digest, ack)
+from tests.executor.helpers import (
+    assert_a_kill_at_loses_nothing,
+    confirm_for,
+    make_plan,
+    snapshot_of,
+)
+from tests.helpers import write
 
 
 def test_dry_run_creates_nothing(world: dict[str, Path]) -> None:
@@ -372,65 +351,7 @@ def test_checkpoints_are_inert_unless_a_test_names_one(monkeypatch: pytest.Monke
         checkpoint(name)
 
 
-KILLER = """
-import sys
-from hygiene_nb.executor import Confirmation, execute_plan
-from hygiene_nb.store import resolve_store
-execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
-             confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"))
-"""
-
-
-def read_bytes(path: bytes) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-def located(world: dict[str, Path], store: Path, files: dict[bytes, bytes]) -> dict[bytes, int]:
-    """For each original file: how many places hold its bytes (origin or a batch recording it)."""
-    counts = dict.fromkeys(files, 0)
-    batches = list((store / "quarantine").iterdir()) if (store / "quarantine").exists() else []
-    recorded: set[bytes] = set()
-    for batch in batches:
-        fd = os.open(batch, DIR_FLAGS)
-        try:
-            doc = read_manifest(fd)
-        finally:
-            os.close(fd)
-        if doc:
-            recorded |= {base64.b64decode(i["original_b64"]) for i in doc["items"]}
-    for path, data in files.items():
-        if os.path.exists(path) and read_bytes(path) == data:
-            counts[path] += 1
-        for batch in batches:
-            inside = os.fsencode(batch) + b"/" + TREE_NAME + path
-            if os.path.exists(inside) and read_bytes(inside) == data:
-                # the batch must record the item (or an ancestor of it) as its origin
-                assert any(path == r or path.startswith(r + b"/") for r in recorded), path
-                counts[path] += 1
-    return counts
-
-
 ALWAYS_REACHED = [c for c in CHECKPOINTS if c not in ("after-claim", "before-rollback", *COPY_ONLY)]
-
-
-@pytest.mark.parametrize("point", [*ALWAYS_REACHED, "after-claim"])
-def assert_a_kill_at_loses_nothing(
-    world: dict[str, Path], plan: api.PlanResult, point: str
-) -> None:
-    """Execute ``plan`` in a child killed at ``point``; every file is in one place after."""
-    files = {}
-    for dirpath, _, names in os.walk(os.fsencode(world["root"])):
-        for name in names:
-            p = os.path.join(dirpath, name)
-            files[p] = read_bytes(p)
-    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": f"{point}:kill"}
-    done = subprocess.run(
-        [sys.executable, "-c", KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
-         plan.plan_digest], env=env, capture_output=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == -9, done.stderr
-    assert set(located(world, world["store"], files).values()) == {1}
 
 
 @pytest.mark.parametrize("point", [*ALWAYS_REACHED, "after-claim"])

@@ -13,7 +13,7 @@ import pytest
 
 from hygiene_nb.executor import fileops, hooks
 from hygiene_nb.executor.fileops import LocalFileOps, remove_tree
-from tests.executor.conftest import deadline
+from tests.helpers import deadline
 
 
 @contextmanager

@@ -20,12 +20,15 @@ import pytest
 
 from hygiene_nb.executor import execute_plan, list_store_batches
 from hygiene_nb.store import Store
-from tests.conftest import write
-from tests.executor import test_crossdev
-from tests.executor.test_crossdev import in_batch, outcomes, states, volume_unusable
-from tests.executor.test_execute import confirm_for, make_plan
-
-xworld = test_crossdev.xworld  # the fixture: a root with a tmpfs mounted inside it
+from tests.executor.helpers import (
+    confirm_for,
+    in_batch,
+    make_plan,
+    outcomes,
+    states,
+    volume_unusable,
+)
+from tests.helpers import write
 
 WRITER = """
 import os, sys

@@ -29,9 +29,8 @@ from hygiene_nb.executor.purge import purge_batch
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.mounts import MountInside, mount_points_below
 from hygiene_nb.store import Store
-from tests.conftest import bind_mount, tmpfs, write
-from tests.executor.test_execute import confirm_for
-from tests.executor.test_restore import in_batch, quarantine_items
+from tests.executor.helpers import confirm_for, in_store_batch, quarantine_items, volume_unusable
+from tests.helpers import bind_mount, tmpfs, write
 
 
 def hashes(path: Path) -> dict[str, str]:
@@ -224,7 +223,7 @@ def test_purge_refuses_a_batch_holding_a_mount_and_deletes_nothing(
     store = Store(mworld["store"]).ensure()
     cache = mworld["root"] / "cache"
     bid = quarantine_items(store, [cache])
-    held = Path(os.fsdecode(in_batch(store, bid, cache)))
+    held = Path(os.fsdecode(in_store_batch(store, bid, cache)))
     before_outside = hashes(mworld["outside"])
     before_batch = hashes(held)
     with bind_mount(mworld["outside"], held / "mnt"):
@@ -261,7 +260,7 @@ def test_purge_of_a_batch_holding_a_tmpfs_refuses(mworld: dict[str, Path]) -> No
     store = Store(mworld["store"]).ensure()
     cache = mworld["root"] / "cache"
     bid = quarantine_items(store, [cache])
-    held = Path(os.fsdecode(in_batch(store, bid, cache)))
+    held = Path(os.fsdecode(in_store_batch(store, bid, cache)))
     with tmpfs(held / "mnt"):
         write(held / "mnt" / "volatile", data=b"v")
         with pytest.raises(HygieneError) as refused:
@@ -310,8 +309,6 @@ def test_a_bind_mounted_root_moves_what_the_dry_run_predicts(tmp_path: Path) -> 
 def test_a_bind_mounted_root_copies_with_allow_copy_when_its_quarantine_is_unusable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.executor.test_crossdev import volume_unusable
-
     with bound_root(tmp_path) as world:
         plan = plan_of(world, "f.log", "d")
         store = Store(world["store"])

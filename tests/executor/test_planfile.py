@@ -29,7 +29,7 @@ from hygiene_nb.errors import (
 )
 from hygiene_nb.executor.planfile import MAX_PLAN_BYTES, LoadedPlan, load_plan, validate_plan
 from hygiene_nb.plan import plan_digest
-from tests.conftest import write
+from tests.helpers import write
 
 Plan = dict[str, Any]
 BAD_NAME = b"n-\xff"

@@ -20,8 +20,8 @@ from hygiene_nb.errors import (
 )
 from hygiene_nb.executor.purge import PurgeResult, purge_batch
 from hygiene_nb.store import Store
-from tests.executor.conftest import deadline
-from tests.executor.test_restore import in_batch, quarantine_items, snapshot
+from tests.executor.helpers import in_store_batch, quarantine_items, snapshot
+from tests.helpers import deadline
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hygiene_nb"
 
@@ -157,7 +157,7 @@ def test_an_incomplete_batch_needs_include_incomplete(
 ) -> None:
     (root / "f").write_bytes(b"x")
     bid = quarantine_items(qstore, [root / "f"])
-    stray = os.fsdecode(in_batch(qstore, bid, root / "stray"))
+    stray = os.fsdecode(in_store_batch(qstore, bid, root / "stray"))
     Path(stray).write_bytes(b"unrecorded")
     before = snapshot(tmp_path)
 

@@ -19,7 +19,7 @@ from hygiene_nb import api
 from hygiene_nb.codes import ITEM_CODES
 from hygiene_nb.executor import execute_plan
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 Change = Callable[[Path], None]
 

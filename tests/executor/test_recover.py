@@ -23,13 +23,16 @@ from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch,
 from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
-from tests.conftest import tmpfs, write
-from tests.executor import test_crossdev
-from tests.executor.test_crossdev import states
-from tests.executor.test_execute import confirm_for, make_plan
-from tests.executor.test_removal_leftovers import kill_during_removal
-
-xworld = test_crossdev.xworld  # the fixture: a root with a tmpfs mounted inside it
+from tests.executor.helpers import (
+    confirm_for,
+    contents,
+    in_batch,
+    kill_during_removal,
+    make_plan,
+    states,
+    volume_unusable,
+)
+from tests.helpers import tmpfs, write
 
 
 @pytest.fixture
@@ -193,8 +196,6 @@ def test_verify_and_recover_report_a_leftover_that_cannot_go_back(xworld: dict[s
 def test_a_copy_cut_short_by_a_full_store_is_listed_as_a_duplicate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.executor.test_crossdev import volume_unusable
-
     fs = tmp_path / "fs"
     fs.mkdir()
     with tmpfs(fs, "size=4m"):
@@ -256,21 +257,21 @@ def test_a_removal_killed_between_two_unlinks_keeps_the_item_in_its_batch(
 ) -> None:
     """Part of the original left in staging is never put back as if it were the item."""
     cache = xworld["mnt"] / "cache"
-    whole = test_crossdev.contents(cache)
+    whole = contents(cache)
     _, staging = kill_during_removal(xworld, "mnt/cache", at="between-unlinks")
-    left = test_crossdev.contents(staging / "cache")
+    left = contents(staging / "cache")
     assert left != whole and set(left) < set(whole)  # the kill landed mid-removal
     store = Store(xworld["store"])
     (batch,) = list(store.quarantine.iterdir())
-    assert test_crossdev.contents(test_crossdev.in_batch(batch, cache)) == whole
+    assert contents(in_batch(batch, cache)) == whole
 
     code, out, _ = cli("recover", "--store", str(store.root))
 
     assert code == 4 and "[removal-interrupted]" in out and "not all of it" in out
     assert states(batch) == {os.fsencode(cache): "moved"}  # the batch's copy is the item
     assert not cache.exists()  # nothing partial was put in its place
-    assert test_crossdev.contents(staging / "cache") == left
+    assert contents(staging / "cache") == left
     (info,) = list_store_batches(store)
     assert info.items == 1 and [x["code"] for x in info.leftovers] == ["removal-interrupted"]
     back = restore_batch(store, info.batch_id, execute=True)
-    assert back.status == "done" and test_crossdev.contents(cache) == whole
+    assert back.status == "done" and contents(cache) == whole

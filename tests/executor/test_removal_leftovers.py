@@ -15,41 +15,7 @@ from pathlib import Path
 
 from hygiene_nb.executor import list_store_batches
 from hygiene_nb.store import Store
-from tests.executor import test_crossdev
-from tests.executor.test_crossdev import in_batch, states
-from tests.executor.test_execute import make_plan
-
-xworld = test_crossdev.xworld  # the fixture: a root with a tmpfs mounted inside it
-
-# execute with --allow-copy where the volume quarantine cannot be used (as volume_unusable)
-COPY_KILLER = """
-import errno, os, sys
-import hygiene_nb.executor.execute as ex
-from hygiene_nb.executor import Confirmation, execute_plan
-from hygiene_nb.store import resolve_store
-
-def refuse(*_):
-    raise OSError(errno.EACCES, os.strerror(errno.EACCES))
-
-ex.open_volume_quarantine = refuse
-execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
-             confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"), allow_copy=True)
-"""
-
-
-def kill_during_removal(
-    world: dict[str, Path], *rels: str, at: str = "during-removal"
-) -> tuple[str, Path]:
-    """Plan ``rels``, execute with --allow-copy in a child killed inside the removal step."""
-    plan = make_plan(world, *rels)
-    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": f"{at}:kill"}
-    done = subprocess.run(
-        [sys.executable, "-c", COPY_KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
-         plan.plan_digest], env=env, capture_output=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == -9, done.stderr
-    (staging,) = [p for p in world["mnt"].iterdir() if p.name.startswith(".hygiene-nb-removing-")]
-    return plan.plan_path, staging
+from tests.executor.helpers import in_batch, kill_during_removal, states
 
 
 def cli(*args: str) -> tuple[int, str]:

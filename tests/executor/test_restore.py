@@ -8,106 +8,19 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hygiene_nb.errors import BatchInvalid, BatchNotFound
-from hygiene_nb.executor import batches, list_store_batches, restore
-from hygiene_nb.executor.batches import ManifestItem, claim_batch, write_manifest
-from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor import list_store_batches, restore
+from hygiene_nb.executor.fileops import LocalFileOps
 from hygiene_nb.executor.restore import restore_batch
-from hygiene_nb.fingerprint import kind_of_mode, signed64
 from hygiene_nb.store import Store
+from tests.executor.helpers import codes, in_store_batch, quarantine_items, snapshot
 
-PLAN_ID = "plan-20250101T000000Z-0badc0de"
-PLAN_DIGEST = "sha256:" + "0" * 64
-
-
-# -- helpers shared with test_purge.py -------------------------------------------------------
-
-
-def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
-    """Move ``paths`` into a new batch the way the executor does; return the batch id."""
-    ops = LocalFileOps()
-    batch = claim_batch(store.quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=ops)
-    batch.root = _root_of(store, paths)  # as the executor records the plan's root
-    try:
-        for path in paths:
-            raw = os.fsencode(path)
-            item = _item_for(raw)
-            batch.items[raw] = item
-            target = batches.mirror_parent(batch, raw, ops)
-            parent = os.open(os.path.dirname(raw), DIR_FLAGS)
-            try:
-                batches.note_origin(batch, item, parent)  # what the executor records (v2)
-                write_manifest(batch)
-                name = os.path.basename(raw)
-                ops.rename_noreplace(parent, name, target, name)
-                batches.note_arrival(item, target, name)
-            finally:
-                os.close(parent)
-                os.close(target)
-            item.state = "moved"
-            write_manifest(batch)
-    finally:
-        batch.close()
-    return batch.batch_id
-
-
-def _root_of(store: Store, paths: Sequence[Path | bytes]) -> dict[str, object]:
-    """The tests' plan root: ``<tmp>/root`` beside the store, else the items' common parent."""
-    raws = [os.fsencode(p) for p in paths]
-    conventional = os.fsencode(store.root.parent / "root")
-    if all(r.startswith(conventional + b"/") for r in raws):
-        root = conventional
-    else:
-        root = os.path.commonpath([os.path.dirname(r) for r in raws])
-    st = os.lstat(root)
-    return {"path": os.fsdecode(root), "dev": signed64(st.st_dev), "inode": signed64(st.st_ino)}
-
-
-def _item_for(raw: bytes) -> ManifestItem:
-    st = os.lstat(raw)
-    return ManifestItem(
-        original=raw.decode("utf-8", "backslashreplace"),
-        original_b64=base64.b64encode(raw).decode("ascii"),
-        kind=kind_of_mode(st.st_mode),
-        size=st.st_size,
-        tree_bytes=None,
-        dev=signed64(st.st_dev),
-        inode=signed64(st.st_ino),
-        mtime_ns=st.st_mtime_ns,
-        plan_id=PLAN_ID,
-        state="pending",
-        at="2025-01-01T00:00:00+00:00",
-    )
-
-
-def in_batch(store: Store, batch_id: str, original: Path | bytes) -> bytes:
-    """Where ``original`` lives inside the batch."""
-    return os.fsencode(store.quarantine / batch_id / "tree") + os.fsencode(original)
-
-
-def snapshot(*roots: Path) -> dict[bytes, tuple[Any, ...]]:
-    """Every entry below ``roots`` (links not followed, special files not opened)."""
-    out: dict[bytes, tuple[Any, ...]] = {}
-    for root in roots:
-        top = os.fsencode(root)
-        paths = [top]
-        for dirpath, dirnames, filenames in os.walk(top):
-            paths += [os.path.join(dirpath, n) for n in dirnames + filenames]
-        for path in paths:
-            st = os.lstat(path)
-            data: bytes | None = None
-            if stat.S_ISREG(st.st_mode):
-                data = Path(os.fsdecode(path)).read_bytes()
-            elif stat.S_ISLNK(st.st_mode):
-                data = os.readlink(path)
-            out[path] = (st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, data)
-    return out
+# -- helpers of these tests ------------------------------------------------------------------
 
 
 def contents(snap: dict[bytes, tuple[Any, ...]]) -> dict[bytes, tuple[Any, ...]]:
@@ -118,10 +31,6 @@ def contents(snap: dict[bytes, tuple[Any, ...]]) -> dict[bytes, tuple[Any, ...]]
 def manifest_states(store: Store, batch_id: str) -> dict[bytes, str]:
     doc = json.loads((store.quarantine / batch_id / "manifest.json").read_bytes())
     return {base64.b64decode(i["original_b64"]): i["state"] for i in doc["items"]}
-
-
-def codes(result: restore.RestoreResult) -> list[str]:
-    return [b.code for b in result.blocked]
 
 
 # -- round trips -----------------------------------------------------------------------------
@@ -245,7 +154,7 @@ def test_an_occupant_that_appears_after_the_check_is_not_replaced(
 
     assert codes(result) == ["target-occupied"]
     assert item.read_bytes() == b"raced in"
-    assert Path(os.fsdecode(in_batch(qstore, bid, item))).read_bytes() == b"quarantined"
+    assert Path(os.fsdecode(in_store_batch(qstore, bid, item))).read_bytes() == b"quarantined"
 
 
 @pytest.mark.parametrize("became", ["symlink", "file"])
@@ -353,7 +262,7 @@ def test_a_copy_back_never_replaces_what_appeared_at_the_target(
     assert codes(result) == ["target-occupied"] and result.status == "partial"
     assert (root / "f").read_bytes() == b"theirs"
     assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}
-    assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
+    assert Path(os.fsdecode(in_store_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
     (temp,) = _restoring_temps(root)
     assert temp.read_bytes() == b"ours" and str(temp) in result.blocked[0].message
 
@@ -397,7 +306,7 @@ def test_when_the_batch_copy_cannot_be_removed_the_item_is_back_and_the_leftover
     assert "purge" in result.blocked[0].message
     assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "restored"}
     # the duplicate stays recorded in the batch (purge destroys it), never unrecorded
-    assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
+    assert Path(os.fsdecode(in_store_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
     (info,) = [b for b in list_store_batches(qstore) if b.batch_id == bid]
     assert info.manifest == "ok"
     assert (info.items, info.bytes) == (1, 4)  # `quarantine list` shows the duplicate it holds
@@ -423,7 +332,7 @@ def test_a_copy_back_interrupted_after_its_rename_is_recognized_next_time(
         restore_batch(qstore, bid, execute=True)
     assert (root / "d" / "f").read_bytes() == b"ours"  # back, but not recorded yet
     assert manifest_states(qstore, bid) == {os.fsencode(root / "d"): "moved"}
-    assert Path(os.fsdecode(in_batch(qstore, bid, root / "d"))).is_dir()  # and still there
+    assert Path(os.fsdecode(in_store_batch(qstore, bid, root / "d"))).is_dir()  # and still there
     monkeypatch.undo()
 
     again = restore_batch(qstore, bid, execute=True)
@@ -478,7 +387,7 @@ def test_an_occupant_that_only_looks_like_the_copy_is_left_alone(
     (root / "f").write_bytes(b"ours")  # same bytes, but someone else's file
     result = restore_batch(qstore, bid, execute=True)
     assert codes(result) == ["target-occupied"]
-    assert Path(os.fsdecode(in_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
+    assert Path(os.fsdecode(in_store_batch(qstore, bid, root / "f"))).read_bytes() == b"ours"
 
 
 # -- the batch side --------------------------------------------------------------------------
@@ -488,7 +397,7 @@ def test_an_occupant_that_only_looks_like_the_copy_is_left_alone(
 def test_batch_item_changed(qstore: Store, root: Path, change: str) -> None:
     (root / "f").write_bytes(b"original")
     bid = quarantine_items(qstore, [root / "f"])
-    inside = Path(os.fsdecode(in_batch(qstore, bid, root / "f")))
+    inside = Path(os.fsdecode(in_store_batch(qstore, bid, root / "f")))
     if change == "appended":
         with inside.open("ab") as handle:
             handle.write(b" and more")
@@ -509,7 +418,7 @@ def test_batch_item_changed(qstore: Store, root: Path, change: str) -> None:
 def test_missing_from_batch(qstore: Store, root: Path) -> None:
     (root / "f").write_bytes(b"x")
     bid = quarantine_items(qstore, [root / "f"])
-    os.unlink(in_batch(qstore, bid, root / "f"))
+    os.unlink(in_store_batch(qstore, bid, root / "f"))
 
     assert codes(restore_batch(qstore, bid, execute=True)) == ["missing-from-batch"]
 
@@ -538,7 +447,7 @@ def test_item_selects_one_and_the_manifest_keeps_the_rest(qstore: Store, root: P
 def test_an_item_already_back_but_not_recorded_is_already(qstore: Store, root: Path) -> None:
     (root / "f").write_bytes(b"x")
     bid = quarantine_items(qstore, [root / "f"])
-    os.rename(in_batch(qstore, bid, root / "f"), root / "f")  # a crash before the record
+    os.rename(in_store_batch(qstore, bid, root / "f"), root / "f")  # a crash before the record
 
     assert codes(restore_batch(qstore, bid)) == ["already"]
     assert manifest_states(qstore, bid) == {os.fsencode(root / "f"): "moved"}  # dry run
@@ -551,7 +460,7 @@ def test_an_item_already_back_but_not_recorded_is_already(qstore: Store, root: P
 def test_a_batch_with_unrecorded_content_is_not_removed(qstore: Store, root: Path) -> None:
     (root / "f").write_bytes(b"x")
     bid = quarantine_items(qstore, [root / "f"])
-    stray = Path(os.fsdecode(in_batch(qstore, bid, root / "stray")))
+    stray = Path(os.fsdecode(in_store_batch(qstore, bid, root / "stray")))
     stray.write_bytes(b"nobody recorded me")
 
     assert restore_batch(qstore, bid, execute=True).status == "done"

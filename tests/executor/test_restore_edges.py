@@ -34,10 +34,9 @@ from hygiene_nb.executor import (
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.filesystems import same_filesystem
 from hygiene_nb.store import Store
-from tests.conftest import tmpfs, write
-from tests.executor.test_crossdev import manifest_of as manifest
-from tests.executor.test_execute import confirm_for, make_plan
-from tests.executor.test_restore import codes, in_batch, quarantine_items
+from tests.executor.helpers import codes, confirm_for, in_store_batch, make_plan, quarantine_items
+from tests.executor.helpers import manifest_of as manifest
+from tests.helpers import tmpfs, write
 
 
 def quarantine(world: dict[str, Path], *rels: str) -> tuple[Store, str, Path]:
@@ -76,7 +75,7 @@ def test_restore_onto_a_filesystem_mounted_over_the_original_parent_is_blocked(
 ) -> None:
     store, bid, _ = quarantine(world, "data/scratch.bin")
     original = world["root"] / "data" / "scratch.bin"
-    inside = Path(os.fsdecode(in_batch(store, bid, original)))
+    inside = Path(os.fsdecode(in_store_batch(store, bid, original)))
     held = inside.read_bytes()
     with tmpfs(world["root"] / "data", "size=1m,mode=1777"):
         dry = restore_batch(store, bid)
@@ -266,7 +265,7 @@ def test_purging_a_batch_whose_items_changed_needs_include_changed(
 ) -> None:
     store, bid, _ = quarantine(world, "data/live.log")
     _write_late(writer)
-    inside = Path(os.fsdecode(in_batch(store, bid, world["root"] / "data" / "live.log")))
+    inside = Path(os.fsdecode(in_store_batch(store, bid, world["root"] / "data" / "live.log")))
 
     shown = purge_batch(store, bid)
     assert shown.changed == [str(world["root"] / "data" / "live.log")]
@@ -286,7 +285,7 @@ def test_purging_a_batch_whose_items_changed_needs_include_changed(
 
 def test_a_changed_directory_item_counts_as_changed(world: dict[str, Path]) -> None:
     store, bid, _ = quarantine(world, "web/node_modules")
-    inside = Path(os.fsdecode(in_batch(store, bid, world["root"] / "web" / "node_modules")))
+    inside = Path(os.fsdecode(in_store_batch(store, bid, world["root"] / "web" / "node_modules")))
     with (inside / "pkg" / "index.js").open("ab") as handle:  # a writer deep inside
         handle.write(b"late")
     assert purge_batch(store, bid).changed == [str(world["root"] / "web" / "node_modules")]
@@ -383,7 +382,7 @@ def test_an_item_back_under_a_symlinked_ancestor_is_already_and_the_batch_closes
     item = tmp_path / "link" / "root" / "f"
     item.write_bytes(b"x")
     bid = quarantine_items(qstore, [item])
-    os.rename(in_batch(qstore, bid, item), item)  # a crash between the rename and the record
+    os.rename(in_store_batch(qstore, bid, item), item)  # a crash between the rename and the record
 
     assert codes(restore_batch(qstore, bid)) == ["already"]
     result = restore_batch(qstore, bid, execute=True)
@@ -491,7 +490,7 @@ def test_a_file_still_open_for_writing_in_the_batch_is_not_purged_unasked(
 ) -> None:
     """Not yet written to, but open: a purge now would send its next writes nowhere."""
     store, bid, _ = quarantine(world, "data/live.log")
-    inside = Path(os.fsdecode(in_batch(store, bid, world["root"] / "data" / "live.log")))
+    inside = Path(os.fsdecode(in_store_batch(store, bid, world["root"] / "data" / "live.log")))
     before = inside.read_bytes()
     assert purge_batch(store, bid).changed == [str(world["root"] / "data" / "live.log")]
     with pytest.raises(BatchChanged):

@@ -15,7 +15,7 @@ from hygiene_nb.errors import HygieneError
 from hygiene_nb.executor import execute_plan, verify_receipt
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
-from tests.executor.test_execute import (
+from tests.executor.helpers import (
     assert_a_kill_at_loses_nothing,
     confirm_for,
     make_plan,

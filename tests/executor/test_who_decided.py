@@ -17,7 +17,7 @@ from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.ledger import Ledger, display_path
 from hygiene_nb.plan import plan_digest
 from hygiene_nb.store import Store
-from tests.conftest import write
+from tests.helpers import write
 
 
 def confirm_for(plan: api.PlanResult) -> Confirmation:

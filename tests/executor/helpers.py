@@ -1,0 +1,297 @@
+"""Helpers the executor tests share (fixtures live in conftest.py).
+
+Plans and confirmations from a world, children that execute a plan and are killed, where the
+bytes of each file are after it, a batch's manifest and layout, and batches filled directly the
+way the executor fills them.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb.executor import Confirmation, batches, restore
+from hygiene_nb.executor.batches import (
+    TREE_NAME,
+    ManifestItem,
+    claim_batch,
+    read_manifest,
+    write_manifest,
+)
+from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.store import Store
+
+# -- plans, and executions killed in a child -------------------------------------------------------
+
+
+def snapshot_of(*roots: Path) -> dict[bytes, tuple[int, int, int, str]]:
+    """Every entry under ``roots``: inode, size, mode and a content hash for files."""
+    out: dict[bytes, tuple[int, int, int, str]] = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
+            for name in dirnames + filenames:
+                p = os.path.join(dirpath, name)
+                st = os.lstat(p)
+                digest = ""
+                if os.path.isfile(p) and not os.path.islink(p):
+                    digest = hashlib.sha256(Path(os.fsdecode(p)).read_bytes()).hexdigest()
+                out[p] = (st.st_ino, st.st_size, st.st_mode, digest)
+    return out
+
+
+def make_plan(world: dict[str, Path], *rels: str, ttl: int = 1800) -> api.PlanResult:
+    root, store = world["root"], world["store"]
+    api.scan_root(root, store=store)
+    api.annotate([str(root / r) for r in rels], store=store, decision="delete")
+    return api.make_plan(root, store=store, ttl=ttl)
+
+
+def confirm_for(result: api.PlanResult, ack: str | None = "quarantine") -> Confirmation:
+    return Confirmation(result.plan_id, result.plan_digest, ack)
+
+
+KILLER = """
+import sys
+from hygiene_nb.executor import Confirmation, execute_plan
+from hygiene_nb.store import resolve_store
+execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
+             confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"))
+"""
+
+
+def read_bytes(path: bytes) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def located(store: Path, files: dict[bytes, bytes]) -> dict[bytes, int]:
+    """For each original file: how many places hold its bytes (origin or a batch recording it)."""
+    counts = dict.fromkeys(files, 0)
+    batches = list((store / "quarantine").iterdir()) if (store / "quarantine").exists() else []
+    recorded: set[bytes] = set()
+    for batch in batches:
+        fd = os.open(batch, DIR_FLAGS)
+        try:
+            doc = read_manifest(fd)
+        finally:
+            os.close(fd)
+        if doc:
+            recorded |= {base64.b64decode(i["original_b64"]) for i in doc["items"]}
+    for path, data in files.items():
+        if os.path.exists(path) and read_bytes(path) == data:
+            counts[path] += 1
+        for batch in batches:
+            inside = os.fsencode(batch) + b"/" + TREE_NAME + path
+            if os.path.exists(inside) and read_bytes(inside) == data:
+                # the batch must record the item (or an ancestor of it) as its origin
+                assert any(path == r or path.startswith(r + b"/") for r in recorded), path
+                counts[path] += 1
+    return counts
+
+
+def assert_a_kill_at_loses_nothing(
+    world: dict[str, Path], plan: api.PlanResult, point: str
+) -> None:
+    """Execute ``plan`` in a child killed at ``point``; every file is in one place after."""
+    files = {}
+    for dirpath, _, names in os.walk(os.fsencode(world["root"])):
+        for name in names:
+            p = os.path.join(dirpath, name)
+            files[p] = read_bytes(p)
+    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": f"{point}:kill"}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
+         plan.plan_digest], env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    assert set(located(world["store"], files).values()) == {1}
+
+
+# execute with --allow-copy where the volume quarantine cannot be used (as volume_unusable)
+COPY_KILLER = """
+import errno, os, sys
+import hygiene_nb.executor.execute as ex
+from hygiene_nb.executor import Confirmation, execute_plan
+from hygiene_nb.store import resolve_store
+
+def refuse(*_):
+    raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+
+ex.open_volume_quarantine = refuse
+execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
+             confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"), allow_copy=True)
+"""
+
+
+def kill_during_removal(
+    world: dict[str, Path], *rels: str, at: str = "during-removal"
+) -> tuple[str, Path]:
+    """Plan ``rels``, execute with --allow-copy in a child killed inside the removal step."""
+    plan = make_plan(world, *rels)
+    env = {**os.environ, "HYGIENE_NB_TEST_CHECKPOINT": f"{at}:kill"}
+    done = subprocess.run(
+        [sys.executable, "-c", COPY_KILLER, plan.plan_path, str(world["store"]), plan.plan_id,
+         plan.plan_digest], env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -9, done.stderr
+    (staging,) = [p for p in world["mnt"].iterdir() if p.name.startswith(".hygiene-nb-removing-")]
+    return plan.plan_path, staging
+
+
+# -- batches and their manifests -------------------------------------------------------------------
+
+
+def contents(path: Path) -> dict[str, tuple[str, int]]:
+    """Every entry below ``path`` (and itself): a hash for files, the kind and mode bits."""
+    out: dict[str, tuple[str, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in ["", *dirnames, *filenames]:
+            p = Path(dirpath) / name if name else Path(dirpath)
+            st = os.lstat(p)
+            rel = str(p.relative_to(path))
+            if stat.S_ISREG(st.st_mode):
+                out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), stat.S_IMODE(st.st_mode))
+            elif stat.S_ISDIR(st.st_mode):
+                out.setdefault(rel, ("dir", 0))
+            else:
+                out[rel] = ("other", 0)
+    return out
+
+
+def manifest_of(batch: Path) -> dict[str, Any]:
+    fd = os.open(batch, DIR_FLAGS)
+    try:
+        doc = read_manifest(fd)
+    finally:
+        os.close(fd)
+    assert doc is not None
+    return doc
+
+
+def states(batch: Path) -> dict[bytes, str]:
+    return {base64.b64decode(i["original_b64"]): i["state"] for i in manifest_of(batch)["items"]}
+
+
+def in_batch(batch: Path, original: Path) -> Path:
+    return batch / TREE_NAME.decode() / str(original).lstrip("/")
+
+
+def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quarantine at the top of the other filesystem cannot be made (a top we may not write:
+    only root can be refused that way here, and root is never refused)."""
+
+    def refuse(*_: object) -> None:
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
+    monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
+
+
+def outcomes(result: Any) -> dict[str, str]:
+    """Each candidate's fate: ``moved`` or its skip code."""
+    return {**{m.path: "moved" for m in result.moved},
+            **{s.path: s.code for s in result.skipped}}  # fmt: skip
+
+
+# -- batches filled directly, as the executor fills them -------------------------------------------
+
+
+PLAN_ID = "plan-20250101T000000Z-0badc0de"
+PLAN_DIGEST = "sha256:" + "0" * 64
+
+
+def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
+    """Move ``paths`` into a new batch the way the executor does; return the batch id."""
+    ops = LocalFileOps()
+    batch = claim_batch(store.quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=ops)
+    batch.root = _root_of(store, paths)  # as the executor records the plan's root
+    try:
+        for path in paths:
+            raw = os.fsencode(path)
+            item = _item_for(raw)
+            batch.items[raw] = item
+            target = batches.mirror_parent(batch, raw, ops)
+            parent = os.open(os.path.dirname(raw), DIR_FLAGS)
+            try:
+                batches.note_origin(batch, item, parent)  # what the executor records (v2)
+                write_manifest(batch)
+                name = os.path.basename(raw)
+                ops.rename_noreplace(parent, name, target, name)
+                batches.note_arrival(item, target, name)
+            finally:
+                os.close(parent)
+                os.close(target)
+            item.state = "moved"
+            write_manifest(batch)
+    finally:
+        batch.close()
+    return batch.batch_id
+
+
+def _root_of(store: Store, paths: Sequence[Path | bytes]) -> dict[str, object]:
+    """The tests' plan root: ``<tmp>/root`` beside the store, else the items' common parent."""
+    raws = [os.fsencode(p) for p in paths]
+    conventional = os.fsencode(store.root.parent / "root")
+    if all(r.startswith(conventional + b"/") for r in raws):
+        root = conventional
+    else:
+        root = os.path.commonpath([os.path.dirname(r) for r in raws])
+    st = os.lstat(root)
+    return {"path": os.fsdecode(root), "dev": signed64(st.st_dev), "inode": signed64(st.st_ino)}
+
+
+def _item_for(raw: bytes) -> ManifestItem:
+    st = os.lstat(raw)
+    return ManifestItem(
+        original=raw.decode("utf-8", "backslashreplace"),
+        original_b64=base64.b64encode(raw).decode("ascii"),
+        kind=kind_of_mode(st.st_mode),
+        size=st.st_size,
+        tree_bytes=None,
+        dev=signed64(st.st_dev),
+        inode=signed64(st.st_ino),
+        mtime_ns=st.st_mtime_ns,
+        plan_id=PLAN_ID,
+        state="pending",
+        at="2025-01-01T00:00:00+00:00",
+    )
+
+
+def in_store_batch(store: Store, batch_id: str, original: Path | bytes) -> bytes:
+    """Where ``original`` lives inside the store's batch ``batch_id`` (exact bytes)."""
+    return os.fsencode(store.quarantine / batch_id / "tree") + os.fsencode(original)
+
+
+def snapshot(*roots: Path) -> dict[bytes, tuple[Any, ...]]:
+    """Every entry below ``roots`` (links not followed, special files not opened)."""
+    out: dict[bytes, tuple[Any, ...]] = {}
+    for root in roots:
+        top = os.fsencode(root)
+        paths = [top]
+        for dirpath, dirnames, filenames in os.walk(top):
+            paths += [os.path.join(dirpath, n) for n in dirnames + filenames]
+        for path in paths:
+            st = os.lstat(path)
+            data: bytes | None = None
+            if stat.S_ISREG(st.st_mode):
+                data = Path(os.fsdecode(path)).read_bytes()
+            elif stat.S_ISLNK(st.st_mode):
+                data = os.readlink(path)
+            out[path] = (st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns, st.st_nlink, data)
+    return out
+
+
+def codes(result: restore.RestoreResult) -> list[str]:
+    return [b.code for b in result.blocked]
