@@ -12,10 +12,8 @@ import os
 import sqlite3
 import sys
 import tomllib
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
@@ -25,9 +23,6 @@ from hygiene_nb.errors import HygieneError
 from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.render import shown
 from hygiene_nb.snapshot import path_b64
-
-if TYPE_CHECKING:
-    from hygiene_nb.executor.records import Moved
 
 __all__ = ["cli", "main"]
 
@@ -456,41 +451,7 @@ def execute(
     result = execute_plan(
         plan_file, store=api.existing_store(store), confirm=confirm, allow_copy=allow_copy
     )
-    payload = result.to_json()
-    verb = "would move" if result.status == "dry-run" else "moved"
-    lines = [
-        f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
-        f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
-    ]
-    lines += [f"  {verb:<10} {shown(m.path)}{_by_rule(m)}" for m in result.moved]
-    lines += [f"  skip {s.code:<18} {shown(s.path)}: {shown(s.message)}" for s in result.skipped]
-    if result.status == "dry-run":
-        lines += _destinations(result.moved)
-        lines += ["", shown(result.warning), "To confirm:", f"  {shown(result.confirm_command)}"]
-    else:
-        lines += [f"batch: {result.batch_id}", f"receipt: {shown(result.receipt_path or '')}"]
-        if result.plan_state == "issued":
-            lines.append(
-                f"nothing moved, so plan {result.plan_id} is not used up: fix what the skips "
-                "say, then run the same command again"
-            )
-    lines.append(render.verification_line(result.verification, result.status))
-    _out(as_json, payload, "\n".join(lines))
-    if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
-        raise _Exit(4)
-
-
-def _by_rule(moved: Moved) -> str:
-    """A mark on an item a remembered rule decided (not a person)."""
-    return "  (decided by a remembered rule)" if moved.decided_by == "rule" else ""
-
-
-def _destinations(moved: list[Moved]) -> list[str]:
-    """One line per quarantine a dry run would use, with its item count."""
-    counts = Counter((m.dest.quarantine, m.dest.method) for m in moved if m.dest.quarantine)
-    how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
-    return [f"  into {shown(where)}: {render.counted(n, 'item')}, {how.get(method, method)}"
-            for (where, method), n in sorted(counts.items())]  # fmt: skip
+    _show(as_json, result, render.execute_result(result))
 
 
 @cli.command()
@@ -501,32 +462,7 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import verify_receipt
 
     result = verify_receipt(receipt)
-    payload = {
-        "status": result.status,
-        "reappeared": result.reappeared,
-        "missing_from_batch": result.missing_from_batch,
-        "not_back": result.not_back,
-        "removal_interrupted": result.removal_interrupted,
-        "changed_in_quarantine": result.changed_in_quarantine,
-        "freed_bytes": result.freed_bytes,
-    }
-    text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
-    text += "".join(f"\n  reappeared at its place: {shown(p)}" for p in result.reappeared)
-    text += "".join(f"\n  missing from its batch: {shown(p)}" for p in result.missing_from_batch)
-    text += "".join(f"\n  rolled back, yet not at its place: {shown(p)}" for p in result.not_back)
-    text += "".join(f"\n  [{r['code']}] {shown(r['message'])}" for r in result.removal_interrupted)
-    text += "".join(
-        f"\n  changed in its batch after it was quarantined: {shown(p)}"
-        for p in result.changed_in_quarantine
-    )
-    text += (
-        f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
-        " the execution (a quarantine on the same filesystem frees nothing until its batch is"
-        " purged, and other programs' writes count too)"
-    )
-    _out(as_json, payload, text)
-    if result.status != "verified":
-        raise _Exit(4)
+    _show(as_json, result, render.verify_result(result))
 
 
 @cli.command()
@@ -542,22 +478,7 @@ def recover(store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import recover_store
 
     result = recover_store(api.existing_store(store))
-    payload = {"status": result.status, "plans": [asdict(p) for p in result.plans]}
-    lines = []
-    for p in result.plans:
-        if p.status == "running":
-            lines.append(f"  [still-running] {shown(p.message)}")
-            continue
-        lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
-                     f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
-                     f"receipt {shown(p.receipt_path or '')}")  # fmt: skip
-        lines += [f"  [{r['code']}] {shown(r['message'])}" for r in p.leftovers]
-        if p.status == "incomplete":
-            lines.append(f"  [batch-unreadable] {shown(p.message)}")
-    head = f"recovered {render.counted(len(result.plans), 'stopped execution')}"
-    _out(as_json, payload, "\n".join([head, *lines]))
-    if result.status != "done":
-        raise _Exit(4)
+    _show(as_json, result, render.recover_result(result))
 
 
 @cli.group()
@@ -572,21 +493,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import list_store_batches
 
     found = list_store_batches(api.existing_store(store))
-    rows = [
-        {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
-         "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers,
-         **({"problems": b.problems} if b.manifest == "invalid" else {})}
-        for b in found
-    ]  # fmt: skip
-    text = "\n".join(
-        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
-        f"  {render.human_bytes(b.bytes):>10}"
-        f"  {b.manifest}"
-        + "".join(f"\n  [{left['code']}] {shown(left['message'])}" for left in b.leftovers)
-        + "".join(f"\n  {shown(p)}" for p in (b.problems if b.manifest == "invalid" else []))
-        for b in found
-    )
-    _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")
+    _out(as_json, render.batches_json(found), render.batches(found))
 
 
 @cli.command()
@@ -617,32 +524,7 @@ def restore(
         items=[os.fsencode(i) for i in items] or None,
         execute=do_execute,
     )
-    payload = {
-        "status": result.status,
-        "batch_id": result.batch_id,
-        "restored": [
-            {"path": p, **({"path_b64": e} if e else {})}
-            for p, e in zip(result.restored, result.restored_b64, strict=True)
-        ],
-        "blocked": [
-            {
-                "path": b.path,
-                "code": b.code,
-                "message": b.message,
-                **({"path_b64": b.path_b64} if b.path_b64 else {}),
-            }
-            for b in result.blocked
-        ],
-    }
-    verb = "would restore" if result.status == "dry-run" else "restored"
-    lines = [f"{verb} {render.counted(len(result.restored), 'item')} from {result.batch_id}"]
-    lines += [f"  {shown(p)}" for p in result.restored]
-    lines += [f"  {b.code:<20} {shown(b.path)}: {shown(b.message)}" for b in result.blocked]
-    if result.status == "dry-run" and result.restored:
-        lines.append(f"to restore: hygiene-nb restore {batch_id} --execute")
-    _out(as_json, payload, "\n".join(lines))
-    if result.status == "partial":  # blocked for a reason other than already/changed
-        raise _Exit(4)
+    _show(as_json, result, render.restore_result(result))
 
 
 @cli.command()
@@ -684,29 +566,7 @@ def purge(
         include_incomplete=include_incomplete,
         include_changed=include_changed,
     )
-    w = result.would_destroy
-    payload = {
-        "status": result.status,
-        "batch_id": result.batch_id,
-        "would_destroy": w,
-        "manifest": result.manifest,
-        "changed_in_quarantine": result.changed,
-    }
-    if result.status == "dry-run":
-        text = (
-            f"purging {batch_id} would destroy {render.counted(w['items'], 'item')}, "
-            f"{render.counted(w['files'], 'file')}, "
-            f"{render.human_bytes(w['bytes'])} (manifest {result.manifest}). This cannot be "
-            f"undone. To do it:\n  hygiene-nb purge {batch_id} --execute --confirm-batch-id "
-            f"{batch_id} --acknowledge-risk permanent-delete"
-            + " --include-changed"
-            * bool(result.changed)
-        )
-        text += "".join(f"\n  changed after it was quarantined: {p}" for p in result.changed)
-    else:
-        items, size = render.counted(w["items"], "item"), render.human_bytes(w["bytes"])
-        text = f"destroyed {batch_id}: {items}, {size}"
-    _out(as_json, payload, text)
+    _show(as_json, result, render.purge_result(result))
 
 
 class _Exit(Exception):
@@ -717,11 +577,27 @@ class _Exit(Exception):
         self.code = code
 
 
+class _Result(Protocol):
+    """A library result: its ``--json`` object and the exit code it means."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 def _out(as_json: bool, payload: dict[str, Any], text: str) -> None:
     if as_json:
         render.emit_json(payload)
     else:
         click.echo(text)
+
+
+def _show(as_json: bool, result: _Result, text: str) -> None:
+    """Print ``result`` (its JSON object, or ``text``), then exit with the code it carries."""
+    _out(as_json, result.to_json(), text)
+    if result.exit_code:
+        raise _Exit(result.exit_code)
 
 
 def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -> int:
