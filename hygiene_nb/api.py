@@ -589,6 +589,24 @@ class PlanResult:
     confirm_command: str
     plan: dict[str, Any]
 
+    exit_code = 0  # issuing a plan moves nothing, so nothing was skipped
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb plan --json`` prints (the plan itself is in its file)."""
+        return {
+            "status": "done",
+            "plan_id": self.plan_id,
+            "plan_digest": self.plan_digest,
+            "plan_path": self.plan_path,
+            "markdown_path": self.markdown_path,
+            "expires_at": self.expires_at,
+            "candidates": self.candidates,
+            "reclaim_bytes": self.reclaim_bytes,
+            "excluded": self.excluded,
+            "dry_run_command": self.dry_run_command,
+            "confirm_command": self.confirm_command,
+        }
+
 
 def _commands(plan_path: Path, store: Store, plan: dict[str, Any]) -> tuple[str, str]:
     base = (

@@ -372,45 +372,7 @@ def plan(
     A Markdown list is written beside the plan.
     """
     result = api.make_plan(root, store=store, scan_id=scan_id, out=out, ttl=ttl, rules=rules_file)
-    payload = {
-        "status": "done",
-        "plan_id": result.plan_id,
-        "plan_digest": result.plan_digest,
-        "plan_path": result.plan_path,
-        "markdown_path": result.markdown_path,
-        "expires_at": result.expires_at,
-        "candidates": result.candidates,
-        "reclaim_bytes": result.reclaim_bytes,
-        "excluded": result.excluded,
-        "dry_run_command": result.dry_run_command,
-        "confirm_command": result.confirm_command,
-    }
-    text = "\n".join(
-        [
-            f"plan {result.plan_id}: {render.counted(result.candidates, 'candidate')}, "
-            f"{render.human_bytes(result.reclaim_bytes)} freed by deleting, "
-            f"{result.excluded} excluded (see the list)",
-            f"  plan: {shown(result.plan_path)}",
-            f"  list: {shown(result.markdown_path)}",
-            f"  expires: {result.expires_at}",
-            *(
-                [
-                    "  nothing was moved. Dry run, then confirm:",
-                    f"    {shown(result.dry_run_command)}",
-                    f"    {shown(result.confirm_command)}",
-                ]
-                if result.candidates
-                else [
-                    "  nothing to execute: every delete decision under the root was left out"
-                    " (the list says why)."
-                    if result.plan["summary"]["delete_count"]
-                    else "  nothing to execute: there is no delete decision under the root"
-                    " (`hygiene-nb annotate PATH --decision delete`, or the notebook's widget)."
-                ]
-            ),
-        ]
-    )
-    _out(as_json, payload, text)
+    _show(as_json, result, render.plan_result(result))
 
 
 @cli.command()
@@ -657,13 +619,7 @@ def report(
         root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
         timeout=timeout,
     )  # fmt: skip
-    doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
-           "html": result.html, "notebook": result.notebook,
-           "suggested_plan": result.suggested_plan}  # fmt: skip
-    text = f"report: {shown(result.html)}\nnotebook: {shown(result.notebook)}"
-    if result.suggested_plan:
-        text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
-    _out(as_json, doc, text)
+    _show(as_json, result, render.report_result(result))
 
 
 @cli.command()

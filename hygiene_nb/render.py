@@ -13,6 +13,7 @@ from hygiene_nb.pathnames import shown
 from hygiene_nb.snapshot import ScanInfo
 
 if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
+    from hygiene_nb.api import PlanResult
     from hygiene_nb.executor import (
         BatchInfo,
         ExecuteResult,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to lo
         VerifyResult,
     )
     from hygiene_nb.executor.records import Moved
+    from hygiene_nb.report import ReportResult
 
 __all__ = [
     "counted",
@@ -255,6 +257,44 @@ def verification_line(verification: dict[str, Any], status: str) -> str:
             )
         )
     return f"verification: `{commands}` passed before and after"
+
+
+def plan_result(result: PlanResult) -> str:
+    """Where the plan and its list are, and how to dry-run and confirm it (or why not)."""
+    if result.candidates:
+        then = (
+            "  nothing was moved. Dry run, then confirm:\n"
+            f"    {shown(result.dry_run_command)}\n    {shown(result.confirm_command)}"
+        )
+    elif result.plan["summary"]["delete_count"]:
+        then = (
+            "  nothing to execute: every delete decision under the root was left out"
+            " (the list says why)."
+        )
+    else:
+        then = (
+            "  nothing to execute: there is no delete decision under the root"
+            " (`hygiene-nb annotate PATH --decision delete`, or the notebook's widget)."
+        )
+    return "\n".join(
+        [
+            f"plan {result.plan_id}: {counted(result.candidates, 'candidate')}, "
+            f"{human_bytes(result.reclaim_bytes)} freed by deleting, "
+            f"{result.excluded} excluded (see the list)",
+            f"  plan: {shown(result.plan_path)}",
+            f"  list: {shown(result.markdown_path)}",
+            f"  expires: {result.expires_at}",
+            then,
+        ]
+    )
+
+
+def report_result(result: ReportResult) -> str:
+    """Where the report and its notebook went (and automatic mode's suggestion, if any)."""
+    text = f"report: {shown(result.html)}\nnotebook: {shown(result.notebook)}"
+    if result.suggested_plan:
+        text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
+    return text
 
 
 # -- the executor's results --------------------------------------------------------------------
