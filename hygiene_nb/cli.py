@@ -20,9 +20,7 @@ import click
 # _process before api: it sets the environment numpy reads when it loads
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
-from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.render import shown
-from hygiene_nb.snapshot import path_b64
 
 __all__ = ["cli", "main"]
 
@@ -179,8 +177,7 @@ def snapshots() -> None:
 def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
     """List scans, oldest first (only ROOT's if given)."""
     scans = api.list_snapshots(store=store, root=root)
-    payload = {"status": "done", "snapshots": [vars(s) for s in scans]}
-    _out(as_json, payload, render.render_snapshots(scans))
+    _out(as_json, render.snapshots_json(scans), render.render_snapshots(scans))
 
 
 @snapshots.command("prune")
@@ -208,11 +205,8 @@ def snapshots_prune(
     removed = api.prune_snapshots(
         store=store, keep=keep, older_than_days=older_than, dry_run=dry_run
     )
-    payload = {
-        "status": "dry-run" if dry_run else "done",
-        "removed": [{"scan_id": s.scan_id, "root": s.root, "path": s.path} for s in removed],
-    }
-    _out(as_json, payload, render.render_prune(removed, dry_run=dry_run))
+    _out(as_json, render.prune_json(removed, dry_run=dry_run),
+         render.render_prune(removed, dry_run=dry_run))  # fmt: skip
 
 
 @cli.command()
@@ -262,38 +256,8 @@ def annotate(
     """
     if decision is None and note is None:
         raise click.UsageError("give --decision, --note, or both.")
-    require_no_dot_components(paths)  # never resolved as text: the kernel would not agree
-    absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
-    before = {a.path_raw for a in api.annotations_at(absolute, store=store)}
-    written = api.annotate(
-        absolute,
-        store=store,
-        decision=decision,
-        note=note,
-        set_decision=decision is not None,
-        set_note=note is not None,
-    )
-    rows: list[dict[str, Any]] = [
-        {"path": a.path, "decision": a.decision, "note": a.note, "by": a.by, "at": a.at}
-        for a in written
-    ]
-    for row, a in zip(rows, written, strict=True):
-        exact = path_b64(a.path, a.path_raw)
-        if exact is not None:  # a name that is not valid UTF-8: its exact bytes
-            row["path_b64"] = exact
-    gone = len(before - {a.path_raw for a in written})  # had an annotation, have none now
-    missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
-    text = "\n".join(
-        f"{r['decision'] or '-':<7} {shown(r['path'])}  {shown(r['note'] or '')}" for r in rows
-    )
-    if gone:
-        text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
-    for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
-        text += (
-            f"\nnote: {shown(path)} does not exist now (a plan leaves out what is not in its scan)"
-        )
-    payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}
-    _out(as_json, payload, text.strip())
+    result = api.annotate_paths(paths, store=store, decision=decision, note=note)
+    _show(as_json, result, render.annotate_result(result))
 
 
 @cli.group()
@@ -313,12 +277,8 @@ def rules_remember(group: str, decision: str, store: str | None, as_json: bool) 
     Decisions people made are never overwritten.
     """
     filled = api.remember_rule(group, decision, store=store)
-    _out(
-        as_json,
-        {"status": "done", "group": group, "decision": decision, "filled": filled},
-        f"remembered: {group} → {decision}"
-        f" ({render.counted(filled, 'entry', 'entries')} filled now)",
-    )
+    _out(as_json, render.rule_remembered_json(group, decision, filled),
+         render.render_rule_remembered(group, decision, filled))  # fmt: skip
 
 
 @rules.command("forget")
@@ -329,8 +289,8 @@ def rules_forget(group: str, store: str | None, as_json: bool) -> None:
     taken = api.forget_rule(group, store=store)
     _out(
         as_json,
-        {"status": "done", "group": group, "removed": taken},
-        f"forgot {group}: {render.counted(taken, 'rule-made decision')} taken back",
+        render.rule_forgotten_json(group, taken),
+        render.render_rule_forgotten(group, taken),
     )
 
 
@@ -339,8 +299,7 @@ def rules_forget(group: str, store: str | None, as_json: bool) -> None:
 def rules_list(store: str | None, as_json: bool) -> None:
     """List remembered rules."""
     found = api.list_rules(store=store)
-    text = "\n".join(f"{g:<16} {d}" for g, d in found.items()) or "no remembered rules"
-    _out(as_json, {"status": "done", "rules": found}, text)
+    _out(as_json, render.rules_json(found), render.render_rules(found))
 
 
 @cli.command()

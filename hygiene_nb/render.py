@@ -13,7 +13,7 @@ from hygiene_nb.pathnames import shown
 from hygiene_nb.snapshot import ScanInfo
 
 if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
-    from hygiene_nb.api import PlanResult
+    from hygiene_nb.api import AnnotateResult, PlanResult
     from hygiene_nb.executor import (
         BatchInfo,
         ExecuteResult,
@@ -26,17 +26,36 @@ if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to lo
     from hygiene_nb.report import ReportResult
 
 __all__ = [
+    "annotate_result",
+    "batches",
+    "batches_json",
     "counted",
     "emit_json",
+    "execute_result",
     "human_bytes",
     "noun_for",
+    "plan_result",
+    "prune_json",
+    "purge_result",
+    "recover_result",
     "render_prune",
+    "render_rule_forgotten",
+    "render_rule_remembered",
+    "render_rules",
     "render_scan",
     "render_snapshots",
     "render_summary",
+    "report_result",
+    "restore_result",
+    "rule_forgotten_json",
+    "rule_remembered_json",
+    "rules_json",
     "scan_json",
     "shown",
+    "snapshots_json",
     "summary_json",
+    "verification_line",
+    "verify_result",
 ]
 
 
@@ -128,6 +147,19 @@ def render_snapshots(scans: list[ScanInfo]) -> str:
             f"{human_bytes(s.tree_bytes):>10}  {shown(s.root)}{flag}"
         )
     return "\n".join(lines)
+
+
+def snapshots_json(scans: list[ScanInfo]) -> dict[str, Any]:
+    """What ``hygiene-nb snapshots --json`` prints: every field of every scan."""
+    return {"status": "done", "snapshots": [vars(s) for s in scans]}
+
+
+def prune_json(removed: list[ScanInfo], *, dry_run: bool) -> dict[str, Any]:
+    """What ``hygiene-nb snapshots prune --json`` prints."""
+    return {
+        "status": "dry-run" if dry_run else "done",
+        "removed": [{"scan_id": s.scan_id, "root": s.root, "path": s.path} for s in removed],
+    }
 
 
 def render_prune(removed: list[ScanInfo], *, dry_run: bool) -> str:
@@ -257,6 +289,50 @@ def verification_line(verification: dict[str, Any], status: str) -> str:
             )
         )
     return f"verification: `{commands}` passed before and after"
+
+
+def rule_remembered_json(group: str, decision: str, filled: int) -> dict[str, Any]:
+    """What ``hygiene-nb rules remember --json`` prints."""
+    return {"status": "done", "group": group, "decision": decision, "filled": filled}
+
+
+def render_rule_remembered(group: str, decision: str, filled: int) -> str:
+    """The rule now remembered, and how many entries it decided at once."""
+    return f"remembered: {group} → {decision} ({counted(filled, 'entry', 'entries')} filled now)"
+
+
+def rule_forgotten_json(group: str, removed: int) -> dict[str, Any]:
+    """What ``hygiene-nb rules forget --json`` prints."""
+    return {"status": "done", "group": group, "removed": removed}
+
+
+def render_rule_forgotten(group: str, removed: int) -> str:
+    """The rule forgotten, and how many of its decisions were taken back."""
+    return f"forgot {group}: {counted(removed, 'rule-made decision')} taken back"
+
+
+def rules_json(rules: dict[str, str]) -> dict[str, Any]:
+    """What ``hygiene-nb rules list --json`` prints: pattern group → decision."""
+    return {"status": "done", "rules": rules}
+
+
+def render_rules(rules: dict[str, str]) -> str:
+    """One line per remembered rule."""
+    return "\n".join(f"{g:<16} {d}" for g, d in rules.items()) or "no remembered rules"
+
+
+def annotate_result(result: AnnotateResult) -> str:
+    """One line per annotation, then what was removed and which paths do not exist now."""
+    text = "\n".join(
+        f"{a.decision or '-':<7} {shown(a.path)}  {shown(a.note or '')}" for a in result.annotations
+    )
+    if result.removed:
+        text += f"\n{counted(result.removed, 'annotation')} removed (no decision and no note left)."
+    for path in result.missing:
+        text += (
+            f"\nnote: {shown(path)} does not exist now (a plan leaves out what is not in its scan)"
+        )
+    return text.strip()
 
 
 def plan_result(result: PlanResult) -> str:
