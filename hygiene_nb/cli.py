@@ -6,12 +6,10 @@ usage → 2, anything else → 1. With ``--json`` every outcome is one JSON obje
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import sys
-import tomllib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -594,36 +592,8 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
     """
     from hygiene_nb import suggest as suggestions
 
-    path = os.path.abspath(root)
-    found = (suggestions.decline(path, decline, store=store) if decline
-             else suggestions.suggested_plan(path, store=store))  # fmt: skip
-    if found is None:
-        doc: dict[str, Any] = {"status": "done", "automatic": False}
-        _out(
-            as_json,
-            doc,
-            f"{path} is in manual mode: nothing is suggested. {_automatic_hint(path, store)}",
-        )
-        return
-    doc = {"status": "done", "automatic": True, "shown": found.shown, "digest": found.digest,
-           "score": found.score, "threshold": found.threshold, "reason": found.reason,
-           "declined_at": found.declined_at, "reclaim_bytes": found.reclaim_bytes,
-           "candidates": found.candidates}  # fmt: skip
-    _out(as_json, doc, suggestions.suggestion_markdown(found))
-
-
-def _automatic_hint(root: str, store: str | None) -> str:
-    """How to turn automatic mode on for ``root``: the lines to add, or the one to set."""
-    config = api.open_store(store).root / "config.toml"
-    table = f"[roots.{json.dumps(root)}]"  # a TOML basic string: JSON's escapes are TOML's
-    try:
-        has_table = root in tomllib.loads(config.read_text()).get("roots", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
-        has_table = False
-    where = f"{config} (readable and writable by you alone)"
-    if has_table:
-        return f"To turn automatic mode on, set `automatic = true` in its {table} table in {where}."
-    return f"To turn automatic mode on, add to {where}:\n  {table}\n  automatic = true"
+    result = suggestions.suggestion_for(root, store=store, decline_digest=decline)
+    _show(as_json, result, result.to_text())
 
 
 def main(argv: Sequence[str] | None = None) -> None:
