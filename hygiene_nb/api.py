@@ -497,7 +497,7 @@ class AnnotateResult:
     removed: int
     missing: list[str]
 
-    exit_code = 0
+    exit_code = 0  # a missing path is noted, not refused: nothing was left undone
 
     def to_json(self) -> dict[str, Any]:
         """What ``hygiene-nb annotate --json`` prints (``path_b64`` where text is not exact)."""
