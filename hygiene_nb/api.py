@@ -29,6 +29,7 @@ from hygiene_nb.digests import entry_digests
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
 from hygiene_nb.models import Summary
+from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.plan import (
     DEFAULT_TTL,
     Exclusion,
@@ -56,6 +57,7 @@ from hygiene_nb.snapshot import (
     int_scalar,
     list_scans,
     load_snapshot,
+    path_b64,
     prune_scans,
     raw_path,
 )
@@ -64,6 +66,9 @@ from hygiene_nb.summary import summarize_table
 from hygiene_nb.walk import WalkerName, open_walker
 
 __all__ = [
+    "AnnotateResult",
+    "PlanResult",
+    "annotate_paths",
     "classify_snapshot",
     "list_snapshots",
     "load",
@@ -480,6 +485,70 @@ def annotate(
         return ledger.annotate(paths, by="human", **kwargs)
 
 
+@dataclass(frozen=True)
+class AnnotateResult:
+    """What ``annotate_paths`` wrote, and what it noticed on the way.
+
+    Attributes:
+        annotations: each path's annotation after the write (a path left with none is absent).
+        removed: how many of the paths had an annotation before and have none now.
+        missing: the annotated paths that do not exist now (their annotations are kept all the
+            same: the entry may be gone since the scan, or the path may be a typo).
+    """
+
+    annotations: list[Annotation]
+    removed: int
+    missing: list[str]
+
+    exit_code = 0  # a missing path is noted, not refused: nothing was left undone
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb annotate --json`` prints (``path_b64`` where text is not exact)."""
+        rows = []
+        for a in self.annotations:
+            row: dict[str, Any] = {
+                "path": a.path, "decision": a.decision, "note": a.note, "by": a.by, "at": a.at,
+            }  # fmt: skip
+            exact = path_b64(a.path, a.path_raw)
+            if exact is not None:  # a name that is not valid UTF-8: its exact bytes
+                row["path_b64"] = exact
+            rows.append(row)
+        return {"status": "done", "annotations": rows, "removed": self.removed,
+                "missing": self.missing}  # fmt: skip
+
+
+def annotate_paths(
+    paths: Sequence[str | bytes],
+    *,
+    store: StoreArg = None,
+    decision: str | None = None,
+    note: str | None = None,
+) -> AnnotateResult:
+    """Write a decision and/or note on each path as a person typed it (``hygiene-nb annotate``).
+
+    Relative paths are taken from the working directory. ``None`` leaves the decision (or the
+    note) as it is; ``"none"`` clears the decision and ``""`` the note.
+
+    Raises:
+        UsageError: neither a decision nor a note was given, or the decision is unknown.
+        PathNotNormal: a path has a ``.`` or ``..`` component (never resolved as text: after a
+            symlink the kernel would not agree); nothing is written.
+    """
+    if decision is None and note is None:
+        raise UsageError("give --decision, --note, or both.")
+    require_no_dot_components(tuple(paths))
+    absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
+    st = _store(store)
+    before = {a.path_raw for a in annotations_at(absolute, store=st)}
+    written = annotate(absolute, store=st, decision=decision, note=note,
+                       set_decision=decision is not None, set_note=note is not None)  # fmt: skip
+    return AnnotateResult(
+        annotations=written,
+        removed=len(before - {a.path_raw for a in written}),  # had one, have none now
+        missing=sorted({a.path for a in written if not os.path.lexists(a.path_raw)}),
+    )
+
+
 def stale_decisions(
     annotations: Sequence[Annotation], info: ScanInfo, *, store: StoreArg = None
 ) -> set[bytes]:
@@ -591,6 +660,24 @@ class PlanResult:
     dry_run_command: str
     confirm_command: str
     plan: dict[str, Any]
+
+    exit_code = 0  # issuing a plan moves nothing, so nothing was skipped
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb plan --json`` prints (the plan itself is in its file)."""
+        return {
+            "status": "done",
+            "plan_id": self.plan_id,
+            "plan_digest": self.plan_digest,
+            "plan_path": self.plan_path,
+            "markdown_path": self.markdown_path,
+            "expires_at": self.expires_at,
+            "candidates": self.candidates,
+            "reclaim_bytes": self.reclaim_bytes,
+            "excluded": self.excluded,
+            "dry_run_command": self.dry_run_command,
+            "confirm_command": self.confirm_command,
+        }
 
 
 def _commands(plan_path: Path, store: Store, plan: dict[str, Any]) -> tuple[str, str]:

@@ -6,28 +6,19 @@ usage → 2, anything else → 1. With ``--json`` every outcome is one JSON obje
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import sys
-import tomllib
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
 # _process before api: it sets the environment numpy reads when it loads
 from hygiene_nb import __version__, _process, api, render  # noqa: F401
 from hygiene_nb.errors import HygieneError
-from hygiene_nb.pathnames import require_no_dot_components
 from hygiene_nb.render import shown
-from hygiene_nb.snapshot import path_b64
-
-if TYPE_CHECKING:
-    from hygiene_nb.executor.records import Moved
 
 __all__ = ["cli", "main"]
 
@@ -184,8 +175,7 @@ def snapshots() -> None:
 def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
     """List scans, oldest first (only ROOT's if given)."""
     scans = api.list_snapshots(store=store, root=root)
-    payload = {"status": "done", "snapshots": [vars(s) for s in scans]}
-    _out(as_json, payload, render.render_snapshots(scans))
+    _out(as_json, render.snapshots_json(scans), render.render_snapshots(scans))
 
 
 @snapshots.command("prune")
@@ -213,11 +203,8 @@ def snapshots_prune(
     removed = api.prune_snapshots(
         store=store, keep=keep, older_than_days=older_than, dry_run=dry_run
     )
-    payload = {
-        "status": "dry-run" if dry_run else "done",
-        "removed": [{"scan_id": s.scan_id, "root": s.root, "path": s.path} for s in removed],
-    }
-    _out(as_json, payload, render.render_prune(removed, dry_run=dry_run))
+    _out(as_json, render.prune_json(removed, dry_run=dry_run),
+         render.render_prune(removed, dry_run=dry_run))  # fmt: skip
 
 
 @cli.command()
@@ -267,38 +254,8 @@ def annotate(
     """
     if decision is None and note is None:
         raise click.UsageError("give --decision, --note, or both.")
-    require_no_dot_components(paths)  # never resolved as text: the kernel would not agree
-    absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
-    before = {a.path_raw for a in api.annotations_at(absolute, store=store)}
-    written = api.annotate(
-        absolute,
-        store=store,
-        decision=decision,
-        note=note,
-        set_decision=decision is not None,
-        set_note=note is not None,
-    )
-    rows: list[dict[str, Any]] = [
-        {"path": a.path, "decision": a.decision, "note": a.note, "by": a.by, "at": a.at}
-        for a in written
-    ]
-    for row, a in zip(rows, written, strict=True):
-        exact = path_b64(a.path, a.path_raw)
-        if exact is not None:  # a name that is not valid UTF-8: its exact bytes
-            row["path_b64"] = exact
-    gone = len(before - {a.path_raw for a in written})  # had an annotation, have none now
-    missing = sorted({a.path for a in written if not os.path.lexists(a.path_raw)})
-    text = "\n".join(
-        f"{r['decision'] or '-':<7} {shown(r['path'])}  {shown(r['note'] or '')}" for r in rows
-    )
-    if gone:
-        text += f"\n{render.counted(gone, 'annotation')} removed (no decision and no note left)."
-    for path in missing:  # kept all the same: it may be gone since the scan, or be a typo
-        text += (
-            f"\nnote: {shown(path)} does not exist now (a plan leaves out what is not in its scan)"
-        )
-    payload = {"status": "done", "annotations": rows, "removed": gone, "missing": missing}
-    _out(as_json, payload, text.strip())
+    result = api.annotate_paths(paths, store=store, decision=decision, note=note)
+    _show(as_json, result, render.annotate_result(result))
 
 
 @cli.group()
@@ -318,12 +275,8 @@ def rules_remember(group: str, decision: str, store: str | None, as_json: bool) 
     Decisions people made are never overwritten.
     """
     filled = api.remember_rule(group, decision, store=store)
-    _out(
-        as_json,
-        {"status": "done", "group": group, "decision": decision, "filled": filled},
-        f"remembered: {group} → {decision}"
-        f" ({render.counted(filled, 'entry', 'entries')} filled now)",
-    )
+    _out(as_json, render.rule_remembered_json(group, decision, filled),
+         render.render_rule_remembered(group, decision, filled))  # fmt: skip
 
 
 @rules.command("forget")
@@ -334,8 +287,8 @@ def rules_forget(group: str, store: str | None, as_json: bool) -> None:
     taken = api.forget_rule(group, store=store)
     _out(
         as_json,
-        {"status": "done", "group": group, "removed": taken},
-        f"forgot {group}: {render.counted(taken, 'rule-made decision')} taken back",
+        render.rule_forgotten_json(group, taken),
+        render.render_rule_forgotten(group, taken),
     )
 
 
@@ -344,8 +297,7 @@ def rules_forget(group: str, store: str | None, as_json: bool) -> None:
 def rules_list(store: str | None, as_json: bool) -> None:
     """List remembered rules."""
     found = api.list_rules(store=store)
-    text = "\n".join(f"{g:<16} {d}" for g, d in found.items()) or "no remembered rules"
-    _out(as_json, {"status": "done", "rules": found}, text)
+    _out(as_json, render.rules_json(found), render.render_rules(found))
 
 
 @cli.command()
@@ -377,45 +329,7 @@ def plan(
     A Markdown list is written beside the plan.
     """
     result = api.make_plan(root, store=store, scan_id=scan_id, out=out, ttl=ttl, rules=rules_file)
-    payload = {
-        "status": "done",
-        "plan_id": result.plan_id,
-        "plan_digest": result.plan_digest,
-        "plan_path": result.plan_path,
-        "markdown_path": result.markdown_path,
-        "expires_at": result.expires_at,
-        "candidates": result.candidates,
-        "reclaim_bytes": result.reclaim_bytes,
-        "excluded": result.excluded,
-        "dry_run_command": result.dry_run_command,
-        "confirm_command": result.confirm_command,
-    }
-    text = "\n".join(
-        [
-            f"plan {result.plan_id}: {render.counted(result.candidates, 'candidate')}, "
-            f"{render.human_bytes(result.reclaim_bytes)} freed by deleting, "
-            f"{result.excluded} excluded (see the list)",
-            f"  plan: {shown(result.plan_path)}",
-            f"  list: {shown(result.markdown_path)}",
-            f"  expires: {result.expires_at}",
-            *(
-                [
-                    "  nothing was moved. Dry run, then confirm:",
-                    f"    {shown(result.dry_run_command)}",
-                    f"    {shown(result.confirm_command)}",
-                ]
-                if result.candidates
-                else [
-                    "  nothing to execute: every delete decision under the root was left out"
-                    " (the list says why)."
-                    if result.plan["summary"]["delete_count"]
-                    else "  nothing to execute: there is no delete decision under the root"
-                    " (`hygiene-nb annotate PATH --decision delete`, or the notebook's widget)."
-                ]
-            ),
-        ]
-    )
-    _out(as_json, payload, text)
+    _show(as_json, result, render.plan_result(result))
 
 
 @cli.command()
@@ -456,41 +370,7 @@ def execute(
     result = execute_plan(
         plan_file, store=api.existing_store(store), confirm=confirm, allow_copy=allow_copy
     )
-    payload = result.to_json()
-    verb = "would move" if result.status == "dry-run" else "moved"
-    lines = [
-        f"{verb} {len(result.moved)} of {render.counted(result.candidates, 'item')}, "
-        f"{render.human_bytes(result.bytes)} ({result.bytes:,} bytes)"
-    ]
-    lines += [f"  {verb:<10} {shown(m.path)}{_by_rule(m)}" for m in result.moved]
-    lines += [f"  skip {s.code:<18} {shown(s.path)}: {shown(s.message)}" for s in result.skipped]
-    if result.status == "dry-run":
-        lines += _destinations(result.moved)
-        lines += ["", shown(result.warning), "To confirm:", f"  {shown(result.confirm_command)}"]
-    else:
-        lines += [f"batch: {result.batch_id}", f"receipt: {shown(result.receipt_path or '')}"]
-        if result.plan_state == "issued":
-            lines.append(
-                f"nothing moved, so plan {result.plan_id} is not used up: fix what the skips "
-                "say, then run the same command again"
-            )
-    lines.append(render.verification_line(result.verification, result.status))
-    _out(as_json, payload, "\n".join(lines))
-    if result.status == "rolled-back" or (result.skipped and result.status != "dry-run"):
-        raise _Exit(4)
-
-
-def _by_rule(moved: Moved) -> str:
-    """A mark on an item a remembered rule decided (not a person)."""
-    return "  (decided by a remembered rule)" if moved.decided_by == "rule" else ""
-
-
-def _destinations(moved: list[Moved]) -> list[str]:
-    """One line per quarantine a dry run would use, with its item count."""
-    counts = Counter((m.dest.quarantine, m.dest.method) for m in moved if m.dest.quarantine)
-    how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
-    return [f"  into {shown(where)}: {render.counted(n, 'item')}, {how.get(method, method)}"
-            for (where, method), n in sorted(counts.items())]  # fmt: skip
+    _show(as_json, result, render.execute_result(result))
 
 
 @cli.command()
@@ -501,32 +381,7 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import verify_receipt
 
     result = verify_receipt(receipt)
-    payload = {
-        "status": result.status,
-        "reappeared": result.reappeared,
-        "missing_from_batch": result.missing_from_batch,
-        "not_back": result.not_back,
-        "removal_interrupted": result.removal_interrupted,
-        "changed_in_quarantine": result.changed_in_quarantine,
-        "freed_bytes": result.freed_bytes,
-    }
-    text = f"{result.status}: {render.counted(result.moved, 'moved item')} checked"
-    text += "".join(f"\n  reappeared at its place: {shown(p)}" for p in result.reappeared)
-    text += "".join(f"\n  missing from its batch: {shown(p)}" for p in result.missing_from_batch)
-    text += "".join(f"\n  rolled back, yet not at its place: {shown(p)}" for p in result.not_back)
-    text += "".join(f"\n  [{r['code']}] {shown(r['message'])}" for r in result.removal_interrupted)
-    text += "".join(
-        f"\n  changed in its batch after it was quarantined: {shown(p)}"
-        for p in result.changed_in_quarantine
-    )
-    text += (
-        f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
-        " the execution (a quarantine on the same filesystem frees nothing until its batch is"
-        " purged, and other programs' writes count too)"
-    )
-    _out(as_json, payload, text)
-    if result.status != "verified":
-        raise _Exit(4)
+    _show(as_json, result, render.verify_result(result))
 
 
 @cli.command()
@@ -542,22 +397,7 @@ def recover(store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import recover_store
 
     result = recover_store(api.existing_store(store))
-    payload = {"status": result.status, "plans": [asdict(p) for p in result.plans]}
-    lines = []
-    for p in result.plans:
-        if p.status == "running":
-            lines.append(f"  [still-running] {shown(p.message)}")
-            continue
-        lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
-                     f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
-                     f"receipt {shown(p.receipt_path or '')}")  # fmt: skip
-        lines += [f"  [{r['code']}] {shown(r['message'])}" for r in p.leftovers]
-        if p.status == "incomplete":
-            lines.append(f"  [batch-unreadable] {shown(p.message)}")
-    head = f"recovered {render.counted(len(result.plans), 'stopped execution')}"
-    _out(as_json, payload, "\n".join([head, *lines]))
-    if result.status != "done":
-        raise _Exit(4)
+    _show(as_json, result, render.recover_result(result))
 
 
 @cli.group()
@@ -572,21 +412,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import list_store_batches
 
     found = list_store_batches(api.existing_store(store))
-    rows = [
-        {"batch_id": b.batch_id, "path": b.path, "created_at": b.created_at, "items": b.items,
-         "bytes": b.bytes, "manifest": b.manifest, "leftovers": b.leftovers,
-         **({"problems": b.problems} if b.manifest == "invalid" else {})}
-        for b in found
-    ]  # fmt: skip
-    text = "\n".join(
-        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {render.noun_for(b.items, 'item'):<5}"
-        f"  {render.human_bytes(b.bytes):>10}"
-        f"  {b.manifest}"
-        + "".join(f"\n  [{left['code']}] {shown(left['message'])}" for left in b.leftovers)
-        + "".join(f"\n  {shown(p)}" for p in (b.problems if b.manifest == "invalid" else []))
-        for b in found
-    )
-    _out(as_json, {"status": "done", "batches": rows}, text or "no quarantine batches")
+    _out(as_json, render.batches_json(found), render.batches(found))
 
 
 @cli.command()
@@ -617,32 +443,7 @@ def restore(
         items=[os.fsencode(i) for i in items] or None,
         execute=do_execute,
     )
-    payload = {
-        "status": result.status,
-        "batch_id": result.batch_id,
-        "restored": [
-            {"path": p, **({"path_b64": e} if e else {})}
-            for p, e in zip(result.restored, result.restored_b64, strict=True)
-        ],
-        "blocked": [
-            {
-                "path": b.path,
-                "code": b.code,
-                "message": b.message,
-                **({"path_b64": b.path_b64} if b.path_b64 else {}),
-            }
-            for b in result.blocked
-        ],
-    }
-    verb = "would restore" if result.status == "dry-run" else "restored"
-    lines = [f"{verb} {render.counted(len(result.restored), 'item')} from {result.batch_id}"]
-    lines += [f"  {shown(p)}" for p in result.restored]
-    lines += [f"  {b.code:<20} {shown(b.path)}: {shown(b.message)}" for b in result.blocked]
-    if result.status == "dry-run" and result.restored:
-        lines.append(f"to restore: hygiene-nb restore {batch_id} --execute")
-    _out(as_json, payload, "\n".join(lines))
-    if result.status == "partial":  # blocked for a reason other than already/changed
-        raise _Exit(4)
+    _show(as_json, result, render.restore_result(result))
 
 
 @cli.command()
@@ -684,29 +485,7 @@ def purge(
         include_incomplete=include_incomplete,
         include_changed=include_changed,
     )
-    w = result.would_destroy
-    payload = {
-        "status": result.status,
-        "batch_id": result.batch_id,
-        "would_destroy": w,
-        "manifest": result.manifest,
-        "changed_in_quarantine": result.changed,
-    }
-    if result.status == "dry-run":
-        text = (
-            f"purging {batch_id} would destroy {render.counted(w['items'], 'item')}, "
-            f"{render.counted(w['files'], 'file')}, "
-            f"{render.human_bytes(w['bytes'])} (manifest {result.manifest}). This cannot be "
-            f"undone. To do it:\n  hygiene-nb purge {batch_id} --execute --confirm-batch-id "
-            f"{batch_id} --acknowledge-risk permanent-delete"
-            + " --include-changed"
-            * bool(result.changed)
-        )
-        text += "".join(f"\n  changed after it was quarantined: {p}" for p in result.changed)
-    else:
-        items, size = render.counted(w["items"], "item"), render.human_bytes(w["bytes"])
-        text = f"destroyed {batch_id}: {items}, {size}"
-    _out(as_json, payload, text)
+    _show(as_json, result, render.purge_result(result))
 
 
 class _Exit(Exception):
@@ -717,11 +496,27 @@ class _Exit(Exception):
         self.code = code
 
 
+class _Result(Protocol):
+    """A library result: its ``--json`` object and the exit code it means."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 def _out(as_json: bool, payload: dict[str, Any], text: str) -> None:
     if as_json:
         render.emit_json(payload)
     else:
         click.echo(text)
+
+
+def _show(as_json: bool, result: _Result, text: str) -> None:
+    """Print ``result`` (its JSON object, or ``text``), then exit with the code it carries."""
+    _out(as_json, result.to_json(), text)
+    if result.exit_code:
+        raise _Exit(result.exit_code)
 
 
 def _fail(as_json: bool, status: str, code: str, message: str, exit_code: int) -> int:
@@ -781,13 +576,7 @@ def report(
         root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
         timeout=timeout,
     )  # fmt: skip
-    doc = {"status": "done", "scan_id": result.scan_id, "root": result.root,
-           "html": result.html, "notebook": result.notebook,
-           "suggested_plan": result.suggested_plan}  # fmt: skip
-    text = f"report: {shown(result.html)}\nnotebook: {shown(result.notebook)}"
-    if result.suggested_plan:
-        text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
-    _out(as_json, doc, text)
+    _show(as_json, result, render.report_result(result))
 
 
 @cli.command()
@@ -803,36 +592,8 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
     """
     from hygiene_nb import suggest as suggestions
 
-    path = os.path.abspath(root)
-    found = (suggestions.decline(path, decline, store=store) if decline
-             else suggestions.suggested_plan(path, store=store))  # fmt: skip
-    if found is None:
-        doc: dict[str, Any] = {"status": "done", "automatic": False}
-        _out(
-            as_json,
-            doc,
-            f"{path} is in manual mode: nothing is suggested. {_automatic_hint(path, store)}",
-        )
-        return
-    doc = {"status": "done", "automatic": True, "shown": found.shown, "digest": found.digest,
-           "score": found.score, "threshold": found.threshold, "reason": found.reason,
-           "declined_at": found.declined_at, "reclaim_bytes": found.reclaim_bytes,
-           "candidates": found.candidates}  # fmt: skip
-    _out(as_json, doc, suggestions.suggestion_markdown(found))
-
-
-def _automatic_hint(root: str, store: str | None) -> str:
-    """How to turn automatic mode on for ``root``: the lines to add, or the one to set."""
-    config = api.open_store(store).root / "config.toml"
-    table = f"[roots.{json.dumps(root)}]"  # a TOML basic string: JSON's escapes are TOML's
-    try:
-        has_table = root in tomllib.loads(config.read_text()).get("roots", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
-        has_table = False
-    where = f"{config} (readable and writable by you alone)"
-    if has_table:
-        return f"To turn automatic mode on, set `automatic = true` in its {table} table in {where}."
-    return f"To turn automatic mode on, add to {where}:\n  {table}\n  automatic = true"
+    result = suggestions.suggestion_for(root, store=store, decline_digest=decline)
+    _show(as_json, result, result.to_text())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

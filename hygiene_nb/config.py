@@ -41,6 +41,7 @@ class RootConfig:
     reference_max_files: int = 10_000
     reference_max_text_bytes: int = 128 * 1024**2
     homes: tuple[str, ...] = ()  # more home directories (e.g. a backup of one, or the demo's)
+    table_key: str | None = None  # the key of this root's table in config.toml, as written
 
 
 DEFAULTS = RootConfig(root="")
@@ -129,6 +130,7 @@ def load_root_config(store: Store, root: str) -> RootConfig:
     if not isinstance(roots, dict):
         raise ConfigInvalid(f'{path}: roots must be tables: [roots."/absolute/root"].')
     tables: dict[str, Any] = {}
+    keys: dict[str, str] = {}
     for key, table in roots.items():
         if not os.path.isabs(key):
             raise ConfigInvalid(f'{path}: roots."{key}" is not an absolute path.')
@@ -138,5 +140,9 @@ def load_root_config(store: Store, root: str) -> RootConfig:
         if not isinstance(table, dict):
             raise ConfigInvalid(f'{path}: roots."{key}" must be a table.')
         tables[normal] = table
-    table = tables.get(os.path.normpath(root), {})
-    return RootConfig(root=root, **_check(table, f'{path} [roots."{root}"]'))
+        keys[normal] = key
+    normal = os.path.normpath(root)
+    table = tables.get(normal, {})
+    return RootConfig(
+        root=root, table_key=keys.get(normal), **_check(table, f'{path} [roots."{root}"]')
+    )

@@ -4,25 +4,58 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hygiene_nb.models import SizedEntry, Summary
 from hygiene_nb.pathnames import shown
 from hygiene_nb.snapshot import ScanInfo
 
+if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
+    from hygiene_nb.api import AnnotateResult, PlanResult
+    from hygiene_nb.executor import (
+        BatchInfo,
+        ExecuteResult,
+        PurgeResult,
+        RecoverResult,
+        RestoreResult,
+        VerifyResult,
+    )
+    from hygiene_nb.executor.records import Moved
+    from hygiene_nb.report import ReportResult
+
 __all__ = [
+    "annotate_result",
+    "batches",
+    "batches_json",
     "counted",
     "emit_json",
+    "execute_result",
     "human_bytes",
     "noun_for",
+    "plan_result",
+    "prune_json",
+    "purge_result",
+    "recover_result",
     "render_prune",
+    "render_rule_forgotten",
+    "render_rule_remembered",
+    "render_rules",
     "render_scan",
     "render_snapshots",
     "render_summary",
+    "report_result",
+    "restore_result",
+    "rule_forgotten_json",
+    "rule_remembered_json",
+    "rules_json",
     "scan_json",
     "shown",
+    "snapshots_json",
     "summary_json",
+    "verification_line",
+    "verify_result",
 ]
 
 
@@ -114,6 +147,19 @@ def render_snapshots(scans: list[ScanInfo]) -> str:
             f"{human_bytes(s.tree_bytes):>10}  {shown(s.root)}{flag}"
         )
     return "\n".join(lines)
+
+
+def snapshots_json(scans: list[ScanInfo]) -> dict[str, Any]:
+    """What ``hygiene-nb snapshots --json`` prints: every field of every scan."""
+    return {"status": "done", "snapshots": [vars(s) for s in scans]}
+
+
+def prune_json(removed: list[ScanInfo], *, dry_run: bool) -> dict[str, Any]:
+    """What ``hygiene-nb snapshots prune --json`` prints."""
+    return {
+        "status": "dry-run" if dry_run else "done",
+        "removed": [{"scan_id": s.scan_id, "root": s.root, "path": s.path} for s in removed],
+    }
 
 
 def render_prune(removed: list[ScanInfo], *, dry_run: bool) -> str:
@@ -243,3 +289,204 @@ def verification_line(verification: dict[str, Any], status: str) -> str:
             )
         )
     return f"verification: `{commands}` passed before and after"
+
+
+def rule_remembered_json(group: str, decision: str, filled: int) -> dict[str, Any]:
+    """What ``hygiene-nb rules remember --json`` prints."""
+    return {"status": "done", "group": group, "decision": decision, "filled": filled}
+
+
+def render_rule_remembered(group: str, decision: str, filled: int) -> str:
+    """The rule now remembered, and how many entries it decided at once."""
+    return f"remembered: {group} → {decision} ({counted(filled, 'entry', 'entries')} filled now)"
+
+
+def rule_forgotten_json(group: str, removed: int) -> dict[str, Any]:
+    """What ``hygiene-nb rules forget --json`` prints."""
+    return {"status": "done", "group": group, "removed": removed}
+
+
+def render_rule_forgotten(group: str, removed: int) -> str:
+    """The rule forgotten, and how many of its decisions were taken back."""
+    return f"forgot {group}: {counted(removed, 'rule-made decision')} taken back"
+
+
+def rules_json(rules: dict[str, str]) -> dict[str, Any]:
+    """What ``hygiene-nb rules list --json`` prints: pattern group → decision."""
+    return {"status": "done", "rules": rules}
+
+
+def render_rules(rules: dict[str, str]) -> str:
+    """One line per remembered rule."""
+    return "\n".join(f"{g:<16} {d}" for g, d in rules.items()) or "no remembered rules"
+
+
+def annotate_result(result: AnnotateResult) -> str:
+    """One line per annotation, then what was removed and which paths do not exist now."""
+    text = "\n".join(
+        f"{a.decision or '-':<7} {shown(a.path)}  {shown(a.note or '')}" for a in result.annotations
+    )
+    if result.removed:
+        text += f"\n{counted(result.removed, 'annotation')} removed (no decision and no note left)."
+    for path in result.missing:
+        text += (
+            f"\nnote: {shown(path)} does not exist now (a plan leaves out what is not in its scan)"
+        )
+    return text.strip()
+
+
+def plan_result(result: PlanResult) -> str:
+    """Where the plan and its list are, and how to dry-run and confirm it (or why not)."""
+    if result.candidates:
+        then = (
+            "  nothing was moved. Dry run, then confirm:\n"
+            f"    {shown(result.dry_run_command)}\n    {shown(result.confirm_command)}"
+        )
+    elif result.plan["summary"]["delete_count"]:
+        then = (
+            "  nothing to execute: every delete decision under the root was left out"
+            " (the list says why)."
+        )
+    else:
+        then = (
+            "  nothing to execute: there is no delete decision under the root"
+            " (`hygiene-nb annotate PATH --decision delete`, or the notebook's widget)."
+        )
+    return "\n".join(
+        [
+            f"plan {result.plan_id}: {counted(result.candidates, 'candidate')}, "
+            f"{human_bytes(result.reclaim_bytes)} freed by deleting, "
+            f"{result.excluded} excluded (see the list)",
+            f"  plan: {shown(result.plan_path)}",
+            f"  list: {shown(result.markdown_path)}",
+            f"  expires: {result.expires_at}",
+            then,
+        ]
+    )
+
+
+def report_result(result: ReportResult) -> str:
+    """Where the report and its notebook went (and automatic mode's suggestion, if any)."""
+    text = f"report: {shown(result.html)}\nnotebook: {shown(result.notebook)}"
+    if result.suggested_plan:
+        text += f"\nsuggested plan (automatic mode; nothing was moved): {result.suggested_plan}"
+    return text
+
+
+# -- the executor's results --------------------------------------------------------------------
+
+
+def execute_result(result: ExecuteResult) -> str:
+    """What a dry run would move and where, or what a run moved, skipped and recorded."""
+    verb = "would move" if result.status == "dry-run" else "moved"
+    lines = [
+        f"{verb} {len(result.moved)} of {counted(result.candidates, 'item')}, "
+        f"{human_bytes(result.bytes)} ({result.bytes:,} bytes)"
+    ]
+    lines += [f"  {verb:<10} {shown(m.path)}{_by_rule(m)}" for m in result.moved]
+    lines += [f"  skip {s.code:<18} {shown(s.path)}: {shown(s.message)}" for s in result.skipped]
+    if result.status == "dry-run":
+        lines += _destinations(result.moved)
+        lines += ["", shown(result.warning), "To confirm:", f"  {shown(result.confirm_command)}"]
+    else:
+        lines += [f"batch: {result.batch_id}", f"receipt: {shown(result.receipt_path or '')}"]
+        if result.plan_state == "issued":
+            lines.append(
+                f"nothing moved, so plan {result.plan_id} is not used up: fix what the skips "
+                "say, then run the same command again"
+            )
+    lines.append(verification_line(result.verification, result.status))
+    return "\n".join(lines)
+
+
+def _by_rule(moved: Moved) -> str:
+    """A mark on an item a remembered rule decided (not a person)."""
+    return "  (decided by a remembered rule)" if moved.decided_by == "rule" else ""
+
+
+def _destinations(moved: list[Moved]) -> list[str]:
+    """One line per quarantine a dry run would use, with its item count."""
+    counts = Counter((m.dest.quarantine, m.dest.method) for m in moved if m.dest.quarantine)
+    how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
+    return [f"  into {shown(where)}: {counted(n, 'item')}, {how.get(method, method)}"
+            for (where, method), n in sorted(counts.items())]  # fmt: skip
+
+
+def verify_result(result: VerifyResult) -> str:
+    """The verdict on a receipt, then one line per finding."""
+    text = f"{result.status}: {counted(result.moved, 'moved item')} checked"
+    text += "".join(f"\n  reappeared at its place: {shown(p)}" for p in result.reappeared)
+    text += "".join(f"\n  missing from its batch: {shown(p)}" for p in result.missing_from_batch)
+    text += "".join(f"\n  rolled back, yet not at its place: {shown(p)}" for p in result.not_back)
+    text += "".join(f"\n  [{r['code']}] {shown(r['message'])}" for r in result.removal_interrupted)
+    text += "".join(
+        f"\n  changed in its batch after it was quarantined: {shown(p)}"
+        for p in result.changed_in_quarantine
+    )
+    return text + (
+        f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
+        " the execution (a quarantine on the same filesystem frees nothing until its batch is"
+        " purged, and other programs' writes count too)"
+    )
+
+
+def recover_result(result: RecoverResult) -> str:
+    """How many stopped executions were recovered, and what each one's records say now."""
+    lines = []
+    for p in result.plans:
+        if p.status == "running":
+            lines.append(f"  [still-running] {shown(p.message)}")
+            continue
+        lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
+                     f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
+                     f"receipt {shown(p.receipt_path or '')}")  # fmt: skip
+        lines += [f"  [{r['code']}] {shown(r['message'])}" for r in p.leftovers]
+        if p.status == "incomplete":
+            lines.append(f"  [batch-unreadable] {shown(p.message)}")
+    return "\n".join([f"recovered {counted(len(result.plans), 'stopped execution')}", *lines])
+
+
+def batches_json(batches: list[BatchInfo]) -> dict[str, Any]:
+    """What ``hygiene-nb quarantine list --json`` prints."""
+    return {"status": "done", "batches": [b.to_json() for b in batches]}
+
+
+def batches(found: list[BatchInfo]) -> str:
+    """One line per quarantine batch, with what is wrong with it below."""
+    text = "\n".join(
+        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {noun_for(b.items, 'item'):<5}"
+        f"  {human_bytes(b.bytes):>10}"
+        f"  {b.manifest}"
+        + "".join(f"\n  [{left['code']}] {shown(left['message'])}" for left in b.leftovers)
+        + "".join(f"\n  {shown(p)}" for p in (b.problems if b.manifest == "invalid" else []))
+        for b in found
+    )
+    return text or "no quarantine batches"
+
+
+def restore_result(result: RestoreResult) -> str:
+    """What was (or would be) put back, what stayed in the batch and why."""
+    verb = "would restore" if result.status == "dry-run" else "restored"
+    lines = [f"{verb} {counted(len(result.restored), 'item')} from {result.batch_id}"]
+    lines += [f"  {shown(p)}" for p in result.restored]
+    lines += [f"  {b.code:<20} {shown(b.path)}: {shown(b.message)}" for b in result.blocked]
+    if result.status == "dry-run" and result.restored:
+        lines.append(f"to restore: hygiene-nb restore {result.batch_id} --execute")
+    return "\n".join(lines)
+
+
+def purge_result(result: PurgeResult) -> str:
+    """What purging would destroy and the command that does it, or what it destroyed."""
+    w, batch_id = result.would_destroy, result.batch_id
+    if result.status != "dry-run":
+        return f"destroyed {batch_id}: {counted(w['items'], 'item')}, {human_bytes(w['bytes'])}"
+    text = (
+        f"purging {batch_id} would destroy {counted(w['items'], 'item')}, "
+        f"{counted(w['files'], 'file')}, "
+        f"{human_bytes(w['bytes'])} (manifest {result.manifest}). This cannot be "
+        f"undone. To do it:\n  hygiene-nb purge {batch_id} --execute --confirm-batch-id "
+        f"{batch_id} --acknowledge-risk permanent-delete"
+        + " --include-changed"
+        * bool(result.changed)
+    )
+    return text + "".join(f"\n  changed after it was quarantined: {p}" for p in result.changed)

@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from importlib.resources import as_file, files
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from jupyter_client.manager import AsyncKernelManager
@@ -51,6 +52,19 @@ class ReportResult:
     notebook: str
     html: str
     suggested_plan: str | None = None  # automatic mode's Markdown, when it suggested a plan
+
+    exit_code = 0  # a failing cell raises ReportFailed (exit 1) instead
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb report --json`` prints."""
+        return {
+            "status": "done",
+            "scan_id": self.scan_id,
+            "root": self.root,
+            "html": self.html,
+            "notebook": self.notebook,
+            "suggested_plan": self.suggested_plan,
+        }
 
 
 def report_paths(out: Path, info: ScanInfo, *, redact: bool = False) -> tuple[Path, Path]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -35,11 +36,13 @@ from hygiene_nb.summary import cleanliness, freed_bytes
 
 __all__ = [
     "ORGANIZE",
+    "SuggestResult",
     "Suggestion",
     "decline",
     "organization_suggestions",
     "organize",
     "suggested_plan",
+    "suggestion_for",
     "suggestion_markdown",
 ]
 
@@ -214,6 +217,72 @@ def decline(root: str, digest: str, *, store: api.StoreArg = None) -> Suggestion
     with Ledger.open(api.open_store(store)) as ledger:
         ledger.decline_suggestion(current.root, digest)
     return suggested_plan(root, store=store) or current
+
+
+@dataclass(frozen=True)
+class SuggestResult:
+    """What ``hygiene-nb suggest`` shows: automatic mode's verdict, or that the root is manual.
+
+    Attributes:
+        root: the root, absolute.
+        suggestion: automatic mode's verdict; None when the root is in manual mode.
+        config_path: in manual mode, the store's ``config.toml`` (where to turn it on).
+        table_key: in manual mode, the key of the root's table in that file, as written there
+            (None: it has none).
+    """
+
+    root: str
+    suggestion: Suggestion | None
+    config_path: str = ""
+    table_key: str | None = None
+
+    exit_code = 0  # a suggestion decides nothing, so nothing is left undone
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb suggest --json`` prints."""
+        s = self.suggestion
+        if s is None:
+            return {"status": "done", "automatic": False}
+        return {"status": "done", "automatic": True, "shown": s.shown, "digest": s.digest,
+                "score": s.score, "threshold": s.threshold, "reason": s.reason,
+                "declined_at": s.declined_at, "reclaim_bytes": s.reclaim_bytes,
+                "candidates": s.candidates}  # fmt: skip
+
+    def to_text(self) -> str:
+        """The suggestion's Markdown, or how to turn automatic mode on for the root."""
+        if self.suggestion is not None:
+            return suggestion_markdown(self.suggestion)
+        key = self.table_key if self.table_key is not None else self.root
+        table = f"[roots.{json.dumps(key)}]"  # a TOML basic string: JSON's escapes are TOML's
+        where = f"{self.config_path} (readable and writable by you alone)"
+        hint = (
+            f"To turn automatic mode on, set `automatic = true` in its {table} table in {where}."
+            if self.table_key is not None
+            else f"To turn automatic mode on, add to {where}:\n  {table}\n  automatic = true"
+        )
+        return f"{self.root} is in manual mode: nothing is suggested. {hint}"
+
+
+def suggestion_for(
+    root: str, *, store: api.StoreArg = None, decline_digest: str | None = None
+) -> SuggestResult:
+    """Automatic mode's suggestion for ``root``'s latest scan, after declining ``decline_digest``.
+
+    ``root`` may be relative (taken from the working directory).
+
+    Raises:
+        ConfigInvalid: the store's ``config.toml`` is malformed.
+        UsageError: ``decline_digest`` is not the current suggestion's digest.
+    """
+    path = os.path.abspath(root)
+    found = (decline(path, decline_digest, store=store) if decline_digest
+             else suggested_plan(path, store=store))  # fmt: skip
+    if found is not None:
+        return SuggestResult(path, found)
+    st = api.open_store(store)
+    return SuggestResult(
+        path, None, str(st.root / "config.toml"), load_root_config(st, path).table_key
+    )
 
 
 # -- organization suggestions --------------------------------------------------------------

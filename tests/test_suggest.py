@@ -178,6 +178,24 @@ def test_manual_mode_with_a_table_for_the_root_says_to_set_the_line_not_add_a_ta
     assert done.value.code == 0 and json.loads(capsys.readouterr().out)["automatic"]
 
 
+def test_manual_mode_names_the_roots_table_as_the_file_spells_it(
+    messy: Path, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table keyed ``/root/`` is the root's table: adding ``[roots."/root"]`` beside it would
+    make the file name the root twice, so the hint says to set the line in the table it has."""
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "config.toml").write_text(f'[roots."{messy}/"]\nverify_timeout = 60\n')
+    with pytest.raises(SystemExit):
+        main(["suggest", str(messy), "--store", str(store)])
+    said = capsys.readouterr().out
+    assert f'set `automatic = true` in its [roots."{messy}/"] table' in said, said
+    with open(store / "config.toml", "a") as config:  # set it in that table (the file's last)
+        config.write("automatic = true\n")
+    with pytest.raises(SystemExit) as done:
+        main(["suggest", str(messy), "--store", str(store), "--json"])
+    assert done.value.code == 0 and json.loads(capsys.readouterr().out)["automatic"]
+
+
 def test_organization_suggestions_name_a_place_and_a_reason(tmp_path: Path, store: Path) -> None:
     root = tmp_path / "ws"
     write(root / "package.json", 10)

@@ -145,6 +145,19 @@ class BatchInfo:
     # what a run that stopped while removing an original after its verified copy left beside it
     leftovers: list[dict[str, str]] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """The batch's row in ``hygiene-nb quarantine list --json`` (problems when invalid)."""
+        return {
+            "batch_id": self.batch_id,
+            "path": self.path,
+            "created_at": self.created_at,
+            "items": self.items,
+            "bytes": self.bytes,
+            "manifest": self.manifest,
+            "leftovers": self.leftovers,
+            **({"problems": self.problems} if self.manifest == "invalid" else {}),
+        }
+
 
 @dataclass
 class Batch:

@@ -145,6 +145,12 @@ class ExecuteResult:
             "plan_state": self.plan_state,
         }
 
+    @property
+    def exit_code(self) -> int:
+        """4 when a run skipped an item or was rolled back (a dry run only shows), else 0."""
+        rolled_back = self.status == "rolled-back"
+        return 4 if rolled_back or (self.skipped and self.status != "dry-run") else 0
+
 
 def _confirm_command(plan: LoadedPlan, store: Store) -> str:
     p = plan.parsed

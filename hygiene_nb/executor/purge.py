@@ -68,6 +68,21 @@ class PurgeResult:
     destroyed: dict[str, int] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb purge --json`` prints."""
+        return {
+            "status": self.status,
+            "batch_id": self.batch_id,
+            "would_destroy": self.would_destroy,
+            "manifest": self.manifest,
+            "changed_in_quarantine": self.changed,
+        }
+
+    @property
+    def exit_code(self) -> int:
+        """Always 0: a purge that cannot do all it showed refuses (raises) instead."""
+        return 0
+
 
 def purge_batch(
     store: Store,

@@ -21,7 +21,7 @@ import fcntl
 import os
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,15 @@ class RecoverResult:
 
     status: str = "done"
     plans: list[RecoveredPlan] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb recover --json`` prints."""
+        return {"status": self.status, "plans": [asdict(p) for p in self.plans]}
+
+    @property
+    def exit_code(self) -> int:
+        """4 unless every plan was recovered (one still running, or a batch unreadable)."""
+        return 0 if self.status == "done" else 4
 
 
 def recover_store(store: Store) -> RecoverResult:

@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hygiene_nb.errors import BatchBusy, BatchInvalid, BatchNotFound
 from hygiene_nb.executor.batches import (
@@ -121,6 +121,31 @@ class RestoreResult:
     restored: list[str]
     blocked: list[Blocked]
     restored_b64: list[str | None] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb restore --json`` prints (``path_b64`` only where text is not exact)."""
+        return {
+            "status": self.status,
+            "batch_id": self.batch_id,
+            "restored": [
+                {"path": p, **({"path_b64": e} if e else {})}
+                for p, e in zip(self.restored, self.restored_b64, strict=True)
+            ],
+            "blocked": [
+                {
+                    "path": b.path,
+                    "code": b.code,
+                    "message": b.message,
+                    **({"path_b64": b.path_b64} if b.path_b64 else {}),
+                }
+                for b in self.blocked
+            ],
+        }
+
+    @property
+    def exit_code(self) -> int:
+        """4 when ``partial`` (blocked for a reason other than already back or changed)."""
+        return 4 if self.status == "partial" else 0
 
 
 class _Left(Exception):

@@ -52,6 +52,23 @@ class VerifyResult:
     moved: int = 0
     freed_bytes: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        """What ``hygiene-nb verify --json`` prints."""
+        return {
+            "status": self.status,
+            "reappeared": self.reappeared,
+            "missing_from_batch": self.missing_from_batch,
+            "not_back": self.not_back,
+            "removal_interrupted": self.removal_interrupted,
+            "changed_in_quarantine": self.changed_in_quarantine,
+            "freed_bytes": self.freed_bytes,
+        }
+
+    @property
+    def exit_code(self) -> int:
+        """4 unless ``verified``."""
+        return 0 if self.status == "verified" else 4
+
 
 def verify_receipt(path: str | os.PathLike[str]) -> VerifyResult:
     """Check a receipt against the disk (changes nothing).
