@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import errno as errno_mod
 import os
-import re
 import stat
 import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import pyarrow as pa
 
 from hygiene_nb.mounts import AT_FDCWD, mount_id_at
+from hygiene_nb.walk.match import fnmatch_bytes, is_excluded
 from hygiene_nb.walk.spec import (
     FLAG_BUDGET_CUT,
     FLAG_EXCLUDED,
@@ -27,7 +26,6 @@ from hygiene_nb.walk.spec import (
     KIND_OTHER,
     KIND_SYMLINK,
     WALK_SCHEMA,
-    ExcludeRule,
     WalkOptions,
     WalkStats,
 )
@@ -48,67 +46,6 @@ _STAT_COLUMNS = (
     "gid",
     "mode",
 )
-
-
-@lru_cache(maxsize=1024)
-def _compile(pattern: bytes, pathname: bool) -> re.Pattern[bytes]:
-    """Translate an fnmatch(3) pattern into a regex (``FNM_PATHNAME`` when ``pathname``)."""
-    any_char = b"[^/]" if pathname else b"."
-    out: list[bytes] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i : i + 1]
-        i += 1
-        if c == b"*":
-            out.append(any_char + b"*")
-        elif c == b"?":
-            out.append(any_char)
-        elif c == b"\\" and i < n:
-            out.append(re.escape(pattern[i : i + 1]))
-            i += 1
-        elif c == b"[":
-            j = i
-            if j < n and pattern[j : j + 1] in (b"!", b"^"):
-                j += 1
-            if j < n and pattern[j : j + 1] == b"]":
-                j += 1
-            while j < n and pattern[j : j + 1] != b"]":
-                j += 1
-            if j >= n:  # no closing bracket: a literal '['
-                out.append(re.escape(c))
-                continue
-            body = pattern[i:j]
-            i = j + 1
-            negate = body[:1] in (b"!", b"^")
-            if negate:
-                body = body[1:]
-            body = body.replace(b"\\", b"\\\\")
-            excluded = b"/" if pathname else b""
-            if negate:
-                out.append(b"[^" + excluded + body + b"]")
-            elif pathname:
-                out.append(b"(?!/)[" + body + b"]")
-            else:
-                out.append(b"[" + body + b"]")
-        else:
-            out.append(re.escape(c))
-    return re.compile(b"".join(out) + rb"\Z", re.DOTALL)
-
-
-def fnmatch_bytes(pattern: bytes, text: bytes, *, pathname: bool) -> bool:
-    """Match ``text`` against an fnmatch(3) ``pattern`` (no ``FNM_PERIOD``)."""
-    return _compile(pattern, pathname).match(text) is not None
-
-
-def _is_excluded(rules: tuple[ExcludeRule, ...], name: bytes, rel: bytes, is_dir: bool) -> bool:
-    excluded = False
-    for rule in rules:
-        if rule.dir_only and not is_dir:
-            continue
-        target = rel if rule.anchored else name
-        if fnmatch_bytes(rule.pattern, target, pathname=rule.pathname):
-            excluded = not rule.negate
-    return excluded
 
 
 @dataclass(eq=False)
@@ -357,7 +294,7 @@ class PyWalker:
         kind = _kind_of(st.st_mode)
         rel = node.rel + b"/" + name if node.rel else name
         flags = 0
-        if self.options.excludes and _is_excluded(
+        if self.options.excludes and is_excluded(
             self.options.excludes, name, rel, kind == KIND_DIR
         ):
             flags = FLAG_EXCLUDED
