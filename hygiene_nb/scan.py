@@ -74,19 +74,22 @@ def validate_root(root: str | os.PathLike[str]) -> str:
     return path
 
 
-def _split_globstars(body: str, *, anchored: bool) -> list[tuple[str, bool, bool]]:
-    """Expand ``**`` into fnmatch patterns: (pattern, anchored, pathname)."""
-    if body.startswith("**/"):
-        rest = body[3:]
-        if "/" not in rest:
-            return [(rest, False, True)]
-        return [(rest, True, True), ("*/" + rest, True, False)]
-    if body.endswith("/**"):
-        return [(body[:-3], True, True)]
-    if "/**/" in body:
-        head, tail = body.split("/**/", 1)
-        return [(f"{head}/{tail}", True, True), (f"{head}/*/{tail}", True, False)]
-    return [(body.replace("**", "*"), anchored, True)]
+def _has_globstar(body: str) -> bool:
+    """Whether a path component of ``body`` is ``**`` (two or more ``*`` alone, as in git)."""
+    return any(len(part) >= 2 and not part.strip("*") for part in body.split("/"))
+
+
+def _rule(body: str, *, anchored: bool, dir_only: bool, negate: bool) -> ExcludeRule:
+    """The walker rule for one gitignore pattern (its ``!``, leading and trailing ``/`` read)."""
+    if body.startswith("**/") and "/" not in body[3:]:
+        body, anchored = body[3:], False  # a name at any depth: matched against the name alone
+    return ExcludeRule(
+        pattern=os.fsencode(body),
+        anchored=anchored,
+        dir_only=dir_only,
+        negate=negate,
+        globstar=anchored and _has_globstar(body),
+    )
 
 
 def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> list[ExcludeRule]:
@@ -94,7 +97,8 @@ def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> li
 
     Supported: comments (``#``), blank lines, ``!`` negation, a trailing ``/`` for directories
     only, a leading or inner ``/`` anchoring the pattern at the root, ``*``, ``?``, ``[…]``,
-    and ``**`` as a leading ``**/``, a trailing ``/**`` or an inner ``/**/``.
+    and ``**`` as a path component (leading ``**/``, trailing ``/**``, inner ``/**/``, any
+    number of them). One rule per pattern.
 
     Raises:
         ExcludeInvalid: a line cannot be used (it names the source and line number).
@@ -118,16 +122,7 @@ def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> li
                 f"{source} line {number}: {raw.strip()!r} matches nothing usable; "
                 "write a name or a path relative to the root (gitignore syntax)."
             )
-        for pattern, is_anchored, pathname in _split_globstars(body, anchored=anchored):
-            rules.append(
-                ExcludeRule(
-                    pattern=os.fsencode(pattern),
-                    anchored=is_anchored,
-                    dir_only=dir_only,
-                    negate=negate,
-                    pathname=pathname,
-                )
-            )
+        rules.append(_rule(body, anchored=anchored, dir_only=dir_only, negate=negate))
     return rules
 
 

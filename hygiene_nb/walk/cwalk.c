@@ -336,7 +336,13 @@ typedef struct Node {
 
 typedef struct Rule {
     char *pat;
-    bool anchored, dir_only, negate, pathname;
+    bool anchored, dir_only, negate, pathname, globstar;
+    /* globstar: the pattern cut at its "**" components (split_globstar) */
+    char *segbuf;       /* the segments, each NUL-terminated */
+    char **segs;
+    size_t *seg_parts;  /* most components a segment can span: 1 + its '/' count */
+    size_t nsegs;
+    bool lead, trail;   /* the pattern starts / ends with a "**" component */
 } Rule;
 
 typedef struct Name {
@@ -380,6 +386,11 @@ typedef struct Worker {
     const struct linux_dirent64 **order; /* one buffer's entries, sorted by inode */
     char *rel;
     size_t relcap;
+    char *gtext; /* globstar matching: a copy of the text, its component offsets, reach sets */
+    size_t gtextcap;
+    size_t *goff;
+    bool *greach;
+    size_t gcap;
     Node **subs;
     size_t nsubs, capsubs;
     Corr *corr;
@@ -1064,6 +1075,149 @@ static uint8_t kind_of_dtype(unsigned char t)
     }
 }
 
+/* A path component of two or more '*' alone is a "**" (git's rule). */
+static bool is_globstar(const char *comp, size_t len)
+{
+    if (len < 2)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (comp[i] != '*')
+            return false;
+    return true;
+}
+
+/* Cut r->pat at its "**" components into the segments between them (runs of other components,
+ * joined by '/'); consecutive "**" count as one. */
+static int split_globstar(Rule *r)
+{
+    size_t len = strlen(r->pat);
+    r->segbuf = malloc(len + 1);
+    r->segs = malloc((len / 2 + 2) * sizeof(char *));
+    r->seg_parts = malloc((len / 2 + 2) * sizeof(size_t));
+    if (r->segbuf == NULL || r->segs == NULL || r->seg_parts == NULL)
+        return -1;
+    char *out = r->segbuf;
+    bool open_seg = false; /* a segment is being written at out */
+    const char *comp = r->pat;
+    for (;;) {
+        const char *slash = strchr(comp, '/');
+        size_t clen = slash ? (size_t)(slash - comp) : strlen(comp);
+        bool star = is_globstar(comp, clen);
+        if (comp == r->pat)
+            r->lead = star;
+        if (!slash)
+            r->trail = star;
+        if (star && open_seg) {
+            *out++ = '\0';
+            open_seg = false;
+        } else if (!star && open_seg) {
+            *out++ = '/';
+            r->seg_parts[r->nsegs - 1]++;
+        } else if (!star) {
+            r->segs[r->nsegs] = out;
+            r->seg_parts[r->nsegs++] = 1;
+            open_seg = true;
+        }
+        if (!star) {
+            memcpy(out, comp, clen);
+            out += clen;
+        }
+        if (!slash)
+            break;
+        comp = slash + 1;
+    }
+    if (open_seg)
+        *out = '\0';
+    return 0;
+}
+
+static bool globstar_room(Worker *t, size_t len)
+{
+    if (len + 1 > t->gtextcap) {
+        char *p = realloc(t->gtext, len + 1);
+        if (p == NULL)
+            return false;
+        t->gtext = p;
+        t->gtextcap = len + 1;
+    }
+    /* at most len + 1 components; offsets and the two reach sets need one more each */
+    size_t need = len + 2;
+    if (need > t->gcap) {
+        size_t *o = realloc(t->goff, need * sizeof(size_t));
+        if (o != NULL)
+            t->goff = o;
+        bool *b = realloc(t->greach, 2 * need * sizeof(bool));
+        if (b != NULL)
+            t->greach = b;
+        if (o == NULL || b == NULL)
+            return false;
+        t->gcap = need;
+    }
+    return true;
+}
+
+/* Match one segment against the components [j, e) of t->gtext (offsets t->goff). */
+static bool segment_matches(const Rule *r, Worker *t, size_t s, size_t j, size_t e)
+{
+    char *end = t->gtext + t->goff[e] - 1; /* the '/' after component e - 1, or the NUL */
+    char saved = *end;
+    *end = '\0';
+    bool hit = fnmatch(r->segs[s], t->gtext + t->goff[j], r->pathname ? FNM_PATHNAME : 0) == 0;
+    *end = saved;
+    return hit;
+}
+
+/* Match text against a rule with "**" components: each one matches zero or more whole
+ * components (a trailing one: one or more), and the segments between them match runs of
+ * whole components with fnmatch(3). */
+static bool globstar_matches(const Rule *r, Worker *t, const char *text)
+{
+    size_t len = strlen(text);
+    if (!globstar_room(t, len)) {
+        t->oom = true;
+        return false;
+    }
+    memcpy(t->gtext, text, len + 1);
+    size_t m = 0; /* components; component k is gtext[goff[k] .. goff[k + 1] - 1) */
+    t->goff[m++] = 0;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] == '/')
+            t->goff[m++] = i + 1;
+    t->goff[m] = len + 1;
+    bool *cur = t->greach, *next = t->greach + m + 1; /* where the next segment may start */
+    for (size_t j = 0; j <= m; j++)
+        cur[j] = r->lead ? j < m : j == 0;
+    for (size_t s = 0; s < r->nsegs; s++) {
+        bool seen = false, any = false;
+        for (size_t j = 0; s > 0 && j <= m; j++) { /* an inner "**": skip any number */
+            seen |= cur[j];
+            cur[j] = seen && j < m;
+        }
+        memset(next, 0, (m + 1) * sizeof(bool));
+        for (size_t j = 0; j < m; j++) {
+            if (!cur[j])
+                continue;
+            size_t last = r->pathname && j + r->seg_parts[s] < m ? j + r->seg_parts[s] : m;
+            for (size_t e = j + 1; e <= last; e++)
+                if (segment_matches(r, t, s, j, e))
+                    next[e] = any = true;
+        }
+        if (!any)
+            return false;
+        bool *swap = cur;
+        cur = next;
+        next = swap;
+    }
+    if (r->nsegs == 0)
+        return m > 0;
+    if (!r->trail)
+        return cur[m];
+    for (size_t e = 1; e < m; e++)
+        if (cur[e])
+            return true;
+    return false;
+}
+
 static bool is_excluded(W *w, Worker *t, Node *c, const char *name, size_t nlen, bool is_dir)
 {
     const char *rel = NULL;
@@ -1098,7 +1252,11 @@ static bool is_excluded(W *w, Worker *t, Node *c, const char *name, size_t nlen,
             }
             target = rel;
         }
-        if (fnmatch(r->pat, target, r->pathname ? FNM_PATHNAME : 0) == 0)
+        bool hit = r->globstar ? globstar_matches(r, t, target)
+                               : fnmatch(r->pat, target, r->pathname ? FNM_PATHNAME : 0) == 0;
+        if (t->oom)
+            return false;
+        if (hit)
             excluded = !r->negate;
     }
     return excluded;
@@ -1475,6 +1633,9 @@ static void w_free(W *w)
             free(t->dents);
             free(t->order);
             free(t->rel);
+            free(t->gtext);
+            free(t->goff);
+            free(t->greach);
             free(t->subs);
             free(t->corr);
         }
@@ -1508,8 +1669,12 @@ static void w_free(W *w)
         free(n);
         n = nx;
     }
-    for (size_t i = 0; i < w->nrules; i++)
+    for (size_t i = 0; i < w->nrules; i++) {
         free(w->rules[i].pat);
+        free(w->rules[i].segbuf);
+        free(w->rules[i].segs);
+        free(w->rules[i].seg_parts);
+    }
     free(w->rules);
     for (size_t i = 0; i < w->nskip_names; i++)
         free(w->skip_names[i].s);
@@ -1702,16 +1867,16 @@ static int Walker_init(WalkerObject *self, PyObject *args, PyObject *kwds)
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *pat;
-            int anchored, dir_only, negate, pathname;
+            int anchored, dir_only, negate, pathname, globstar;
             size_t plen;
             PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
             if (!PyTuple_Check(item) ||
-                !PyArg_ParseTuple(item, "Opppp", &pat, &anchored, &dir_only, &negate,
-                                  &pathname)) {
+                !PyArg_ParseTuple(item, "Oppppp", &pat, &anchored, &dir_only, &negate,
+                                  &pathname, &globstar)) {
                 if (!PyErr_Occurred())
                     PyErr_SetString(PyExc_TypeError,
                                     "exclude rules are (pattern, anchored, dir_only, negate, "
-                                    "pathname) tuples");
+                                    "pathname, globstar) tuples");
                 Py_DECREF(seq);
                 goto fail;
             }
@@ -1724,6 +1889,12 @@ static int Walker_init(WalkerObject *self, PyObject *args, PyObject *kwds)
             w->rules[i].dir_only = dir_only;
             w->rules[i].negate = negate;
             w->rules[i].pathname = pathname;
+            w->rules[i].globstar = globstar;
+            if (globstar && split_globstar(&w->rules[i]) < 0) {
+                Py_DECREF(seq);
+                PyErr_NoMemory();
+                goto fail;
+            }
             w->any_anchored |= anchored != 0;
         }
         Py_DECREF(seq);
@@ -2087,8 +2258,8 @@ static PyTypeObject WalkerType = {
     .tp_doc = "Walker(root, one_file_system=False, excludes=(), skip_ids=(), skip_names=(),\n"
               "       max_entries=0, max_seconds=0.0, threads=0, batch_rows=65536)\n\n"
               "A threaded walk of root (bytes, absolute) in the row contract of\n"
-              "hygiene_nb.walk.spec. excludes: (pattern, anchored, dir_only, negate, pathname)\n"
-              "tuples; skip_ids: (st_dev, st_ino) tuples; threads=0 picks the default.",
+              "hygiene_nb.walk.spec. excludes: (pattern, anchored, dir_only, negate, pathname,\n"
+              "globstar) tuples; skip_ids: (st_dev, st_ino) tuples; threads=0 picks the default.",
     .tp_methods = Walker_methods,
     .tp_getset = Walker_getset,
     .tp_init = (initproc)Walker_init,

@@ -78,7 +78,10 @@ class CWalker:
         self._core: Any = module.Walker(
             options.root,
             options.one_file_system,
-            [(r.pattern, r.anchored, r.dir_only, r.negate, r.pathname) for r in options.excludes],
+            [
+                (r.pattern, r.anchored, r.dir_only, r.negate, r.pathname, r.globstar)
+                for r in options.excludes
+            ],
             sorted(options.skip_identities),
             sorted(options.skip_names),
             options.max_entries,

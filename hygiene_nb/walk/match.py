@@ -1,5 +1,8 @@
 """Exclude matching for the pure-Python walker: fnmatch(3) on bytes, as the C walker calls it.
 
+Rules with ``globstar`` (git's ``**`` components) cut the pattern at them and match the
+segments between with the same fnmatch, over whole path components, as the C walker does.
+
 The C walker calls glibc's ``fnmatch`` in the C locale (one byte is one character, ranges compare
 byte values, no collation names). ``fnmatch_bytes`` gives the same answer for every pattern,
 including the odd ones: a trailing backslash matches nothing, an unterminated ``[`` is a literal
@@ -16,7 +19,7 @@ from functools import lru_cache
 
 from hygiene_nb.walk.spec import ExcludeRule
 
-__all__ = ["fnmatch_bytes", "is_excluded"]
+__all__ = ["fnmatch_bytes", "globstar_match", "is_excluded"]
 
 _STAR, _QUESTION, _BACKSLASH = ord("*"), ord("?"), ord("\\")
 _OPEN, _CLOSE, _SLASH = ord("["), ord("]"), ord("/")
@@ -300,10 +303,77 @@ def fnmatch_bytes(pattern: bytes, text: bytes, *, pathname: bool) -> bool:
     return _compile(pattern, pathname).fullmatch(text) is not None
 
 
+def _is_globstar(component: bytes) -> bool:
+    return len(component) >= 2 and not component.strip(b"*")
+
+
+@lru_cache(maxsize=1024)
+def _globstar_parts(pattern: bytes) -> tuple[bool, tuple[bytes, ...], bool]:
+    """Cut a pattern at its ``**`` components: (leading ``**``, segments, trailing ``**``).
+
+    A segment is a run of other components joined by ``/``; consecutive ``**`` count as one.
+    """
+    components = pattern.split(b"/")
+    segments: list[list[bytes]] = []
+    opened = False
+    for component in components:
+        if _is_globstar(component):
+            opened = False
+        elif opened:
+            segments[-1].append(component)
+        else:
+            segments.append([component])
+            opened = True
+    joined = tuple(b"/".join(segment) for segment in segments)
+    return _is_globstar(components[0]), joined, _is_globstar(components[-1])
+
+
+def _segment_ends(
+    segment: bytes, parts: list[bytes], starts: set[int], *, pathname: bool
+) -> set[int]:
+    """The component indexes a segment can end at (exclusive), starting at any of ``starts``.
+
+    With ``FNM_PATHNAME`` only a ``/`` of the pattern matches a ``/``, so a segment spans at
+    most one component more than it has ``/``.
+    """
+    most = segment.count(b"/") + 1 if pathname else len(parts)
+    return {
+        end
+        for start in starts
+        for end in range(start + 1, min(start + most, len(parts)) + 1)
+        if fnmatch_bytes(segment, b"/".join(parts[start:end]), pathname=pathname)
+    }
+
+
+def globstar_match(pattern: bytes, text: bytes, *, pathname: bool) -> bool:
+    """Match ``text`` with git's ``**``: a ``**`` component spans zero or more components.
+
+    A trailing ``**`` spans one or more; the segments between match runs of whole components
+    with ``fnmatch_bytes`` (see ``spec``).
+    """
+    lead, segments, trail = _globstar_parts(pattern)
+    parts = text.split(b"/")
+    count = len(parts)
+    if not segments:
+        return count > 0
+    starts = set(range(count)) if lead else {0}
+    for index, segment in enumerate(segments):
+        if index:  # an inner "**": any number of components in between
+            starts = set(range(min(starts), count))
+        starts = _segment_ends(segment, parts, starts, pathname=pathname)
+        if not starts:
+            return False
+    if trail:
+        return min(starts) < count
+    return count in starts
+
+
 def _rule_matches(rule: ExcludeRule, name: bytes, rel: bytes, is_dir: bool) -> bool:
     if rule.dir_only and not is_dir:
         return False
     target = rel if rule.anchored else name
+    if rule.globstar:
+        return globstar_match(rule.pattern, target, pathname=rule.pathname)
     return fnmatch_bytes(rule.pattern, target, pathname=rule.pathname)
 
 

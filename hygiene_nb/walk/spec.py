@@ -40,8 +40,11 @@ Semantics every walker keeps:
 * Exclude rules are evaluated in order and the last match wins (gitignore): a rule matches an
   entry when (not ``dir_only`` or the entry is a directory) and the pattern matches the entry's
   name (``anchored`` false) or its path relative to the root without a leading slash (``anchored``
-  true), with fnmatch(3) semantics, ``FNM_PATHNAME`` when ``pathname`` is true. A rule with
-  ``negate`` re-includes. The root itself is never excluded.
+  true), with fnmatch(3) semantics in the C locale, ``FNM_PATHNAME`` when ``pathname`` is true.
+  With ``globstar``, a path component of the pattern made of two or more ``*`` alone matches
+  zero or more whole components of the path (one or more when it is the pattern's last), and
+  the runs of other components between them match whole components with fnmatch(3) (git's
+  ``**``). A rule with ``negate`` re-includes. The root itself is never excluded.
 * Budgets: the direct child directories of the root are walked round-robin, one directory listing
   per turn, so no child starves the others. ``max_entries`` (0 = none) caps emitted rows (each
   entry counts once, when listed); a listing that would pass the cap is cut there. ``max_seconds``
@@ -108,6 +111,7 @@ class ExcludeRule:
     dir_only: bool = False
     negate: bool = False
     pathname: bool = True
+    globstar: bool = False
 
 
 @dataclass(frozen=True)
