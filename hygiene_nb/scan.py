@@ -74,9 +74,56 @@ def validate_root(root: str | os.PathLike[str]) -> str:
     return path
 
 
+def _trim_trailing_spaces(line: str) -> str:
+    """Drop the trailing spaces no backslash escapes, as git does."""
+    first_trailing: int | None = None
+    escaped = False
+    for i, c in enumerate(line):
+        if escaped:
+            escaped, first_trailing = False, None
+        elif c == "\\":
+            escaped = True
+        elif c != " ":
+            first_trailing = None
+        elif first_trailing is None:
+            first_trailing = i
+    if escaped or first_trailing is None:  # git keeps a line ending in a backslash as it is
+        return line
+    return line[:first_trailing]
+
+
+def _unescape_slashes(body: str) -> str:
+    r"""Write each escaped ``/`` as a plain one, which is what git makes of it.
+
+    fnmatch(3) under ``FNM_PATHNAME`` does not find ``\/`` after a ``*``, and git reads a
+    ``**`` next to one as a path component, except that before a ``\/`` it spans one or more
+    directories, never none (``**\/x`` is ``*/**/x``).
+    """
+    out = ""
+    i = 0
+    while i < len(body):
+        if body.startswith("\\/", i):
+            last = out.rpartition("/")[2]
+            if _is_globstar(last):
+                out = out[: len(out) - len(last)] + "*/**"
+            out += "/"
+            i += 2
+        elif body[i] == "\\":
+            out += body[i : i + 2]
+            i += 2
+        else:
+            out += body[i]
+            i += 1
+    return out
+
+
+def _is_globstar(part: str) -> bool:
+    return len(part) >= 2 and not part.strip("*")
+
+
 def _has_globstar(body: str) -> bool:
     """Whether a path component of ``body`` is ``**`` (two or more ``*`` alone, as in git)."""
-    return any(len(part) >= 2 and not part.strip("*") for part in body.split("/"))
+    return any(_is_globstar(part) for part in body.split("/"))
 
 
 def _rule(body: str, *, anchored: bool, dir_only: bool, negate: bool) -> ExcludeRule:
@@ -105,9 +152,7 @@ def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> li
     """
     rules: list[ExcludeRule] = []
     for number, raw in enumerate(lines, 1):
-        line = raw.rstrip("\n").rstrip("\r")
-        if not line.endswith("\\ "):
-            line = line.rstrip(" ")
+        line = _trim_trailing_spaces(raw.rstrip("\n").rstrip("\r"))
         if not line or line.startswith("#"):
             continue
         negate = line.startswith("!")
@@ -122,7 +167,9 @@ def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> li
                 f"{source} line {number}: {raw.strip()!r} matches nothing usable; "
                 "write a name or a path relative to the root (gitignore syntax)."
             )
-        rules.append(_rule(body, anchored=anchored, dir_only=dir_only, negate=negate))
+        rules.append(
+            _rule(_unescape_slashes(body), anchored=anchored, dir_only=dir_only, negate=negate)
+        )
     return rules
 
 

@@ -87,6 +87,21 @@ def test_a_leading_globstar_before_a_path_anchors_it_at_any_depth(
     assert shown(root, ["**/b/c"], walker) == {"p", "p/q", "p/q/b", "b", "p/c"}
 
 
+def test_an_escaped_slash_is_a_slash(tmp_path: Path, walker: str) -> None:
+    root = tmp_path / "r"
+    make_tree(root, ["x", "a", "q/x"], ["x/b", "a/x", "q/x/y"])
+    assert shown(root, ["*\\/b"], walker) == {"x", "a", "a/x", "q", "q/x", "q/x/y"}
+    assert shown(root, ["a\\/**"], walker) == {"x", "x/b", "a", "q", "q/x", "q/x/y"}
+    # git: a '**' before an escaped '/' spans at least one directory
+    assert shown(root, ["**\\/x"], walker) == {"x", "x/b", "a", "q"}
+
+
+def test_only_unescaped_trailing_spaces_are_dropped(tmp_path: Path, walker: str) -> None:
+    root = tmp_path / "r"
+    make_tree(root, [], ["a ", "a", "b  ", "b"])
+    assert shown(root, ["a\\  ", "b\\ \\  "], walker) == {"a", "b"}
+
+
 @pytest.mark.parametrize(
     ("pattern", "text", "pathname", "expected"),
     [
