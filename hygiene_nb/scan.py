@@ -145,7 +145,8 @@ def parse_ignore_lines(lines: Iterable[str], *, source: str = "--exclude") -> li
     Supported: comments (``#``), blank lines, ``!`` negation, a trailing ``/`` for directories
     only, a leading or inner ``/`` anchoring the pattern at the root, ``*``, ``?``, ``[…]``,
     and ``**`` as a path component (leading ``**/``, trailing ``/**``, inner ``/**/``, any
-    number of them). One rule per pattern.
+    number of them). One rule per pattern. Several slashes at a pattern's start or end count
+    as one (git's pattern would match nothing); see docs/excludes.md.
 
     Raises:
         ExcludeInvalid: a line cannot be used (it names the source and line number).

@@ -44,7 +44,10 @@ Semantics every walker keeps:
   With ``globstar``, a path component of the pattern made of two or more ``*`` alone matches
   zero or more whole components of the path (one or more when it is the pattern's last), and
   the runs of other components between them match whole components with fnmatch(3) (git's
-  ``**``). A rule with ``negate`` re-includes. The root itself is never excluded.
+  ``**``). A rule with ``negate`` re-includes. The root itself is never excluded. Bracket
+  expressions are fnmatch(3)'s, which git's matcher reads differently only where it cannot
+  read them: an unterminated ``[`` is an ordinary character here and makes git's pattern match
+  nothing (by design; see docs/excludes.md).
 * Budgets: the direct child directories of the root are walked round-robin, one directory listing
   per turn, so no child starves the others. ``max_entries`` (0 = none) caps emitted rows (each
   entry counts once, when listed); a listing that would pass the cap is cut there. ``max_seconds``
