@@ -16,7 +16,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml hygiene_nb/walk/cwalk.c
+$(STAMP): $(PY) pyproject.toml hygiene_nb/scan/walk/cwalk.c
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
@@ -57,4 +57,4 @@ bench: $(STAMP)
 	$(PY) -m bench.run
 
 clean:
-	rm -rf $(VENV) build *.egg-info hygiene_nb/walk/*.so
+	rm -rf $(VENV) build *.egg-info hygiene_nb/scan/walk/*.so

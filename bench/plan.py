@@ -21,7 +21,7 @@ PLAN_CANDIDATES = int(os.environ.get("BENCH_PLAN_CANDIDATES", "100000"))
 def plan_section(tree_root: Path, store_dir: Path, report: Any) -> None:
     """Time annotating 100k candidates and building their plan."""
     from hygiene_nb import api
-    from hygiene_nb.snapshot import entry_paths
+    from hygiene_nb.scan.snapshot import entry_paths
 
     store = store_dir / "shared"
     if not store.exists():

@@ -16,8 +16,9 @@ __all__ = ["views_section"]
 
 def views_section(tree_root: Path, store_dir: Path, report: Any) -> None:
     """Time diff (by child, by risk), changed entries, growth, treemap and the widget."""
-    from hygiene_nb import api, views
-    from hygiene_nb.ui import Annotator
+    from hygiene_nb import api
+    from hygiene_nb.notebook.ui import Annotator
+    from hygiene_nb.query import views
 
     store = store_dir / "shared"
     if not store.exists():

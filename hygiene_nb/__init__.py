@@ -46,7 +46,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """Load the library on first use, so ``hygiene_nb.cli`` can set up the process first.
 
-    The public functions come from ``hygiene_nb.api``; a submodule (``hygiene_nb.snapshot``)
+    The public functions come from ``hygiene_nb.api``; a submodule (``hygiene_nb.scan.snapshot``)
     is imported when it is first named, as an eager package would have done.
     """
     if name in __all__ and name != "__version__":

@@ -23,14 +23,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import __version__
-from hygiene_nb.classify import CLASSIFY_COLUMNS, classify_table
+from hygiene_nb.classify.classification import CLASSIFY_COLUMNS, classify_table
+from hygiene_nb.classify.protect import (
+    ProtectContext,
+    account_homes,
+    find_git_tracked,
+    protection_above,
+)
+from hygiene_nb.classify.rules import GROUPS, UserRule, load_user_rules
+from hygiene_nb.classify.summary import summarize_table
 from hygiene_nb.config import RootConfig, load_root_config
-from hygiene_nb.digests import entry_digests
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
 from hygiene_nb.models import Summary
 from hygiene_nb.pathnames import require_no_dot_components
-from hygiene_nb.plan import (
+from hygiene_nb.plan.document import (
     DEFAULT_TTL,
     Exclusion,
     Selection,
@@ -39,17 +46,11 @@ from hygiene_nb.plan import (
     select_candidates,
     selection_summary,
 )
-from hygiene_nb.protect import (
-    ProtectContext,
-    account_homes,
-    find_git_tracked,
-    protection_above,
-)
+from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.recheck import Rechecker, Reviewed, acting_protection
-from hygiene_nb.references import ReferenceBudget, blocking, check_references
-from hygiene_nb.rules import GROUPS, UserRule, load_user_rules
-from hygiene_nb.scan import ScanRequest, validate_root, walk_options
-from hygiene_nb.snapshot import (
+from hygiene_nb.scan.digests import entry_digests
+from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options
+from hygiene_nb.scan.snapshot import (
     FORMAT_VERSION,
     ScanInfo,
     SnapshotWriter,
@@ -61,9 +62,8 @@ from hygiene_nb.snapshot import (
     prune_scans,
     raw_path,
 )
+from hygiene_nb.scan.walk import WalkerName, open_walker
 from hygiene_nb.store import Store, resolve_store, utc_now, write_private_file
-from hygiene_nb.summary import summarize_table
-from hygiene_nb.walk import WalkerName, open_walker
 
 __all__ = [
     "AnnotateResult",

@@ -570,7 +570,7 @@ def report(
     snapshot, rules and decisions gives the same bytes. A failing cell exits 1 and still writes
     both files, marked where it failed. Reads the store; writes only the two report files.
     """
-    from hygiene_nb.report import make_report
+    from hygiene_nb.notebook.report import make_report
 
     result = make_report(
         root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
@@ -590,7 +590,7 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
     while its candidates stay the same. Turn automatic mode on per root in the store's
     config.toml (`[roots."/abs/root"]` with `automatic = true`, `threshold = 80`).
     """
-    from hygiene_nb import suggest as suggestions
+    from hygiene_nb.query import suggest as suggestions
 
     result = suggestions.suggestion_for(root, store=store, decline_digest=decline)
     _show(as_json, result, result.to_text())

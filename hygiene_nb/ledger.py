@@ -128,7 +128,7 @@ MIGRATIONS += (
         4,
         """
         -- What a decision was made on: the snapshot on screen and the entry's digest there
-        -- (hygiene_nb.digests). NULL for decisions written before: a plan leaves them out
+        -- (hygiene_nb.scan.digests). NULL for decisions written before: a plan leaves them out
         -- until a person decides again.
         ALTER TABLE annotations ADD COLUMN snapshot_id TEXT;
         ALTER TABLE annotations ADD COLUMN digest TEXT;
@@ -205,7 +205,7 @@ class Annotation:
     rule: str | None
     at: str
     snapshot_id: str | None = None  # the snapshot the decision was made on
-    digest: str | None = None  # the entry's digest in that snapshot (hygiene_nb.digests)
+    digest: str | None = None  # the entry's digest in that snapshot (hygiene_nb.scan.digests)
 
     @property
     def is_reviewed(self) -> bool:

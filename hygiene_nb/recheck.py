@@ -30,19 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hygiene_nb.fingerprint import (
-    DIR_FLAGS,
-    Entry,
-    Fingerprint,
-    SymlinkOnPath,
-    fingerprint,
-    kind_of_mode,
-    open_dirs_at,
-    signed64,
-    walk_subtree_at,
-)
-from hygiene_nb.mounts import MountInside, mount_id, mount_id_at, mounted_inside
-from hygiene_nb.protect import (
+from hygiene_nb.classify.protect import (
     CREDENTIAL_DIRS,
     CREDENTIAL_EXTENSIONS,
     CREDENTIAL_FILES,
@@ -57,6 +45,18 @@ from hygiene_nb.protect import (
     protect_file,
     protection_above,
 )
+from hygiene_nb.fs.fingerprint import (
+    DIR_FLAGS,
+    Entry,
+    Fingerprint,
+    SymlinkOnPath,
+    fingerprint,
+    kind_of_mode,
+    open_dirs_at,
+    signed64,
+    walk_subtree_at,
+)
+from hygiene_nb.fs.mounts import MountInside, mount_id, mount_id_at, mounted_inside
 
 __all__ = [
     "CheckCode",
@@ -288,8 +288,8 @@ def _protection_now(
 ) -> Protection | None:
     """What protects the item now: something above it, its own name and place, or inside it.
 
-    The rules are protection's own (``hygiene_nb.protect``): configuration in a home (a home's
-    dot-files, ``~/.config``), keys, VCS data, keep markers, system directories.
+    The rules are protection's own (``hygiene_nb.classify.protect``): configuration in a home
+    (a home's dot-files, ``~/.config``), keys, VCS data, keep markers, system directories.
     """
     path = raw.decode("utf-8", "backslashreplace")  # as snapshot paths and homes are written
     found = protection_above(os.path.dirname(path), ctx)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hygiene_nb.walk import available_walkers
+from hygiene_nb.scan.walk import available_walkers
 from tests.helpers import write
 
 

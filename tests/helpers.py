@@ -129,7 +129,7 @@ def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterato
 
 
 def _mount_id(where: Path) -> int | None:
-    from hygiene_nb.mounts import mount_id
+    from hygiene_nb.fs.mounts import mount_id
 
     fd = os.open(where, os.O_PATH | os.O_CLOEXEC)  # a directory or a file mounted on one
     try:

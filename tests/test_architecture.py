@@ -64,7 +64,7 @@ def test_the_checker_catches_a_destructive_call(tmp_path: Path) -> None:
 
 
 def test_the_walker_opens_nothing_for_writing() -> None:
-    for path in (PACKAGE / "walk").glob("*.py"):
+    for path in (PACKAGE / "scan" / "walk").glob("*.py"):
         text = path.read_text()
         assert "O_WRONLY" not in text and "O_RDWR" not in text and "O_CREAT" not in text, path
 
@@ -96,7 +96,7 @@ def executor_imports(notebook: Path) -> list[str]:
 
 
 def all_notebooks() -> list[Path]:
-    committed = [NOTEBOOKS, NOTEBOOKS / "golden", PACKAGE / "notebooks"]  # not golden/.build
+    committed = [NOTEBOOKS, NOTEBOOKS / "golden", PACKAGE / "notebook" / "notebooks"]  # not .build
     return [path for folder in committed for path in sorted(folder.glob("*.ipynb"))]
 
 
@@ -130,5 +130,5 @@ def test_notebooks_are_committed_stripped_with_a_parameters_cell() -> None:
 
 def test_the_repository_report_notebook_is_the_packaged_template() -> None:
     assert (NOTEBOOKS / "audit_report.ipynb").resolve() == (
-        PACKAGE / "notebooks" / "audit_report.ipynb"
+        PACKAGE / "notebook" / "notebooks" / "audit_report.ipynb"
     )

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
+from hygiene_nb.classify.rules import BUILTIN_RULES, parse_user_rules
 from hygiene_nb.errors import RuleInvalid
-from hygiene_nb.rules import BUILTIN_RULES, parse_user_rules
 from tests.helpers import write
 
 # Every case: (path relative to the scanned root, files to create first, risk, rule).
@@ -96,7 +96,7 @@ def build(root: Path, paths: list[str]) -> None:
 def classified(root: Path, store: Path, **kwargs: Any) -> dict[str, dict[str, Any]]:
     api.scan_root(root, store=store)
     table = api.classify_snapshot(str(root), store=store, **kwargs)
-    from hygiene_nb.snapshot import entry_paths
+    from hygiene_nb.scan.snapshot import entry_paths
 
     rows = table.append_column("path", entry_paths(table)).to_pylist()
     return {r["path"]: r for r in rows}
@@ -206,7 +206,7 @@ def test_without_git_the_whole_work_tree_is_protected(
     api.scan_root(repo_root, store=store)
     monkeypatch.setenv("PATH", "/nonexistent")
     table = api.classify_snapshot(str(repo_root), store=store)
-    from hygiene_nb.snapshot import entry_paths
+    from hygiene_nb.scan.snapshot import entry_paths
 
     rows = {p: r for p, r in zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True)}
     for rel in ("home/repo", "home/repo/notes.tmp", "home/repo/build", "home/repo/src/main.py"):
@@ -302,7 +302,7 @@ def test_excluded_and_unreadable_entries_are_not_classified_safe(
     build(root, ["home/w/node_modules/", "home/w/package.json", "home/w/package-lock.json"])
     api.scan_root(root, store=store, excludes=["node_modules"])
     table = api.classify_snapshot(str(root), store=store)
-    from hygiene_nb.snapshot import entry_paths
+    from hygiene_nb.scan.snapshot import entry_paths
 
     rows = dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))
     row = rows[str(root / "home" / "w" / "node_modules")]
@@ -324,7 +324,7 @@ def test_changing_rules_reclassifies_history_without_rescanning(
 
 
 def classified_at(root: Path, store: Path, scan_id: str) -> dict[str, dict[str, Any]]:
-    from hygiene_nb.snapshot import entry_paths
+    from hygiene_nb.scan.snapshot import entry_paths
 
     table = api.classify_snapshot(store=store, scan_id=scan_id)
     return dict(zip(entry_paths(table).to_pylist(), table.to_pylist(), strict=True))

@@ -27,8 +27,8 @@ from hygiene_nb.executor.records import Destination, Moved, Skip
 from hygiene_nb.executor.recover import RecoveredPlan
 from hygiene_nb.executor.restore import Blocked
 from hygiene_nb.ledger import Annotation
-from hygiene_nb.report import ReportResult
-from hygiene_nb.suggest import Suggestion, SuggestResult
+from hygiene_nb.notebook.report import ReportResult
+from hygiene_nb.query.suggest import Suggestion, SuggestResult
 
 _MOVED = Moved("/r/a.log", 10, "rule", Destination("rename", quarantine="/s/quarantine"))
 _SKIP = Skip("/r/b.tmp", "changed-since-review", "It changed.")
@@ -85,12 +85,12 @@ CASES: list[tuple[list[str], str, Any, Callable[[Any], str]]] = [
     (["annotate", "/r/a.log", "--decision", "keep"], "hygiene_nb.api.annotate_paths",
      api.AnnotateResult([Annotation("/r/\\xff", b"/r/\xff", "keep", None, "human", None, "t")],
                         1, ["/r/\\xff"]), render.annotate_result),
-    (["report", "/r"], "hygiene_nb.report.make_report",
+    (["report", "/r"], "hygiene_nb.notebook.report.make_report",
      ReportResult("s1", "/r", "/o/s1.ipynb", "/o/s1.html", "# Suggested plan"),
      render.report_result),
-    (["suggest", "/r"], "hygiene_nb.suggest.suggestion_for",
+    (["suggest", "/r"], "hygiene_nb.query.suggest.suggestion_for",
      SuggestResult("/r", None, "/s/config.toml", None), SuggestResult.to_text),
-    (["suggest", "/r"], "hygiene_nb.suggest.suggestion_for",
+    (["suggest", "/r"], "hygiene_nb.query.suggest.suggestion_for",
      SuggestResult("/r", Suggestion("/r", "s1", 40, 80, "sha256:1", [_CANDIDATE], 10)),
      SuggestResult.to_text),
 ]  # fmt: skip

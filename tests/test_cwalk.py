@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from hygiene_nb.walk import cwalk
-from hygiene_nb.walk.pywalk import PyWalker
-from hygiene_nb.walk.spec import (
+from hygiene_nb.scan.walk import cwalk
+from hygiene_nb.scan.walk.pywalk import PyWalker
+from hygiene_nb.scan.walk.spec import (
     FLAG_BUDGET_CUT,
     FLAG_EXCLUDED,
     FLAG_MOUNT_POINT,
@@ -36,7 +36,7 @@ from tests.helpers import bind_mount, tmpfs, world_readable_tmpdir
 CORE_BUILT = cwalk.is_available()
 needs_core = pytest.mark.skipif(
     not CORE_BUILT,
-    reason="could not import hygiene_nb.walk._cwalk: the C walker core is not built",
+    reason="could not import hygiene_nb.scan.walk._cwalk: the C walker core is not built",
 )
 DU = "/usr/bin/du"
 
@@ -158,7 +158,7 @@ def test_core_is_built_wherever_a_c_compiler_exists() -> None:
     if compiler is None:
         pytest.skip("no C compiler here, so the optional C core may legitimately be missing")
     assert CORE_BUILT, (
-        f"a C compiler exists ({compiler}) but hygiene_nb.walk._cwalk did not build/import: "
+        f"a C compiler exists ({compiler}) but hygiene_nb.scan.walk._cwalk did not build/import: "
         "the compiled walker is silently missing (see the pip install output)"
     )
 

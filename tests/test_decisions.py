@@ -15,7 +15,7 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.snapshot import entry_paths, find_scan
+from hygiene_nb.scan.snapshot import entry_paths, find_scan
 from hygiene_nb.store import Store
 from tests.helpers import write
 
@@ -139,7 +139,7 @@ def test_a_remembered_rule_records_the_snapshot_it_filled_from(tree: Path, store
 
 
 def test_the_digest_of_an_unchanged_tree_is_the_same_in_every_scan(tree: Path, store: Path) -> None:
-    from hygiene_nb.digests import entry_digests
+    from hygiene_nb.scan.digests import entry_digests
 
     first = api.scan_root(tree, store=store)
     second = api.scan_root(tree, store=store)
@@ -159,7 +159,7 @@ def test_the_digest_of_an_unchanged_tree_is_the_same_in_every_scan(tree: Path, s
 def test_the_widget_shows_stale_decisions_and_records_the_snapshot_on_screen(
     tree: Path, store: Path
 ) -> None:
-    from hygiene_nb.ui import Annotator
+    from hygiene_nb.notebook.ui import Annotator
 
     first = api.scan_root(tree, store=store)
     api.annotate([str(tree / "drafts")], store=store, decision="delete")

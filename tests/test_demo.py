@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.demo import make_demo_store, make_demo_tree
 from hygiene_nb.errors import UsageError
+from hygiene_nb.notebook.demo import make_demo_store, make_demo_tree
 
 
 def listing(root: Path) -> list[tuple[str, int, int, bytes]]:
@@ -64,7 +64,7 @@ def test_the_demo_tree_is_never_shrunk_between_scans(tmp_path: Path) -> None:
 
 
 def test_the_shared_demo_refuses_a_directory_others_can_open(tmp_path: Path) -> None:
-    from hygiene_nb.demo import ensure_demo
+    from hygiene_nb.notebook.demo import ensure_demo
 
     base = tmp_path / "demo"
     base.mkdir(mode=0o777)

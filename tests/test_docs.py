@@ -90,8 +90,8 @@ def test_the_docs_describe_the_product_not_its_making() -> None:
 
 
 def test_rules_doc_holds_the_builtin_rule_table() -> None:
-    from hygiene_nb.protect import ALL_PROTECTIONS
-    from hygiene_nb.rules import rules_table_markdown
+    from hygiene_nb.classify.protect import ALL_PROTECTIONS
+    from hygiene_nb.classify.rules import rules_table_markdown
 
     doc = (DOCS / "rules.md").read_text()
     assert rules_table_markdown() in doc, "regenerate the table in docs/rules.md"
@@ -100,8 +100,8 @@ def test_rules_doc_holds_the_builtin_rule_table() -> None:
 
 
 def test_the_format_doc_describes_every_snapshot_column_and_the_current_version() -> None:
-    from hygiene_nb.plan import _CANDIDATE_KEYS
-    from hygiene_nb.snapshot import FORMAT_VERSION, SNAPSHOT_SCHEMA, ScanInfo
+    from hygiene_nb.plan.document import _CANDIDATE_KEYS
+    from hygiene_nb.scan.snapshot import FORMAT_VERSION, SNAPSHOT_SCHEMA, ScanInfo
 
     doc = (DOCS / "format.md").read_text()
     table = {cell.strip("` ") for line in doc.splitlines() if line.startswith("| `")
@@ -116,7 +116,7 @@ def test_the_format_doc_describes_every_snapshot_column_and_the_current_version(
 
 
 def test_the_format_doc_lists_every_file_of_a_store(tmp_path: Path) -> None:
-    from hygiene_nb.demo import make_demo_store
+    from hygiene_nb.notebook.demo import make_demo_store
 
     demo = make_demo_store(tmp_path / "tree", tmp_path / "store", scans=1)
     doc = (DOCS / "format.md").read_text()

@@ -39,10 +39,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hygiene_nb.errors import ExcludeInvalid
-from hygiene_nb.scan import ScanRequest, parse_ignore_lines, walk_options
-from hygiene_nb.walk import WalkerName, available_walkers, open_walker
-from hygiene_nb.walk.match import fnmatch_bytes
-from hygiene_nb.walk.spec import FLAG_EXCLUDED
+from hygiene_nb.scan.request import ScanRequest, parse_ignore_lines, walk_options
+from hygiene_nb.scan.walk import WalkerName, available_walkers, open_walker
+from hygiene_nb.scan.walk.match import fnmatch_bytes
+from hygiene_nb.scan.walk.spec import FLAG_EXCLUDED
 
 # -- helpers ------------------------------------------------------------------------------------
 

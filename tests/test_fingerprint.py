@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.fingerprint import (
+from hygiene_nb.fs.fingerprint import (
     Fingerprint,
     SymlinkOnPath,
     fingerprint,
@@ -25,7 +25,7 @@ from hygiene_nb.fingerprint import (
     walk_subtree,
     walk_subtree_at,
 )
-from hygiene_nb.mounts import MountInside
+from hygiene_nb.fs.mounts import MountInside
 from tests.helpers import bind_mount, tmpfs, write
 
 

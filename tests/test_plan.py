@@ -16,7 +16,7 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import RootChanged, UsageError
-from hygiene_nb.plan import canonical_json, plan_digest
+from hygiene_nb.plan.document import canonical_json, plan_digest
 from tests.helpers import write
 
 
@@ -345,7 +345,7 @@ def test_an_entry_that_cannot_be_read_now_is_excluded(
 ) -> None:
     import errno as errno_mod
 
-    from hygiene_nb import fingerprint
+    from hygiene_nb.fs import fingerprint
 
     api.scan_root(tree, store=store)
     decide(store, tree / "web" / "app.log", tree / "data" / "scratch.bin", tree / "cache")
@@ -448,7 +448,7 @@ def test_unreviewed_counts_each_entry_below_the_root_without_a_decision(
 
 def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path) -> None:
     from hygiene_nb.ledger import Ledger
-    from hygiene_nb.plan import SnapshotIndex, select_candidates, selection_summary
+    from hygiene_nb.plan.document import SnapshotIndex, select_candidates, selection_summary
 
     api.scan_root(tree, store=store)
     decide(store, tree / "web" / "node_modules", tree / "data", tree / "cache" / "a")
@@ -473,7 +473,7 @@ def _mark(table: Any, path: Path, column: str) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from hygiene_nb.snapshot import entry_paths
+    from hygiene_nb.scan.snapshot import entry_paths
 
     hit = pc.equal(entry_paths(table), str(path))
     old = table.column(column)
@@ -491,7 +491,7 @@ def test_an_entry_not_read_completely_is_never_a_candidate(
     tree: Path, store: Path, column: str, where: str
 ) -> None:
     from hygiene_nb.ledger import Ledger
-    from hygiene_nb.plan import select_candidates
+    from hygiene_nb.plan.document import select_candidates
 
     api.scan_root(tree, store=store)
     decided = [tree / "data" / "scratch.bin", tree / "web" / "node_modules"]  # in path order

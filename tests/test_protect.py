@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hygiene_nb.protect import (
+from hygiene_nb.classify.protect import (
     CREDENTIAL_DIRS,
     CREDENTIAL_FILES,
     KEEP_MARKER,

@@ -117,9 +117,9 @@ def test_a_missing_name_is_an_attribute_error() -> None:
 def test_the_lazy_package_still_names_its_functions_and_submodules() -> None:
     code = (
         "import hygiene_nb\n"
-        "print('scan_root' in dir(hygiene_nb), hygiene_nb.snapshot.raw_path.__name__)\n"
+        "print('scan_root' in dir(hygiene_nb), hygiene_nb.codes.texts_for.__name__)\n"
     )
-    assert _python(code) == "True raw_path"
+    assert _python(code) == "True texts_for"
 
 
 def test_the_python_example_runs_in_its_order(tmp_path: Path) -> None:
@@ -133,8 +133,8 @@ def test_the_python_example_runs_in_its_order(tmp_path: Path) -> None:
         "import os\n"
         f"os.environ['HYGIENE_NB_STORE'] = {str(tmp_path / 'store')!r}\n"
         + example.replace('"/data"', repr(str(tmp_path / "data")))
-        + "\nimport hygiene_nb.classify, sys\n"  # the submodule, imported by name again
+        + "\nimport hygiene_nb.classify.classification, sys\n"  # the submodule, by name
         "print(type(hn.classify_snapshot(" + repr(str(tmp_path / "data")) + ")).__name__,"
-        " sys.modules['hygiene_nb.classify'].__name__)\n"
+        " sys.modules['hygiene_nb.classify.classification'].__name__)\n"
     )
-    assert _python(code).splitlines()[-1] == "Table hygiene_nb.classify"
+    assert _python(code).splitlines()[-1] == "Table hygiene_nb.classify.classification"

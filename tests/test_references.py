@@ -12,8 +12,8 @@ from types import FrameType
 
 import pytest
 
-from hygiene_nb import references
-from hygiene_nb.references import (
+from hygiene_nb.plan import references
+from hygiene_nb.plan.references import (
     MAX_LISTED,
     SKIPPED_DIRS,
     ReferenceBudget,

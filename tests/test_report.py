@@ -11,8 +11,8 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.cli import main
-from hygiene_nb.demo import DemoStore, make_demo_store
-from hygiene_nb.figures import FIGURE_IDS
+from hygiene_nb.notebook.demo import DemoStore, make_demo_store
+from hygiene_nb.notebook.figures import FIGURE_IDS
 
 pytestmark = pytest.mark.slow
 

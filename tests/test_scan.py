@@ -15,9 +15,9 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import ExcludeInvalid, RootInvalid
-from hygiene_nb.scan import parse_ignore_lines
-from hygiene_nb.snapshot import raw_path
-from hygiene_nb.walk import pywalk
+from hygiene_nb.scan.request import parse_ignore_lines
+from hygiene_nb.scan.snapshot import raw_path
+from hygiene_nb.scan.walk import pywalk
 from tests.helpers import as_nobody, bind_mount, du_bytes, tmpfs, world_readable_tmpdir, write
 
 
@@ -236,8 +236,8 @@ def test_a_same_filesystem_bind_mount_is_a_mount_point_too(
 
 def _walk_as_nobody(root: Path, walker: str) -> list[dict[str, Any]]:
     """Walk ``root`` in a forked child running as user 'nobody'; return its rows."""
-    from hygiene_nb.walk import open_walker
-    from hygiene_nb.walk.spec import WalkOptions
+    from hygiene_nb.scan.walk import open_walker
+    from hygiene_nb.scan.walk.spec import WalkOptions
 
     def walk() -> list[dict[str, Any]]:
         found = open_walker(WalkOptions(root=os.fsencode(root)), walker=walker)  # type: ignore[arg-type]

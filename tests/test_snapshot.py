@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
-from hygiene_nb.scan import walk_options
-from hygiene_nb.snapshot import ScanInfo, read_scan_info
+from hygiene_nb.scan.request import walk_options
+from hygiene_nb.scan.snapshot import ScanInfo, read_scan_info
 from hygiene_nb.store import resolve_store
 from tests.helpers import du_bytes, write
 
@@ -183,7 +183,7 @@ def test_any_names_and_sizes_round_trip_through_a_snapshot(
             handle.write(b"\0" * size)
         want[path] = size
     api.scan_root(root, store=store)
-    from hygiene_nb.snapshot import raw_path
+    from hygiene_nb.scan.snapshot import raw_path
 
     got = {
         raw_path(r): r["size"]
@@ -255,7 +255,7 @@ def _as_format_1(info: ScanInfo, store: Path) -> None:
 
 
 def test_a_format_1_snapshot_still_loads_summarizes_and_charts(tmp_path: Path, store: Path) -> None:
-    from hygiene_nb import views
+    from hygiene_nb.query import views
 
     root = tmp_path / "r"
     write(root / "a" / "f", 10)

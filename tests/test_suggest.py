@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hygiene_nb import api, suggest
+from hygiene_nb import api
 from hygiene_nb.cli import main
 from hygiene_nb.config import load_root_config
 from hygiene_nb.errors import ConfigInvalid, UsageError
+from hygiene_nb.query import suggest
 from hygiene_nb.store import Store
 from tests.helpers import write
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.demo import DemoStore, make_demo_store
 from hygiene_nb.ledger import Ledger
+from hygiene_nb.notebook.demo import DemoStore, make_demo_store
+from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.store import Store
-from hygiene_nb.ui import Annotator
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
+from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.store import Store
-from hygiene_nb.ui import Annotator
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_a_batch_decision_applies_only_to_what_is_listed_and_says_how_many(
     tmp_path: Path,
 ) -> None:
     """Entries selected, then filtered out of view, are left alone by "delete selected"."""
-    from hygiene_nb.demo import make_demo_store
+    from hygiene_nb.notebook.demo import make_demo_store
 
     demo = make_demo_store(tmp_path / "tree", tmp_path / "store", scans=1)
     panel = Annotator(str(demo.root), store=demo.store)

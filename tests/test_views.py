@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hygiene_nb import api, views
+from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
+from hygiene_nb.query import views
 from tests.helpers import write
 
 

@@ -48,7 +48,7 @@ from hygiene_nb.executor.fileops import (
 )
 from hygiene_nb.executor.filesystems import birth_ns, fs_identity, same_filesystem
 from hygiene_nb.executor.writers import tree_writer
-from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
 from hygiene_nb.store import FILE_MODE, Store, no_duplicate_keys, utc_now, write_private_file
 
 __all__ = [

@@ -33,7 +33,7 @@ from hygiene_nb.codes import texts_for
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, Verified, open_dir_at
 from hygiene_nb.executor.guards import Skip
-from hygiene_nb.mounts import MountInside, mount_id, require_mount
+from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "CROSSDEV_HINTS",

@@ -71,26 +71,19 @@ from hygiene_nb.executor.fileops import (
 )
 from hygiene_nb.executor.guards import check_candidate
 from hygiene_nb.executor.hooks import checkpoint
-from hygiene_nb.executor.planfile import LoadedPlan, load_plan
-from hygiene_nb.executor.records import (
-    Candidate,
-    Destination,
-    ItemOutcome,
-    Method,
-    Moved,
-    Plan,
-    Skip,
-)
+from hygiene_nb.executor.records import Destination, ItemOutcome, Method, Moved, Skip
 from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.executor.verification import failed, run_commands
 from hygiene_nb.executor.writers import tree_writer
-from hygiene_nb.fingerprint import fingerprint, signed64, walk_subtree_at
+from hygiene_nb.fs.fingerprint import fingerprint, signed64, walk_subtree_at
+from hygiene_nb.fs.mounts import MountInside, mount_id
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.mounts import MountInside, mount_id
+from hygiene_nb.plan.reader import LoadedPlan, load_plan
+from hygiene_nb.plan.records import Candidate, Plan
+from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
 from hygiene_nb.recheck import Rechecker, acting_protection
-from hygiene_nb.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.store import Store, utc_now
 
 __all__ = ["ACKNOWLEDGEMENT", "Confirmation", "ExecuteResult", "execute_plan"]

@@ -23,8 +23,8 @@ from typing import Protocol
 
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.writers import Probe
-from hygiene_nb.fingerprint import DIR_FLAGS, open_dir_at, open_dirs_at
-from hygiene_nb.mounts import MountInside, mount_id, require_mount
+from hygiene_nb.fs.fingerprint import DIR_FLAGS, open_dir_at, open_dirs_at
+from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "DIR_FLAGS",

@@ -16,8 +16,8 @@ import os
 import struct
 from typing import Any
 
-from hygiene_nb.fingerprint import signed64
-from hygiene_nb.mounts import mount_table
+from hygiene_nb.fs.fingerprint import signed64
+from hygiene_nb.fs.mounts import mount_table
 
 __all__ = ["birth_ns", "fs_identity", "same_filesystem"]
 

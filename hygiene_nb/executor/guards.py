@@ -8,7 +8,8 @@ other candidates go on), never an exception.
 
 from __future__ import annotations
 
-from hygiene_nb.executor.records import SKIP_HINTS, Candidate, Skip
+from hygiene_nb.executor.records import SKIP_HINTS, Skip
+from hygiene_nb.plan.records import Candidate
 from hygiene_nb.recheck import Rechecker
 
 __all__ = ["SKIP_HINTS", "Skip", "check_candidate"]

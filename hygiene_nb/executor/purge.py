@@ -38,7 +38,7 @@ from hygiene_nb.executor.fileops import (
     remove_tree,
 )
 from hygiene_nb.executor.restore import lock_batch, open_batch
-from hygiene_nb.mounts import MountInside, mount_id, require_mount
+from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
 from hygiene_nb.store import Store
 
 __all__ = ["PURGE_ACKNOWLEDGEMENT", "PurgeResult", "purge_batch"]

@@ -48,10 +48,11 @@ from hygiene_nb.executor.fileops import (
     remove_own_empty_dir,
     remove_own_file,
 )
-from hygiene_nb.executor.planfile import load_plan
-from hygiene_nb.executor.records import Candidate, ItemOutcome, Skip
+from hygiene_nb.executor.records import ItemOutcome, Skip
 from hygiene_nb.executor.reserve import reserve_name, reserved_by_a_live_run
 from hygiene_nb.ledger import IssuedPlan, Ledger
+from hygiene_nb.plan.reader import load_plan
+from hygiene_nb.plan.records import Candidate
 from hygiene_nb.receipts import RECEIPT_SCHEMA, read_receipt, write_receipt
 from hygiene_nb.store import Store, utc_now
 

@@ -27,7 +27,7 @@ from hygiene_nb.executor.batches import (
     removal_leftover_message,
 )
 from hygiene_nb.executor.fileops import DIR_FLAGS, open_dirs_at
-from hygiene_nb.fingerprint import signed64
+from hygiene_nb.fs.fingerprint import signed64
 from hygiene_nb.receipts import read_receipt, receipt_digest
 
 __all__ = ["VerifyResult", "verify_receipt"]

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from hygiene_nb import views
-from hygiene_nb.demo import DEMO_DIR_ENV, ensure_demo
+from hygiene_nb.notebook.demo import DEMO_DIR_ENV, ensure_demo
+from hygiene_nb.query import views
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

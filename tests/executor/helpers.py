@@ -30,7 +30,7 @@ from hygiene_nb.executor.batches import (
     write_manifest,
 )
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
-from hygiene_nb.fingerprint import kind_of_mode, signed64
+from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
 from hygiene_nb.store import Store
 
 # -- plans, and executions killed in a child -------------------------------------------------------

@@ -26,8 +26,8 @@ from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps, remove_tree
 from hygiene_nb.executor.purge import purge_batch
+from hygiene_nb.fs.mounts import MountInside, mount_points_below
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.mounts import MountInside, mount_points_below
 from hygiene_nb.store import Store
 from tests.executor.helpers import confirm_for, in_store_batch, quarantine_items, volume_unusable
 from tests.helpers import bind_mount, tmpfs, write

@@ -27,13 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
+from hygiene_nb.classify.rules import rules_table_markdown
+from hygiene_nb.classify.summary import cleanliness, kept_bytes, risk_mix
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.ledger import DECISIONS, Ledger
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.receipts import read_receipt
-from hygiene_nb.rules import rules_table_markdown
-from hygiene_nb.snapshot import ScanInfo, entry_paths, find_scan, list_scans
-from hygiene_nb.summary import cleanliness, kept_bytes, risk_mix
+from hygiene_nb.scan.snapshot import ScanInfo, entry_paths, find_scan, list_scans
 
 __all__ = [
     "DIFF_BY",

@@ -26,13 +26,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from hygiene_nb import api, views
+from hygiene_nb import api
+from hygiene_nb.classify.summary import cleanliness, freed_bytes
 from hygiene_nb.config import load_root_config
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.references import PROJECT_MARKERS
+from hygiene_nb.plan.references import PROJECT_MARKERS
+from hygiene_nb.query import views
 from hygiene_nb.render import counted, human_bytes, shown
-from hygiene_nb.snapshot import entry_paths
-from hygiene_nb.summary import cleanliness, freed_bytes
+from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "ORGANIZE",

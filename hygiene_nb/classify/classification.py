@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from hygiene_nb.protect import (
+from hygiene_nb.classify.protect import (
     CONFIG,
     CONTAINS,
     CREDENTIAL,
@@ -34,8 +34,8 @@ from hygiene_nb.protect import (
     Protection,
     protect_dir,
 )
-from hygiene_nb.rules import BUILTIN_RULES, Risk, Rule, UserRule
-from hygiene_nb.snapshot import entry_paths
+from hygiene_nb.classify.rules import BUILTIN_RULES, Risk, Rule, UserRule
+from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = ["CLASSIFY_COLUMNS", "Verdict", "classify_table", "join_path"]
 

@@ -21,12 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hygiene_nb.classify.summary import freed_bytes, kept_bytes
 from hygiene_nb.codes import texts_for
-from hygiene_nb.fingerprint import Fingerprint, fingerprint
+from hygiene_nb.fs.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
 from hygiene_nb.pathnames import shown
-from hygiene_nb.snapshot import entry_paths, path_b64, raw_path
-from hygiene_nb.summary import freed_bytes, kept_bytes
+from hygiene_nb.scan.snapshot import entry_paths, path_b64, raw_path
 
 __all__ = [
     "DEFAULT_TTL",

@@ -1,6 +1,7 @@
 """The C walker: a thin wrapper turning ``_cwalk``'s column buffers into WALK_SCHEMA batches.
 
-The compiled core (``hygiene_nb/walk/cwalk.c``) is optional; ``is_available`` says if it was built.
+The compiled core (``hygiene_nb/scan/walk/cwalk.c``) is optional; ``is_available`` says if it
+was built.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from hygiene_nb.walk.spec import WALK_SCHEMA, WalkOptions, WalkStats
+from hygiene_nb.scan.walk.spec import WALK_SCHEMA, WalkOptions, WalkStats
 
 __all__ = ["CWalker", "is_available"]
 
-_MODULE = "hygiene_nb.walk._cwalk"
+_MODULE = "hygiene_nb.scan.walk._cwalk"
 
 # (arrow type, buffers consumed) per column, in WALK_SCHEMA order; the core hands them over
 # as: offsets + data for binary columns, one value buffer for the others.
@@ -33,7 +34,7 @@ def _load() -> ModuleType | None:
 
 
 def is_available() -> bool:
-    """Return True when the compiled core ``hygiene_nb.walk._cwalk`` imports."""
+    """Return True when the compiled core ``hygiene_nb.scan.walk._cwalk`` imports."""
     return _load() is not None
 
 
@@ -49,7 +50,7 @@ def _to_batch(rows: int, buffers: tuple[Any, ...]) -> pa.RecordBatch:
 
 
 class CWalker:
-    """Walk ``options.root`` with the threaded C core; see ``hygiene_nb.walk.spec`` for the rows.
+    """Walk ``options.root`` with the threaded C core (rows: ``hygiene_nb.scan.walk.spec``).
 
     Attributes:
         name: The walker's name (``"c"``).

@@ -1,6 +1,6 @@
 """A deterministic demo tree and store, for notebooks, tests and docs (``random.Random(seed)``).
 
-``python -m hygiene_nb.demo DIR`` builds one in ``DIR`` (``DIR/tree/home``, scanned three
+``python -m hygiene_nb.notebook.demo DIR`` builds one in ``DIR`` (``DIR/tree/home``, scanned three
 times into ``DIR/store``) and prints the two paths; run again, it reuses them.
 
 The demo only creates: it builds its tree in a new or empty directory it is given, and between
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hygiene_nb.errors import HygieneError, UsageError
-from hygiene_nb.snapshot import ScanInfo
+from hygiene_nb.scan.snapshot import ScanInfo
 from hygiene_nb.store import Store, write_private_file
 
 __all__ = [
@@ -246,12 +246,12 @@ def or_demo(root: str | None, store: str | None) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hygiene_nb.demo [DIR]``: build (or reuse) the demo in DIR; print its paths."""
+    """``python -m hygiene_nb.notebook.demo [DIR]``: build (or reuse) the demo; print its paths."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) > 1 or any(a.startswith("-") for a in args):
-        sys.stderr.write("usage: python -m hygiene_nb.demo [DIR]\n")
+        sys.stderr.write("usage: python -m hygiene_nb.notebook.demo [DIR]\n")
         return 2
     try:
         demo = ensure_demo(Path(args[0]).absolute() if args else None)

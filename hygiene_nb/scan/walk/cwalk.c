@@ -1,8 +1,8 @@
 /*
  * _cwalk: the threaded C core of hygiene_nb's disk walker.
  *
- * It keeps the row contract of hygiene_nb/walk/spec.py (the module docstring there is the
- * reference; hygiene_nb/walk/pywalk.py is the pure-Python twin).  Design:
+ * It keeps the row contract of hygiene_nb/scan/walk/spec.py (the module docstring there is the
+ * reference; hygiene_nb/scan/walk/pywalk.py is the pure-Python twin).  Design:
  *
  *  - Worker threads pull directories from one scheduler (mutex `mu`, taken once per directory:
  *    fold in the listing just read, take the next).  The root is listed first; each direct
@@ -1733,7 +1733,7 @@ static PySequenceMethods Buf_as_sequence = {
 
 static PyTypeObject BufType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "hygiene_nb.walk._cwalk.Buffer",
+    .tp_name = "hygiene_nb.scan.walk._cwalk.Buffer",
     .tp_basicsize = sizeof(BufObject),
     .tp_dealloc = (destructor)Buf_dealloc,
     .tp_as_sequence = &Buf_as_sequence,
@@ -2251,14 +2251,14 @@ static PyMethodDef Walker_methods[] = {
 
 static PyTypeObject WalkerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "hygiene_nb.walk._cwalk.Walker",
+    .tp_name = "hygiene_nb.scan.walk._cwalk.Walker",
     .tp_basicsize = sizeof(WalkerObject),
     .tp_dealloc = (destructor)Walker_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Walker(root, one_file_system=False, excludes=(), skip_ids=(), skip_names=(),\n"
               "       max_entries=0, max_seconds=0.0, threads=0, batch_rows=65536)\n\n"
               "A threaded walk of root (bytes, absolute) in the row contract of\n"
-              "hygiene_nb.walk.spec. excludes: (pattern, anchored, dir_only, negate, pathname,\n"
+              "hygiene_nb.scan.walk.spec. excludes: (pattern, anchored, dir_only, negate, pathname,\n"
               "globstar) tuples; skip_ids: (st_dev, st_ino) tuples; threads=0 picks the default.",
     .tp_methods = Walker_methods,
     .tp_getset = Walker_getset,
@@ -2268,8 +2268,8 @@ static PyTypeObject WalkerType = {
 
 static struct PyModuleDef cwalk_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "hygiene_nb.walk._cwalk",
-    .m_doc = "Threaded C core of the hygiene_nb disk walker (see hygiene_nb.walk.spec).",
+    .m_name = "hygiene_nb.scan.walk._cwalk",
+    .m_doc = "Threaded C core of the hygiene_nb disk walker (see hygiene_nb.scan.walk.spec).",
     .m_size = -1,
 };
 

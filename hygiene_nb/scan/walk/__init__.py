@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 
 import pyarrow as pa
 
-from hygiene_nb.walk.spec import WalkOptions, WalkStats
+from hygiene_nb.scan.walk.spec import WalkOptions, WalkStats
 
 __all__ = ["Walker", "WalkerName", "available_walkers", "open_walker"]
 
@@ -32,7 +32,7 @@ class Walker(Protocol):
 
 def _c_core_built() -> bool:
     try:
-        from hygiene_nb.walk import cwalk
+        from hygiene_nb.scan.walk import cwalk
     except ImportError:
         return False
     return cwalk.is_available()
@@ -49,10 +49,10 @@ def open_walker(options: WalkOptions, *, walker: WalkerName = "auto") -> Walker:
     Raises:
         RuntimeError: ``walker="c"`` was asked for and the C core is not built.
     """
-    from hygiene_nb.walk import pywalk
+    from hygiene_nb.scan.walk import pywalk
 
     if walker == "c" or (walker == "auto" and _c_core_built()):
-        from hygiene_nb.walk import cwalk
+        from hygiene_nb.scan.walk import cwalk
 
         return cwalk.CWalker(options)
     return pywalk.PyWalker(options)

@@ -17,7 +17,7 @@ import os
 import re
 from functools import lru_cache
 
-from hygiene_nb.walk.spec import ExcludeRule
+from hygiene_nb.scan.walk.spec import ExcludeRule
 
 __all__ = ["fnmatch_bytes", "globstar_match", "is_excluded"]
 

@@ -19,7 +19,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hygiene_nb.mounts import MountInside, mount_id, require_mount
+from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "DIR_FLAGS",

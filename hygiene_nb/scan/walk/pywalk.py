@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from hygiene_nb.mounts import AT_FDCWD, mount_id_at
-from hygiene_nb.walk.match import fnmatch_bytes, is_excluded
-from hygiene_nb.walk.spec import (
+from hygiene_nb.fs.mounts import AT_FDCWD, mount_id_at
+from hygiene_nb.scan.walk.match import fnmatch_bytes, is_excluded
+from hygiene_nb.scan.walk.spec import (
     FLAG_BUDGET_CUT,
     FLAG_EXCLUDED,
     FLAG_MOUNT_POINT,
@@ -90,7 +90,7 @@ def _join(parent: bytes, name: bytes) -> bytes:
 
 
 class PyWalker:
-    """Walk ``options.root`` in pure Python; see ``hygiene_nb.walk.spec`` for the rows."""
+    """Walk ``options.root`` in pure Python; see ``hygiene_nb.scan.walk.spec`` for the rows."""
 
     name = "python"
 

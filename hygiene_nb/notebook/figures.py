@@ -17,8 +17,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.models import GroupStats, RiskStats, StaleBucket
-from hygiene_nb.summary import RISKS
 
 __all__ = [
     "DECISION_BORDER",

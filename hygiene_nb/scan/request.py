@@ -1,6 +1,7 @@
 """The scan stage: validate a root, translate excludes, and set up the walk.
 
-The walk itself lives in ``hygiene_nb.walk``; ``api.scan_root`` streams its rows into a snapshot.
+The walk itself lives in ``hygiene_nb.scan.walk``; ``api.scan_root`` streams its rows into a
+snapshot.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from hygiene_nb.errors import ExcludeInvalid, RootInvalid
 from hygiene_nb.pathnames import require_no_dot_components
-from hygiene_nb.walk.spec import ExcludeRule, WalkOptions
+from hygiene_nb.scan.walk.spec import ExcludeRule, WalkOptions
 
 __all__ = [
     "IGNORE_FILE",

@@ -30,8 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hygiene_nb.errors import IndexCorrupt, SnapshotNotFound, SnapshotTooNew, StoreError
+from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
-from hygiene_nb.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 
 __all__ = [
     "FORMAT_2_COLUMNS",
@@ -325,7 +325,7 @@ def partition_dir(store: Store, info: ScanInfo) -> Path:
 
 
 def digest_dir(store: Store, info: ScanInfo) -> Path:
-    """Where a scan's entry digests live (``hygiene_nb.digests``): beside the dataset, not in it."""
+    """Where a scan's entry digests live (``hygiene_nb.scan.digests``): beside the dataset."""
     return store.root / "digests" / partition_dir(store, info).relative_to(store.snapshots)
 
 

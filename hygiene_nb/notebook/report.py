@@ -25,10 +25,11 @@ from jupyter_client.manager import AsyncKernelManager
 from nbconvert import HTMLExporter
 from traitlets.config import Config
 
-from hygiene_nb import api, suggest
-from hygiene_nb.demo import REPORT_ENV
+from hygiene_nb import api
 from hygiene_nb.errors import ReportFailed, UsageError
-from hygiene_nb.snapshot import ScanInfo, find_scan, root_slug
+from hygiene_nb.notebook.demo import REPORT_ENV
+from hygiene_nb.query import suggest
+from hygiene_nb.scan.snapshot import ScanInfo, find_scan, root_slug
 from hygiene_nb.store import Store, write_private_file
 
 __all__ = [
@@ -96,7 +97,7 @@ def _html(notebook: nbformat.NotebookNode, title: str) -> str:
     config.TagRemovePreprocessor.enabled = True
     config.TagRemovePreprocessor.remove_cell_tags = {"injected-parameters"}
     notebook.metadata["title"] = title
-    with as_file(files("hygiene_nb") / "templates") as templates:
+    with as_file(files("hygiene_nb.notebook") / "templates") as templates:
         exporter = HTMLExporter(
             config=config,
             extra_template_basedirs=[str(templates)],
@@ -216,7 +217,7 @@ def _execute(
     try:
         with (
             tempfile.TemporaryDirectory(prefix="hygiene-nb-report-") as scratch,
-            as_file(files("hygiene_nb") / template) as source,
+            as_file(files("hygiene_nb.notebook") / template) as source,
         ):
             running = Path(scratch) / "report.ipynb"
             try:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hygiene_nb.classify.rules import Risk
 from hygiene_nb.models import (
     Cleanliness,
     GroupStats,
@@ -24,8 +25,7 @@ from hygiene_nb.models import (
     StaleBucket,
     Summary,
 )
-from hygiene_nb.rules import Risk
-from hygiene_nb.snapshot import ScanInfo, entry_paths, path_b64, raw_path
+from hygiene_nb.scan.snapshot import ScanInfo, entry_paths, path_b64, raw_path
 
 __all__ = [
     "DEPENDENCY_GROUPS",

@@ -21,10 +21,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hygiene_nb.classify.rules import Risk
 from hygiene_nb.errors import PlanDigestMismatch, PlanMalformed, PlanUnreadable, PlanUntrusted
-from hygiene_nb.executor.records import Plan
-from hygiene_nb.plan import EXCLUSIONS, PLAN_SCHEMA, plan_digest
-from hygiene_nb.rules import Risk
+from hygiene_nb.plan.document import EXCLUSIONS, PLAN_SCHEMA, plan_digest
+from hygiene_nb.plan.records import Plan
 
 __all__ = [
     "MAX_CANDIDATES",
