@@ -40,8 +40,10 @@ def classify_section(tree_root: Path, store_dir: Path, report: Any) -> None:
         times.append(time.perf_counter() - started)
     median = statistics.median(times)
     verdict = "PASS" if median <= CLASSIFY_TARGET_S else "MISS"
-    print(f"  classify_table         {median:7.3f} s  ({table.num_rows:,} rows) "
-          f"target <= {CLASSIFY_TARGET_S} s: {verdict}")  # fmt: skip
+    print(
+        f"  classify_table         {median:7.3f} s  ({table.num_rows:,} rows) "
+        f"target <= {CLASSIFY_TARGET_S} s: {verdict}"
+    )
     print(
         f"  protect_context (git)  {context_s:7.3f} s  "
         f"({len(ctx.git.worktrees)} work trees, {len(ctx.git.unreadable)} not listable)"

@@ -39,8 +39,10 @@ def plan_section(tree_root: Path, store_dir: Path, report: Any) -> None:
     result = api.make_plan(tree_root, store=store)
     plan_s = time.perf_counter() - started
     print(f"  annotate {len(chosen):,} paths   {annotate_s:7.3f} s")
-    print(f"  make_plan              {plan_s:7.3f} s  ({result.candidates:,} candidates, "
-          f"{result.excluded:,} excluded)")  # fmt: skip
+    print(
+        f"  make_plan              {plan_s:7.3f} s  ({result.candidates:,} candidates, "
+        f"{result.excluded:,} excluded)"
+    )
     report.sections["plan"] = {
         "candidates": result.candidates,
         "excluded": result.excluded,

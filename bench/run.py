@@ -449,18 +449,29 @@ def _real_tree_size(exe: Path, tree: Path, store_dir: Path) -> dict[str, Any]:
         return {"path": str(tree), "skipped": "not a directory"}
     store = Path(tempfile.mkdtemp(prefix="store-real-", dir=store_dir))
     try:
-        done = subprocess.run([str(exe), "scan", str(tree), "--store", str(store), "--json"],
-                              capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        done = subprocess.run(
+            [str(exe), "scan", str(tree), "--store", str(store), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if done.returncode not in (0, 4):
             print(f"  real tree {tree}: scan failed ({done.stderr.strip()[-200:]}), skipped")
             return {"path": str(tree), "skipped": "scan failed"}
         out = json.loads(done.stdout)
         size = _snapshot_bytes(out, store) or 0
         per = size / max(1, int(out["entries"]))
-        print(f"  real tree {tree}: {int(out['entries']):,} entries, {per:.2f} B/entry "
-              "(not a target; shown for comparison)")  # fmt: skip
-        return {"path": str(tree), "entries": out["entries"], "bytes_per_entry": round(per, 2),
-                "tree_statistics": _statistics(out, store)}  # fmt: skip
+        print(
+            f"  real tree {tree}: {int(out['entries']):,} entries, {per:.2f} B/entry "
+            "(not a target; shown for comparison)"
+        )
+        return {
+            "path": str(tree),
+            "entries": out["entries"],
+            "bytes_per_entry": round(per, 2),
+            "tree_statistics": _statistics(out, store),
+        }
     finally:
         shutil.rmtree(store, ignore_errors=True)
 

@@ -332,8 +332,11 @@ def classify_snapshot(
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     if now_ns is None:
         return _classified(st, info, rules)[0]
-    states = (_file_state(st.rules), _file_state(st.root / "config.toml"),  # its homes protect
-              _file_state(Path(rules)) if rules else None)  # fmt: skip
+    states = (
+        _file_state(st.rules),
+        _file_state(st.root / "config.toml"),  # its homes protect
+        _file_state(Path(rules)) if rules else None,
+    )
     return _classified_at(str(st.root), info.scan_id, now_ns, str(rules) if rules else None, states)
 
 
@@ -391,8 +394,9 @@ def summarize(
     st = _store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     now_ns = scan_time_ns(info) if as_of_scan else time.time_ns()
-    table = classify_snapshot(store=st, scan_id=info.scan_id, rules=rules,
-                     now_ns=now_ns if as_of_scan else None)  # fmt: skip
+    table = classify_snapshot(
+        store=st, scan_id=info.scan_id, rules=rules, now_ns=now_ns if as_of_scan else None
+    )
     return summarize_table(table, info, top=top, now_ns=now_ns)
 
 
@@ -513,8 +517,12 @@ class AnnotateResult:
             if exact is not None:  # a name that is not valid UTF-8: its exact bytes
                 row["path_b64"] = exact
             rows.append(row)
-        return {"status": "done", "annotations": rows, "removed": self.removed,
-                "missing": self.missing}  # fmt: skip
+        return {
+            "status": "done",
+            "annotations": rows,
+            "removed": self.removed,
+            "missing": self.missing,
+        }
 
 
 def annotate_paths(
@@ -540,8 +548,14 @@ def annotate_paths(
     absolute = [os.fsencode(os.path.abspath(p)) for p in paths]
     st = _store(store)
     before = {a.path_raw for a in annotations_at(absolute, store=st)}
-    written = annotate(absolute, store=st, decision=decision, note=note,
-                       set_decision=decision is not None, set_note=note is not None)  # fmt: skip
+    written = annotate(
+        absolute,
+        store=st,
+        decision=decision,
+        note=note,
+        set_decision=decision is not None,
+        set_note=note is not None,
+    )
     return AnnotateResult(
         annotations=written,
         removed=len(before - {a.path_raw for a in written}),  # had one, have none now
@@ -829,8 +843,11 @@ def make_plan(
     with Ledger.open(st) as ledger:
         decided = ledger.annotations(under=path)
         # a decision made on this very snapshot recorded this snapshot's digest: no look-up
-        deletes = [a.path_raw for a in decided if a.decision == "delete"
-                   and a.digest is not None and a.snapshot_id != info.scan_id]  # fmt: skip
+        deletes = [
+            a.path_raw
+            for a in decided
+            if a.decision == "delete" and a.digest is not None and a.snapshot_id != info.scan_id
+        ]
         sel = select_candidates(
             table, decided, root=path, made_on=(info.scan_id, entry_digests(st, info, deletes))
         )

@@ -203,8 +203,11 @@ def snapshots_prune(
     removed = api.prune_snapshots(
         store=store, keep=keep, older_than_days=older_than, dry_run=dry_run
     )
-    _out(as_json, render.prune_json(removed, dry_run=dry_run),
-         render.render_prune(removed, dry_run=dry_run))  # fmt: skip
+    _out(
+        as_json,
+        render.prune_json(removed, dry_run=dry_run),
+        render.render_prune(removed, dry_run=dry_run),
+    )
 
 
 @cli.command()
@@ -275,8 +278,11 @@ def rules_remember(group: str, decision: str, store: str | None, as_json: bool) 
     Decisions people made are never overwritten.
     """
     filled = api.remember_rule(group, decision, store=store)
-    _out(as_json, render.rule_remembered_json(group, decision, filled),
-         render.render_rule_remembered(group, decision, filled))  # fmt: skip
+    _out(
+        as_json,
+        render.rule_remembered_json(group, decision, filled),
+        render.render_rule_remembered(group, decision, filled),
+    )
 
 
 @rules.command("forget")

@@ -59,8 +59,9 @@ _KEYS: dict[str, type | tuple[type, ...]] = {
 def _check(table: dict[str, Any], where: str) -> dict[str, Any]:
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
-        raise ConfigInvalid(f"{where}: unknown key(s) {', '.join(unknown)}; known: "
-                            f"{', '.join(_KEYS)}.")  # fmt: skip
+        raise ConfigInvalid(
+            f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_KEYS)}."
+        )
     for key, kind in _KEYS.items():
         if key in table and (
             not isinstance(table[key], kind) or (kind is int and isinstance(table[key], bool))
@@ -79,8 +80,9 @@ def _check(table: dict[str, Any], where: str) -> dict[str, Any]:
         out["verify"] = tuple(tuple(c) for c in commands)
     if "homes" in table:
         homes = table["homes"]
-        if not all(isinstance(h, str) and os.path.isabs(h) and os.path.normpath(h) != "/"
-                   for h in homes):  # fmt: skip
+        if not all(
+            isinstance(h, str) and os.path.isabs(h) and os.path.normpath(h) != "/" for h in homes
+        ):
             raise ConfigInvalid(
                 f'{where}: homes must be a list of absolute paths other than "/", '
                 'e.g. ["/backup/alice"].'
@@ -124,8 +126,10 @@ def load_root_config(store: Store, root: str) -> RootConfig:
         raise ConfigInvalid(f"{path} is not valid TOML ({exc}); fix it.") from exc
     extra = sorted(set(data) - {"roots"})
     if extra:
-        raise ConfigInvalid(f"{path}: unknown top-level key(s) {', '.join(extra)}; "
-                            'settings go in [roots."/absolute/root"] tables.')  # fmt: skip
+        raise ConfigInvalid(
+            f"{path}: unknown top-level key(s) {', '.join(extra)}; "
+            'settings go in [roots."/absolute/root"] tables.'
+        )
     roots = data.get("roots", {})
     if not isinstance(roots, dict):
         raise ConfigInvalid(f'{path}: roots must be tables: [roots."/absolute/root"].')

@@ -34,8 +34,9 @@ def receipt_digest(receipt: dict[str, Any]) -> str:
 def write_receipt(path: Path, receipt: dict[str, Any]) -> dict[str, Any]:
     """Seal ``receipt`` with its digest and write it (0600, never replacing a file)."""
     sealed = {**receipt, "receipt_digest": receipt_digest(receipt)}
-    write_private_file(path, json.dumps(sealed, indent=1, ensure_ascii=False).encode(),
-                       exclusive=True)  # fmt: skip
+    write_private_file(
+        path, json.dumps(sealed, indent=1, ensure_ascii=False).encode(), exclusive=True
+    )
     return sealed
 
 

@@ -196,8 +196,14 @@ class Rechecker:
             return Finding("contains-mount", mounted)
         if not (stat.S_ISREG(mode) or is_dir or stat.S_ISLNK(mode)):
             return Finding("special-file")
-        now = (kind_of_mode(mode), signed64(st.st_dev), signed64(st.st_ino), st.st_size,
-               st.st_mtime_ns, st.st_ctime_ns)  # fmt: skip
+        now = (
+            kind_of_mode(mode),
+            signed64(st.st_dev),
+            signed64(st.st_ino),
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+        )
         then = (item.kind, item.dev, item.inode, item.size, item.mtime_ns, item.ctime_ns)
         if now != then:
             return Finding("changed-since-review", _difference(then, now))

@@ -408,8 +408,10 @@ def _destinations(moved: list[Moved]) -> list[str]:
     """One line per quarantine a dry run would use, with its item count."""
     counts = Counter((m.dest.quarantine, m.dest.method) for m in moved if m.dest.quarantine)
     how = {"rename": "moved by rename", "copy": "copied, verified, then removed from their place"}
-    return [f"  into {shown(where)}: {counted(n, 'item')}, {how.get(method, method)}"
-            for (where, method), n in sorted(counts.items())]  # fmt: skip
+    return [
+        f"  into {shown(where)}: {counted(n, 'item')}, {how.get(method, method)}"
+        for (where, method), n in sorted(counts.items())
+    ]
 
 
 def verify_result(result: VerifyResult) -> str:
@@ -437,9 +439,11 @@ def recover_result(result: RecoverResult) -> str:
         if p.status == "running":
             lines.append(f"  [still-running] {shown(p.message)}")
             continue
-        lines.append(f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
-                     f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
-                     f"receipt {shown(p.receipt_path or '')}")  # fmt: skip
+        lines.append(
+            f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
+            f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
+            f"receipt {shown(p.receipt_path or '')}"
+        )
         lines += [f"  [{r['code']}] {shown(r['message'])}" for r in p.leftovers]
         if p.status == "incomplete":
             lines.append(f"  [batch-unreadable] {shown(p.message)}")

@@ -88,8 +88,12 @@ def tmpfs(where: Path, options: str = "size=1m") -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "hygiene-nb-test",
-                               str(where)], capture_output=True, text=True, timeout=30)  # fmt: skip
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "hygiene-nb-test", str(where)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"mount is not usable here ({exc})")
     if done.returncode != 0:
@@ -112,8 +116,9 @@ def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterato
     if os.geteuid() != 0:
         pytest.skip("a bind mount needs root")
     try:
-        done = subprocess.run(["mount", "--bind", str(source), str(where)], capture_output=True,
-                              text=True, timeout=30)  # fmt: skip
+        done = subprocess.run(
+            ["mount", "--bind", str(source), str(where)], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"mount is not usable here ({exc})")
     if done.returncode != 0:

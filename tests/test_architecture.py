@@ -89,8 +89,9 @@ def executor_imports(notebook: Path) -> list[str]:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            if any(n == "hygiene_nb.executor" or n.startswith("hygiene_nb.executor.")
-                   for n in names):  # fmt: skip
+            if any(
+                n == "hygiene_nb.executor" or n.startswith("hygiene_nb.executor.") for n in names
+            ):
                 found.append(f"{notebook.name} cell {index}")
     return found
 
@@ -110,8 +111,11 @@ def test_the_notebook_checker_catches_an_executor_import(tmp_path: Path) -> None
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    for source in ("from hygiene_nb.executor import execute", "import hygiene_nb.executor.purge",
-                   "from hygiene_nb import executor"):  # fmt: skip
+    for source in (
+        "from hygiene_nb.executor import execute",
+        "import hygiene_nb.executor.purge",
+        "from hygiene_nb import executor",
+    ):
         path = tmp_path / "bad.ipynb"
         nbformat.write(new_notebook(cells=[new_code_cell("x = 1"), new_code_cell(source)]), path)
         assert executor_imports(path) == ["bad.ipynb cell 1"], source

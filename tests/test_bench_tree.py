@@ -64,15 +64,17 @@ def test_tree_statistics_count_the_shares_from_a_snapshot(tmp_path: Path) -> Non
     from bench.realism import tree_statistics
 
     second = 1_735_000_000 * 10**9
-    table = pa.table({
-        "parent": pa.array([None, "/r", "/r", "/r", "/r"], pa.string()).dictionary_encode(),
-        "name": ["r", "a_1.csv", "a_1.csv", "notes", "d"],
-        "kind": pa.array(["dir", "file", "file", "file", "dir"]).dictionary_encode(),
-        # the files: a whole second, 250 ns later, then two minutes later
-        "mtime_ns": [second + 850, second, second + 250, second + 120 * 10**9, second + 1],
-        # the root's newest is 1 ns after its own mtime: only float64 would call them equal
-        "tree_latest_mtime_ns": pa.array([second + 851, None, None, None, second + 1]),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "parent": pa.array([None, "/r", "/r", "/r", "/r"], pa.string()).dictionary_encode(),
+            "name": ["r", "a_1.csv", "a_1.csv", "notes", "d"],
+            "kind": pa.array(["dir", "file", "file", "file", "dir"]).dictionary_encode(),
+            # the files: a whole second, 250 ns later, then two minutes later
+            "mtime_ns": [second + 850, second, second + 250, second + 120 * 10**9, second + 1],
+            # the root's newest is 1 ns after its own mtime: only float64 would call them equal
+            "tree_latest_mtime_ns": pa.array([second + 851, None, None, None, second + 1]),
+        }
+    )
     pq.write_table(table, tmp_path / "part-0.parquet")
     stats = tree_statistics(tmp_path)
     assert stats["distinct_names"] == 2 / 3

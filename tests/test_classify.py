@@ -160,8 +160,15 @@ def test_package_manager_caches_in_home(tmp_path: Path, store: Path, rel: str, r
 
 def test_evidence_raises_confidence(tmp_path: Path, store: Path) -> None:
     root = home_root(tmp_path)
-    build(root, ["home/a/node_modules/", "home/a/package.json", "home/a/package-lock.json",
-                 "home/b/node_modules/"])  # fmt: skip
+    build(
+        root,
+        [
+            "home/a/node_modules/",
+            "home/a/package.json",
+            "home/a/package-lock.json",
+            "home/b/node_modules/",
+        ],
+    )
     rows = classified(root, store)
     strong = lookup(rows, root, "home/a/node_modules")
     weak = lookup(rows, root, "home/b/node_modules")
@@ -170,9 +177,19 @@ def test_evidence_raises_confidence(tmp_path: Path, store: Path) -> None:
 
 
 def git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})  # fmt: skip
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
 
 
 @pytest.fixture
@@ -249,8 +266,10 @@ def test_user_rules_win_over_builtins_but_never_over_protection(
     tmp_path: Path, store: Path
 ) -> None:
     root = home_root(tmp_path)
-    build(root, ["home/w/app.log", "home/w/k.pem", "home/w/train.py", "home/w/ckpt/",
-                 "home/w/other/ckpt/"])  # fmt: skip
+    build(
+        root,
+        ["home/w/app.log", "home/w/k.pem", "home/w/train.py", "home/w/ckpt/", "home/w/other/ckpt/"],
+    )
     write(root / "home" / "w" / "small.bin", 10)
     write(root / "home" / "w" / "large.bin", 500)
     rules = tmp_path / "rules.toml"
@@ -420,8 +439,16 @@ def test_other_accounts_homes_in_the_root_are_protected_like_your_own(
 
     root = tmp_path / "homes"
     alice = root / "alice"
-    build(root, ["alice/.bashrc", "alice/.config/app.ini", "alice/.cache/pip/wheel.whl",
-                 "alice/notes.txt", "bob/.bashrc"])  # fmt: skip
+    build(
+        root,
+        [
+            "alice/.bashrc",
+            "alice/.config/app.ini",
+            "alice/.cache/pip/wheel.whl",
+            "alice/notes.txt",
+            "bob/.bashrc",
+        ],
+    )
     monkeypatch.setenv("HOME", str(tmp_path / "me"))  # the auditor's own home is elsewhere
     if through_link:  # /home -> /data/home: the password database names the link's path
         (tmp_path / "link").symlink_to(root)

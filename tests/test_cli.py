@@ -177,19 +177,22 @@ def test_annotate_notes_a_path_that_does_not_exist_but_keeps_the_decision(
 ) -> None:
     write(tmp_path / "r" / "here", 1)
     there, typo = tmp_path / "r" / "here", tmp_path / "r" / "hree"
-    code, out, _ = run("annotate", str(there), str(typo), "--decision", "delete",
-                       "--store", str(store))  # fmt: skip
+    code, out, _ = run(
+        "annotate", str(there), str(typo), "--decision", "delete", "--store", str(store)
+    )
     assert code == 0
     assert f"note: {typo} does not exist now" in out and f"note: {there} " not in out
     code, obj = run_json("annotate", str(typo), "--note", "check", "--store", str(store))
     assert code == 0 and obj["missing"] == [str(typo)]
     assert [a["decision"] for a in obj["annotations"]] == ["delete"]  # kept all the same
-    code, obj = run_json("annotate", str(typo), "--decision", "none", "--note", "",
-                         "--store", str(store))  # fmt: skip
+    code, obj = run_json(
+        "annotate", str(typo), "--decision", "none", "--note", "", "--store", str(store)
+    )
     assert code == 0 and obj["removed"] == 1 and obj["missing"] == []  # clearing: no note
     never = tmp_path / "r" / "never-annotated"
-    code, obj = run_json("annotate", str(never), "--decision", "none", "--note", "",
-                         "--store", str(store))  # fmt: skip
+    code, obj = run_json(
+        "annotate", str(never), "--decision", "none", "--note", "", "--store", str(store)
+    )
     assert code == 0 and obj["removed"] == 0  # nothing was there to remove
 
 
@@ -231,8 +234,9 @@ def test_json_gives_the_exact_bytes_of_a_name_that_is_not_utf8(tmp_path: Path, s
     assert exact(odd) == bad and "path_b64" not in by_text[str(root / "plain")]
     assert [exact(e) for e in summary["largest_files"] if "path_b64" in e] == [bad]
 
-    code, annotated = run_json("annotate", os.fsdecode(bad), "--decision", "delete",
-                               "--store", str(store))  # fmt: skip
+    code, annotated = run_json(
+        "annotate", os.fsdecode(bad), "--decision", "delete", "--store", str(store)
+    )
     assert code == 0 and [exact(a) for a in annotated["annotations"]] == [bad]
     code, plan = run_json("plan", str(root), "--store", str(store))
     assert code == 0 and plan["candidates"] == 1
@@ -245,8 +249,9 @@ def test_json_gives_the_exact_bytes_of_a_name_that_is_not_utf8(tmp_path: Path, s
     code, back = run_json("restore", done["batch_id"], "--store", str(store))
     assert code == 0 and [exact(r) for r in back["restored"]] == [bad]
     other = bad.replace(b"\xfe", b"\xfd")  # no such item in the batch
-    code, back = run_json("restore", done["batch_id"], "--item", os.fsdecode(other),
-                          "--store", str(store))  # fmt: skip
+    code, back = run_json(
+        "restore", done["batch_id"], "--item", os.fsdecode(other), "--store", str(store)
+    )
     assert [(b["code"], exact(b)) for b in back["blocked"]] == [("not-in-batch", other)]
 
 

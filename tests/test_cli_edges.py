@@ -92,8 +92,9 @@ def test_a_rules_file_that_is_a_fifo_is_refused_without_hanging(
 ) -> None:
     fifo = tmp_path / "rules.toml"
     os.mkfifo(fifo)
-    code, obj, err = run("summary", str(scanned), "--rules", str(fifo), "--store", str(store),
-                         timeout=20)  # fmt: skip
+    code, obj, err = run(
+        "summary", str(scanned), "--rules", str(fifo), "--store", str(store), timeout=20
+    )
     assert code == 2 and "not a regular file" in obj["error"]["message"], obj
     assert "Traceback" not in err
 

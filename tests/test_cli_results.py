@@ -36,13 +36,24 @@ _VERIFICATION = {"mode": "static-only"}
 
 
 def _execute(status: str, **fields: Any) -> ExecuteResult:
-    return ExecuteResult(status=status, plan_id="plan-1", candidates=2, bytes=10,  # type: ignore[arg-type]
-                         verification=_VERIFICATION, **fields)  # fmt: skip
+    return ExecuteResult(
+        status=status,  # type: ignore[arg-type]
+        plan_id="plan-1",
+        candidates=2,
+        bytes=10,
+        verification=_VERIFICATION,
+        **fields,
+    )
 
 
 _PLAN = {"summary": {"delete_count": 1}}
-_CANDIDATE: dict[str, object] = {"path": "/r/x", "kind": "dir", "bytes": 10, "group": "logs",
-                                 "claim": "c"}  # fmt: skip
+_CANDIDATE: dict[str, object] = {
+    "path": "/r/x",
+    "kind": "dir",
+    "bytes": 10,
+    "group": "logs",
+    "claim": "c",
+}
 # (command line after the command's name, the library function replaced, the result, its text)
 CASES: list[tuple[list[str], str, Any, Callable[[Any], str]]] = [
     (["execute", "p.json"], "hygiene_nb.executor.execute_plan",
@@ -152,8 +163,10 @@ def test_quarantine_list_prints_each_batch_as_it_gives_itself(
     monkeypatch.setattr("hygiene_nb.executor.list_store_batches", lambda *_: found)
     store = ["--store", str(tmp_path / "store")]
     code, out = _run(["quarantine", "list", *store, "--json"], capsys)
-    assert code == 0 and json.loads(out) == {"status": "done",
-                                              "batches": [b.to_json() for b in found]}  # fmt: skip
+    assert code == 0 and json.loads(out) == {
+        "status": "done",
+        "batches": [b.to_json() for b in found],
+    }
     assert "problems" not in found[0].to_json() and found[1].to_json()["problems"]
     code, out = _run(["quarantine", "list", *store], capsys)
     assert code == 0 and out == render.batches(found) + "\n"

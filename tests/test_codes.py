@@ -101,7 +101,7 @@ def test_the_collector_finds_the_codes_it_should() -> None:
         "contains-mount",
         "changed-since-decision",
     ):
-        assert known in found, known  # fmt: skip
+        assert known in found, known
 
 
 def test_every_code_the_package_gives_is_in_the_one_table() -> None:

@@ -17,8 +17,9 @@ def listing(root: Path) -> list[tuple[str, int, int, bytes]]:
     for path in sorted(root.rglob("*")):
         st = path.lstat()
         data = path.read_bytes() if path.is_file() else b""
-        out.append((str(path.relative_to(root)), st.st_size, st.st_mtime_ns if path.is_file()
-                    else 0, data))  # fmt: skip
+        out.append(
+            (str(path.relative_to(root)), st.st_size, st.st_mtime_ns if path.is_file() else 0, data)
+        )
     return out
 
 
@@ -52,14 +53,23 @@ def test_the_demo_store_has_a_growing_history_and_every_kind_of_risk(
         "safe", "caution", "personal", "high", "unknown"
     }  # fmt: skip
     groups = {g.group for g in summary.groups}
-    assert {"node_modules", "python-cache", "build-output", "package-cache", "logs",
-            "personal"} <= groups  # fmt: skip
+    assert {
+        "node_modules",
+        "python-cache",
+        "build-output",
+        "package-cache",
+        "logs",
+        "personal",
+    } <= groups
 
 
 def test_the_demo_tree_is_never_shrunk_between_scans(tmp_path: Path) -> None:
     demo = make_demo_store(tmp_path / "tree", tmp_path / "store", scans=2)
-    first = api.load(str(demo.root), store=demo.store, scan_id=demo.scans[0].scan_id,
-                     columns=["path"]).column("path").to_pylist()  # fmt: skip
+    first = (
+        api.load(str(demo.root), store=demo.store, scan_id=demo.scans[0].scan_id, columns=["path"])
+        .column("path")
+        .to_pylist()
+    )
     assert all(os.path.lexists(p) for p in first)
 
 

@@ -104,8 +104,12 @@ def test_the_format_doc_describes_every_snapshot_column_and_the_current_version(
     from hygiene_nb.scan.snapshot import FORMAT_VERSION, SNAPSHOT_SCHEMA, ScanInfo
 
     doc = (DOCS / "format.md").read_text()
-    table = {cell.strip("` ") for line in doc.splitlines() if line.startswith("| `")
-             for cell in line.split("|")[1].split(",")}  # fmt: skip
+    table = {
+        cell.strip("` ")
+        for line in doc.splitlines()
+        if line.startswith("| `")
+        for cell in line.split("|")[1].split(",")
+    }
     assert set(SNAPSHOT_SCHEMA.names) <= table
     assert f"Format version **{FORMAT_VERSION}**" in doc
     for key in ScanInfo.__dataclass_fields__:
@@ -131,9 +135,12 @@ _OUTSIDE = re.compile(r"CONTRACT|SAFETY\b|\bseed 0\d\d\b|seeds/|/work/shared|sha
 
 def test_comments_cite_nothing_outside_the_repository() -> None:
     repo = README.parent
-    sources = [p for d in ("hygiene_nb", "tests", "bench", "notebooks")
-               for p in (repo / d).rglob("*")
-               if p.suffix in {".py", ".ipynb", ".toml", ".cfg", ".c"}]  # fmt: skip
+    sources = [
+        p
+        for d in ("hygiene_nb", "tests", "bench", "notebooks")
+        for p in (repo / d).rglob("*")
+        if p.suffix in {".py", ".ipynb", ".toml", ".cfg", ".c"}
+    ]
     sources += [repo / "Makefile", repo / "pyproject.toml"]
     found = {
         f"{path.relative_to(repo)}:{n}"

@@ -135,8 +135,14 @@ def run_page(found: list[Example], home: Path, *, timeout: float = 600) -> list[
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         "COLUMNS": "100",
     }
-    subprocess.run(["bash", "-c", "\n".join(script)], env=env, cwd=home, timeout=timeout,
-                   check=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        env=env,
+        cwd=home,
+        timeout=timeout,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
     outcomes = []
     for n, ex in enumerate(found):
         text = (out / str(n)).read_text(errors="replace").replace(str(home), "~")
@@ -175,14 +181,19 @@ def test_the_readme_tour_is_runnable() -> None:
 
 
 def test_the_convention_parses_commands_output_and_exit_codes() -> None:
-    page = "\n".join([
-        "```sh", "$ not run", "```",
-        "```console",
-        "$ echo one \\", "  two",
-        "one two",
-        "$ false  # exit 1",
-        "```",
-    ])  # fmt: skip
+    page = "\n".join(
+        [
+            "```sh",
+            "$ not run",
+            "```",
+            "```console",
+            "$ echo one \\",
+            "  two",
+            "one two",
+            "$ false  # exit 1",
+            "```",
+        ]
+    )
     found = examples(page)
     assert [(e.command, e.shown, e.exit_code) for e in found] == [
         ("echo one  two", ("one two",), 0),
@@ -201,15 +212,17 @@ def test_the_comparison_is_tolerant_only_where_the_page_says_so() -> None:
 
 
 def test_a_renamed_command_or_changed_output_fails_its_example(tmp_path: Path) -> None:
-    page = "\n".join([
-        "```console",
-        "$ hygiene-nb snapshots",
-        "...o snapshots yet: run `hygiene-nb scan ROOT`.",
-        "$ hygiene-nb snapshot",  # no such command: the CLI has `snapshots`
-        "$ hygiene-nb snapshots",
-        "2 snapshots",  # not what it prints
-        "$ hygiene-nb snapshot  # exit 2",
-        "```",
-    ])  # fmt: skip
+    page = "\n".join(
+        [
+            "```console",
+            "$ hygiene-nb snapshots",
+            "...o snapshots yet: run `hygiene-nb scan ROOT`.",
+            "$ hygiene-nb snapshot",  # no such command: the CLI has `snapshots`
+            "$ hygiene-nb snapshots",
+            "2 snapshots",  # not what it prints
+            "$ hygiene-nb snapshot  # exit 2",
+            "```",
+        ]
+    )
     outcomes = run_page(examples(page), _home(tmp_path))
     assert [o.problem() is None for o in outcomes] == [True, False, False, True]

@@ -158,9 +158,12 @@ def test_a_snapshot_and_a_fresh_walk_fingerprint_a_directory_alike(tree: Path, s
     plan = api.make_plan(tree.parent, store=store)
     (candidate,) = plan.plan["candidates"]
     found = fp(tree)
-    assert candidate["fingerprint"] == {"count": found.count, "bytes": found.bytes,
-                                        "newest_mtime_ns": found.newest_mtime_ns,
-                                        "sha256": found.sha256}  # fmt: skip
+    assert candidate["fingerprint"] == {
+        "count": found.count,
+        "bytes": found.bytes,
+        "newest_mtime_ns": found.newest_mtime_ns,
+        "sha256": found.sha256,
+    }
 
 
 # -- what a walk refuses -------------------------------------------------------------------------

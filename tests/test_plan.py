@@ -39,8 +39,9 @@ def tree(tmp_path: Path) -> Path:
 
 
 def decide(store: Path, *paths: Path | bytes, decision: str = "delete") -> None:
-    api.annotate([p if isinstance(p, bytes) else str(p) for p in paths], store=store,
-                 decision=decision)  # fmt: skip
+    api.annotate(
+        [p if isinstance(p, bytes) else str(p) for p in paths], store=store, decision=decision
+    )
 
 
 def plan_of(root: Path, store: Path, **kwargs: Any) -> dict[str, Any]:
@@ -54,8 +55,16 @@ def excluded(plan: dict[str, Any]) -> dict[str, str]:
 def test_candidates_and_every_static_exclusion_reason(tree: Path, store: Path) -> None:
     api.scan_root(tree, store=store)
     web = tree / "web"
-    decide(store, web / "node_modules", web / "server.pem", web, web / "link", web / "pipe",
-           tree / "data", tree / "nothere")  # fmt: skip
+    decide(
+        store,
+        web / "node_modules",
+        web / "server.pem",
+        web,
+        web / "link",
+        web / "pipe",
+        tree / "data",
+        tree / "nothere",
+    )
     # The ledger refuses '..' paths; a hand-edited ledger could still hold one.
     sneaky = str(tree) + "/web/../../outside"
     db = sqlite3.connect(store / "ledger.sqlite")
@@ -224,13 +233,34 @@ def test_plan_json_prints_the_confirming_command(tree: Path, store: Path) -> Non
     api.scan_root(tree, store=store)
     decide(store, tree / "web" / "node_modules")
     out = subprocess.run(
-        [sys.executable, "-m", "hygiene_nb", "plan", str(tree), "--store", str(store), "--json",
-         "--ttl", "120"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "hygiene_nb",
+            "plan",
+            str(tree),
+            "--store",
+            str(store),
+            "--json",
+            "--ttl",
+            "120",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     obj = json.loads(out)
-    for key in ("plan_id", "plan_digest", "plan_path", "markdown_path", "expires_at",
-                "candidates", "reclaim_bytes", "excluded", "confirm_command"):  # fmt: skip
+    for key in (
+        "plan_id",
+        "plan_digest",
+        "plan_path",
+        "markdown_path",
+        "expires_at",
+        "candidates",
+        "reclaim_bytes",
+        "excluded",
+        "confirm_command",
+    ):
         assert key in obj
     assert obj["candidates"] == 1
     assert f"--confirm-plan-id {obj['plan_id']}" in obj["confirm_command"]
@@ -240,13 +270,31 @@ def test_plan_json_prints_the_confirming_command(tree: Path, store: Path) -> Non
 
 def test_annotate_cli_takes_relative_paths_from_here(tree: Path, store: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "hygiene_nb", "annotate", "web/app.log", "--decision", "delete",
-         "--note", "rotated", "--store", str(store), "--json"],
-        capture_output=True, text=True, check=True, cwd=tree,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "hygiene_nb",
+            "annotate",
+            "web/app.log",
+            "--decision",
+            "delete",
+            "--note",
+            "rotated",
+            "--store",
+            str(store),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tree,
+    ).stdout
     (row,) = json.loads(out)["annotations"]
     assert (row["path"], row["decision"], row["note"]) == (
-        str(tree / "web" / "app.log"), "delete", "rotated")  # fmt: skip
+        str(tree / "web" / "app.log"),
+        "delete",
+        "rotated",
+    )
 
 
 def test_planning_changes_nothing_in_the_tree(tree: Path, store: Path) -> None:
@@ -439,8 +487,9 @@ def test_unreviewed_counts_each_entry_below_the_root_without_a_decision(
     decide(store, tree, tree / "gone.txt", decision="unsure")  # the root; not in the snapshot
     api.annotate([str(tree / "cache")], store=store, note="only a note")  # no decision
     below = _entries_below(tree)
-    reviewed = {str(tree / p) for p in ("web/node_modules", "data/scratch.bin", "data/keep",
-                                        "web/app.log")}  # fmt: skip
+    reviewed = {
+        str(tree / p) for p in ("web/node_modules", "data/scratch.bin", "data/keep", "web/app.log")
+    }
     summary = plan_of(tree, store)["summary"]
     assert summary["unreviewed_count"] == len(below - reviewed) == len(below) - 4
     assert (summary["delete_count"], summary["keep_count"], summary["unsure_count"]) == (2, 1, 3)

@@ -94,9 +94,13 @@ def test_every_listed_vcs_system_and_credential_directory_is_protected() -> None
 
 
 def test_a_directory_holding_a_keep_marker_and_other_homes_are_protected() -> None:
-    ctx = ProtectContext(root="/scan", home="/home/u", store="/srv/store",
-                         keep_dirs=frozenset({"/scan/thesis"}),
-                         other_homes=frozenset({"/scan/alice"}))  # fmt: skip
+    ctx = ProtectContext(
+        root="/scan",
+        home="/home/u",
+        store="/srv/store",
+        keep_dirs=frozenset({"/scan/thesis"}),
+        other_homes=frozenset({"/scan/alice"}),
+    )
     assert rule_of_dir("/scan/thesis", ctx) == "keep-marker"
     assert rule_of_dir("/scan/thesis/chapters", ctx) is None  # classification passes it down
     assert rule_of_dir("/scan/alice", ctx) == "home"
@@ -170,8 +174,15 @@ def test_ordinary_files_are_not_protected(path: str) -> None:
 @pytest.fixture
 def tree(tmp_path: Path) -> dict[str, Path]:
     home, store = tmp_path / "home", tmp_path / "store"
-    for rel in ("repo/.git/objects/ab", "home/.ssh/sub", "home/.config/app/cache",
-                "home/projects/web", "store/snapshots/x", "kept/a/b", "plain/a"):  # fmt: skip
+    for rel in (
+        "repo/.git/objects/ab",
+        "home/.ssh/sub",
+        "home/.config/app/cache",
+        "home/projects/web",
+        "store/snapshots/x",
+        "kept/a/b",
+        "plain/a",
+    ):
         (tmp_path / rel).mkdir(parents=True, exist_ok=True)
     write(tmp_path / "kept" / KEEP_MARKER)
     return {"tmp": tmp_path, "home": home, "store": store}
@@ -239,8 +250,7 @@ def account(tmp_path: Path) -> Iterator[Path]:
     name = f"hnbp_{secrets.token_hex(3)}"
     home = tmp_path / "homes" / name
     home.mkdir(parents=True)
-    done = subprocess.run(["useradd", "-M", "-d", str(home), name], capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(["useradd", "-M", "-d", str(home), name], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot add an account here: {done.stderr.strip()}")
     try:

@@ -534,8 +534,9 @@ def test_names_that_are_not_utf8_are_searched_as_bytes_and_reported_safely(
     with open(raw_root + b"/notes.md", "wb") as handle:
         handle.write(b"see bad\xff.log for details\n")  # names the non-UTF-8 file exactly
     api.scan_root(root, store=store)
-    api.annotate([raw_root + b"/bad\xff.log", raw_root + b"/good.log"], store=store,
-                 decision="delete")  # fmt: skip
+    api.annotate(
+        [raw_root + b"/bad\xff.log", raw_root + b"/good.log"], store=store, decision="delete"
+    )
     plan = api.make_plan(root, store=store)
     codes = {e["path"]: e["code"] for e in plan.plan["excluded"]}
     assert list(codes.values()) == ["referenced-by"] and "bad" in next(iter(codes))

@@ -170,5 +170,6 @@ def test_verification_lines() -> None:
     line = verification_line(back, "rolled-back")
     assert line.startswith("verification FAILED after the move: rolled back, 1 item restored")
     assert "1 blocked (still in quarantine" in line
-    assert "blocked" not in verification_line({**commands, "rollback": {"restored": 2}},
-                                              "rolled-back")  # fmt: skip
+    assert "blocked" not in verification_line(
+        {**commands, "rollback": {"restored": 2}}, "rolled-back"
+    )

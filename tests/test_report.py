@@ -37,8 +37,10 @@ def test_the_report_is_offline_html_without_code_and_with_every_figure(
     demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = tree_state(demo.tree)
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
-                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "reports")],
+        capsys,
+    )
     assert code == 0 and doc["status"] == "done"
     html_path, nb_path = Path(str(doc["html"])), Path(str(doc["notebook"]))
     scan_id = demo.scans[-1].scan_id
@@ -62,14 +64,18 @@ def test_two_runs_on_the_same_inputs_give_byte_identical_html(
     api.annotate([str(demo.root / ".cache")], store=demo.store, decision="delete")
     outs = []
     for name in ("one", "two"):
-        code, doc = run(["report", str(demo.root), "--store", str(demo.store),
-                         "--out", str(tmp_path / name)], capsys)  # fmt: skip
+        code, doc = run(
+            ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / name)],
+            capsys,
+        )
         assert code == 0
         outs.append(Path(str(doc["html"])).read_bytes())
     assert outs[0] == outs[1]
     api.annotate([str(demo.root / "Pictures")], store=demo.store, decision="keep")
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
-                     "--out", str(tmp_path / "three")], capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "three")],
+        capsys,
+    )
     assert Path(str(doc["html"])).read_bytes() != outs[0]  # the ledger is part of the input
 
 
@@ -77,8 +83,10 @@ def test_a_failing_cell_exits_1_and_still_writes_both_files(
     demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (demo.store / "rules.toml").write_text("[[rule]]\nname = 'broken'\n")  # no match, no risk
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
-                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "reports")],
+        capsys,
+    )
     assert code == 1
     error = doc["error"]
     assert isinstance(error, dict) and error["code"] == "report-failed"
@@ -91,8 +99,18 @@ def test_a_failing_cell_exits_1_and_still_writes_both_files(
 def test_scan_first_reports_on_the_new_scan(
     demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, doc = run(["report", str(demo.root), "--scan", "--store", str(demo.store),
-                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    code, doc = run(
+        [
+            "report",
+            str(demo.root),
+            "--scan",
+            "--store",
+            str(demo.store),
+            "--out",
+            str(tmp_path / "reports"),
+        ],
+        capsys,
+    )
     assert code == 0
     latest = api.list_snapshots(store=demo.store)[-1]
     assert len(api.list_snapshots(store=demo.store)) == 3
@@ -102,8 +120,20 @@ def test_scan_first_reports_on_the_new_scan(
 def test_report_refuses_scan_with_a_snapshot_id(
     demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, doc = run(["report", str(demo.root), "--scan", "--snapshot", demo.scans[0].scan_id,
-                     "--store", str(demo.store), "--out", str(tmp_path / "r")], capsys)  # fmt: skip
+    code, doc = run(
+        [
+            "report",
+            str(demo.root),
+            "--scan",
+            "--snapshot",
+            demo.scans[0].scan_id,
+            "--store",
+            str(demo.store),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capsys,
+    )
     error = doc["error"]
     assert code == 2 and isinstance(error, dict) and error["code"] == "bad-usage"
     assert not (tmp_path / "r").exists()
@@ -114,8 +144,17 @@ def test_report_on_a_root_never_scanned_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "never").mkdir()
-    code, doc = run(["report", str(tmp_path / "never"), "--store", str(tmp_path / "s"),
-                     "--out", str(tmp_path / "r")], capsys)  # fmt: skip
+    code, doc = run(
+        [
+            "report",
+            str(tmp_path / "never"),
+            "--store",
+            str(tmp_path / "s"),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capsys,
+    )
     error = doc["error"]
     assert code == 2 and isinstance(error, dict) and error["code"] == "snapshot-not-found"
     assert "hygiene-nb scan" in str(error["message"])
@@ -144,8 +183,12 @@ def private_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path,
     api.scan_root(root, store=store)
     (root / "project-nightingale" / "logs" / "run2.log").write_text("z" * 300)
     api.scan_root(root, store=store)
-    api.annotate([str(root / "project-nightingale" / "cache.tmp")], store=store,
-                 decision="delete", note="note-xyzzy-private")  # fmt: skip
+    api.annotate(
+        [str(root / "project-nightingale" / "cache.tmp")],
+        store=store,
+        decision="delete",
+        note="note-xyzzy-private",
+    )
     api.annotate([str(root / "zebracorn-secret")], store=store, decision="unsure")
     api.make_plan(root, store=store)
     return home, root, store
@@ -161,8 +204,9 @@ def test_a_redacted_report_holds_no_path_name_user_or_note(
 ) -> None:
     home, root, store = private_tree
     out = tmp_path / "out"
-    code, doc = run(["report", str(root), "--redact", "--store", str(store), "--out", str(out)],
-                    capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(root), "--redact", "--store", str(store), "--out", str(out)], capsys
+    )
     assert code == 0
     html, notebook = Path(str(doc["html"])), Path(str(doc["notebook"]))
     suggested = Path(str(doc["suggested_plan"]))  # automatic mode: counts by group only
@@ -186,8 +230,10 @@ def test_a_failing_redacted_report_does_not_leak_through_the_error(
 ) -> None:
     home, root, store = private_tree
     (store / "rules.toml").write_text("[[rule]]\nname = 'broken'\n")
-    code, _ = run(["report", str(root), "--redact", "--store", str(store),
-                     "--out", str(tmp_path / "out")], capsys)  # fmt: skip
+    code, _ = run(
+        ["report", str(root), "--redact", "--store", str(store), "--out", str(tmp_path / "out")],
+        capsys,
+    )
     assert code == 1
     for path in (tmp_path / "out").rglob("*.*"):
         assert leaks(path.read_bytes(), home, root, store) == [], path
@@ -199,8 +245,10 @@ def test_automatic_mode_adds_a_suggested_plan_to_the_report_and_moves_nothing(
     config = f'[roots."{demo.root}"]\nautomatic = true\nthreshold = 95\n'
     (demo.store / "config.toml").write_text(config)
     before = tree_state(demo.tree)
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
-                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "reports")],
+        capsys,
+    )
     assert code == 0 and doc["suggested_plan"]
     suggested = Path(str(doc["suggested_plan"]))
     assert suggested.name == f"{demo.scans[-1].scan_id}.suggested-plan.md"
@@ -219,12 +267,21 @@ def test_the_report_draws_every_chart_in_a_browser_without_a_network(
         pytest.skip("Debian's chromium is not installed here (make test installs it as root)")
     from playwright.sync_api import sync_playwright
 
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store),
-                     "--out", str(tmp_path / "reports")], capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "reports")],
+        capsys,
+    )
     assert code == 0
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run",
-            "--disable-quic"]  # fmt: skip
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+    ]
     requests: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(chromium), args=args)
@@ -250,8 +307,9 @@ def test_inside_the_scanned_root_a_report_adds_files_and_never_replaces_one(
 ) -> None:
     out = demo.root / "Documents" / "reports"  # e.g. `make audit` on a home holding a checkout
     before = tree_state(demo.tree)
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store), "--out", str(out)],
-                    capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(out)], capsys
+    )
     assert code == 0
     after = tree_state(demo.tree)
     added = {p for p, *_ in after} - {p for p, *_ in before}
@@ -261,8 +319,9 @@ def test_inside_the_scanned_root_a_report_adds_files_and_never_replaces_one(
     ]
     html = Path(str(doc["html"]))
     mine = html.read_bytes()
-    code, doc = run(["report", str(demo.root), "--store", str(demo.store), "--out", str(out)],
-                    capsys)  # fmt: skip
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(out)], capsys
+    )
     error = doc["error"]
     assert code == 2 and isinstance(error, dict) and "never replaces" in str(error["message"])
     assert html.read_bytes() == mine

@@ -77,14 +77,25 @@ def test_ensure_creates_every_directory_private_and_is_idempotent(tmp_path: Path
     store = Store(tmp_path / "a" / "b" / "store")
     with umask(0):
         assert store.ensure() is store
-    for path in (tmp_path / "a", tmp_path / "a" / "b", store.root, store.snapshots,
-                 store.plans, store.receipts, store.quarantine):  # fmt: skip
+    for path in (
+        tmp_path / "a",
+        tmp_path / "a" / "b",
+        store.root,
+        store.snapshots,
+        store.plans,
+        store.receipts,
+        store.quarantine,
+    ):
         assert path.is_dir() and mode(path) == 0o700, path
     write(store.plans / "p.json", 1)
     store.ensure()
     assert (store.plans / "p.json").exists()
-    assert {p.name for p in store.root.iterdir()} == {"snapshots", "plans", "receipts",
-                                                      "quarantine"}  # fmt: skip
+    assert {p.name for p in store.root.iterdir()} == {
+        "snapshots",
+        "plans",
+        "receipts",
+        "quarantine",
+    }
 
 
 def test_an_existing_directory_of_ours_is_made_private(tmp_path: Path) -> None:
@@ -250,8 +261,11 @@ def test_remove_store_path_follows_no_symlink_out_of_the_store(tmp_path: Path, o
     write(outside / "precious", data=b"do not touch")
     (own.snapshots / "link-to-dir").symlink_to(outside)
     (own.snapshots / "link-to-file").symlink_to(outside / "precious")
-    for path in (own.snapshots / "link-to-dir", own.snapshots / "link-to-file",
-                 own.snapshots / "link-to-dir" / "precious"):  # fmt: skip
+    for path in (
+        own.snapshots / "link-to-dir",
+        own.snapshots / "link-to-file",
+        own.snapshots / "link-to-dir" / "precious",
+    ):
         with pytest.raises(StoreError, match="not inside the store"):
             remove_store_path(own, path)
     assert (outside / "precious").read_bytes() == b"do not touch"

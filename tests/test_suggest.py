@@ -141,8 +141,7 @@ def test_the_suggest_command_shows_and_declines(
     shown = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and shown["shown"] and shown["candidates"]
     with pytest.raises(SystemExit) as done:
-        main(["suggest", str(messy), "--store", str(store), "--decline", shown["digest"],
-              "--json"])  # fmt: skip
+        main(["suggest", str(messy), "--store", str(store), "--decline", shown["digest"], "--json"])
     declined = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and not declined["shown"] and declined["declined_at"]
 
@@ -262,10 +261,11 @@ def test_a_config_others_can_write_or_a_linked_config_is_not_trusted(
 
 def test_roots_must_be_tables_of_absolute_paths(tmp_path: Path, store: Path) -> None:
     store.mkdir(parents=True)
-    for body, says in (('roots = "x"', "must be tables"),
-                       ('[roots."relative/dir"]\nautomatic = true', "not an absolute"),
-                       ('[roots."/a/"]\nautomatic = true\n[roots."/a"]\nautomatic = false',
-                        "two tables")):  # fmt: skip
+    for body, says in (
+        ('roots = "x"', "must be tables"),
+        ('[roots."relative/dir"]\nautomatic = true', "not an absolute"),
+        ('[roots."/a/"]\nautomatic = true\n[roots."/a"]\nautomatic = false', "two tables"),
+    ):
         (store / "config.toml").write_text(body)
         (store / "config.toml").chmod(0o600)
         with pytest.raises(ConfigInvalid, match=says):

@@ -48,8 +48,11 @@ def summary(root: Path, store: Path, env: dict[str, str]) -> dict[str, Any]:
     for args in (["scan", str(root)], ["summary", str(root), "--top", "3"]):
         out = subprocess.run(
             [sys.executable, "-m", "hygiene_nb", *args, "--store", str(store), "--json"],
-            capture_output=True, text=True, env=env, check=True,
-        ).stdout  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
     return dict(json.loads(out))
 
 
@@ -67,8 +70,11 @@ def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path)
     safe_cache_dir = own(p["cache"])
     assert s["risk"]["safe"]["entries"] == 4
     assert s["reclaimable"]["safe"]["bytes"] == safe_nm + safe_cache_dir
-    assert s["risk"]["caution"] == {"bytes": 300, "alloc": s["risk"]["caution"]["alloc"],
-                                    "entries": 1}  # fmt: skip
+    assert s["risk"]["caution"] == {
+        "bytes": 300,
+        "alloc": s["risk"]["caution"]["alloc"],
+        "entries": 1,
+    }
     assert s["risk"]["personal"]["bytes"] == own(p["docs"], p["pdf"])
     # high: root, home, proj (contains server.pem), server.pem
     assert s["risk"]["high"]["entries"] == 4
@@ -86,8 +92,13 @@ def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path)
     # m.pyc and its twin (unknown); node_modules is a dependency, server.pem is protected.
     # safe 1 (m.pyc), caution 1 (app.log), unknown 4, personal 1 → N = 7
     detail = s["cleanliness_detail"]
-    assert (detail["counted"], detail["cleanable"], detail["intermediate"], detail["pending"],
-            detail["valuable"]) == (7, 1, 1, 4, 1)  # fmt: skip
+    assert (
+        detail["counted"],
+        detail["cleanable"],
+        detail["intermediate"],
+        detail["pending"],
+        detail["valuable"],
+    ) == (7, 1, 1, 4, 1)
     assert s["cleanliness"] == round(100 - 70 * 1 / 7 - 20 * 1 / 7 - 10 * 4 / 7)
     assert [e["path"] for e in s["largest"]][:1] == [str(home)]
     assert all({"path", "bytes", "risk", "rule", "claim"} <= set(e) for e in s["largest"])

@@ -108,8 +108,9 @@ def test_child_growth_follows_each_direct_child_across_scans(
     root, first, second = changed
     growth = views.child_growth(str(root), store=store, top=2)
     assert set(growth["scan_id"]) == {first, second}
-    latest = api.load(str(root), store=store, scan_id=second,
-                      columns=["depth", "name", "tree_bytes"]).to_pandas()  # fmt: skip
+    latest = api.load(
+        str(root), store=store, scan_id=second, columns=["depth", "name", "tree_bytes"]
+    ).to_pandas()
     children = latest[latest["depth"] == 1].sort_values("tree_bytes", ascending=False)
     per_scan = growth.groupby("scan_id")["bytes"].sum()
     assert per_scan[second] == children["tree_bytes"].sum()

@@ -60,8 +60,9 @@ class Verdict:
     confidence: float
 
 
-UNKNOWN = Verdict(Risk.UNKNOWN, "no-rule", None,
-                  "No rule recognizes this: look before deciding", 0.0)  # fmt: skip
+UNKNOWN = Verdict(
+    Risk.UNKNOWN, "no-rule", None, "No rule recognizes this: look before deciding", 0.0
+)
 EXCLUDED = Verdict(
     Risk.UNKNOWN,
     "excluded",
@@ -69,10 +70,16 @@ EXCLUDED = Verdict(
     "Excluded from the scan (.hygieneignore or --exclude): not classified",
     0.0,
 )
-UNREADABLE = Verdict(Risk.UNKNOWN, "unreadable", None,
-                     "Could not be read: what it holds is unknown, not empty", 0.0)  # fmt: skip
-IN_PERSONAL = Verdict(Risk.PERSONAL, "in-personal-folder", "personal",
-                      "Inside one of your personal folders: probably yours", 0.6)  # fmt: skip
+UNREADABLE = Verdict(
+    Risk.UNKNOWN, "unreadable", None, "Could not be read: what it holds is unknown, not empty", 0.0
+)
+IN_PERSONAL = Verdict(
+    Risk.PERSONAL,
+    "in-personal-folder",
+    "personal",
+    "Inside one of your personal folders: probably yours",
+    0.6,
+)
 
 
 def join_path(parent: str, name: str) -> str:
@@ -363,8 +370,15 @@ def classify_table(
     is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
     siblings = _siblings(table, _evidence_names(user_rules))
     keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
-    ctx = ProtectContext(ctx.root, ctx.home, ctx.store, ctx.git, ctx.keep_dirs | keep_dirs,
-                         ctx.above_root, ctx.other_homes)  # fmt: skip
+    ctx = ProtectContext(
+        ctx.root,
+        ctx.home,
+        ctx.store,
+        ctx.git,
+        ctx.keep_dirs | keep_dirs,
+        ctx.above_root,
+        ctx.other_homes,
+    )
 
     own = np.full(n, -1, dtype=np.int32)
     prot = np.full(n, -1, dtype=np.int32)

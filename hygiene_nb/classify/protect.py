@@ -64,21 +64,39 @@ class Protection:
 ROOT = Protection("root", "The scanned root itself: never removed as a whole")
 FILESYSTEM_ROOT = Protection("filesystem-root", "The filesystem root: never removed")
 HOME = Protection("home", "Your home directory: never removed as a whole")
-SYSTEM = Protection("system", "Operating-system directory: removing anything here can break "
-                    "the machine")  # fmt: skip
-VCS = Protection("vcs", "Version-control history (.git, .hg, .svn): losing it loses the "
-                 "project's history")  # fmt: skip
+SYSTEM = Protection(
+    "system", "Operating-system directory: removing anything here can break the machine"
+)
+VCS = Protection(
+    "vcs", "Version-control history (.git, .hg, .svn): losing it loses the project's history"
+)
 CREDENTIAL = Protection("credential", "Keys or credentials: losing them can lock you out")
 CONFIG = Protection("config", "Configuration: programs and your settings depend on it")
 GIT_TRACKED = Protection("git-tracked", "A file git tracks: part of a project's source")
-GIT_UNKNOWN = Protection("git-unreadable", "Inside a git work tree whose tracked files could "
-                         "not be listed (git unavailable): protected as a whole")  # fmt: skip
+GIT_UNKNOWN = Protection(
+    "git-unreadable",
+    "Inside a git work tree whose tracked files could "
+    "not be listed (git unavailable): protected as a whole",
+)
 KEEP = Protection("keep-marker", "Marked with .hygiene-nb-keep: kept, with everything inside")
 STORE = Protection("store", "hygiene-nb's own store or quarantine")
-CONTAINS = Protection("contains-protected", "Contains something protected, so it cannot be "
-                      "removed as a whole")  # fmt: skip
-ALL_PROTECTIONS = (ROOT, FILESYSTEM_ROOT, HOME, SYSTEM, VCS, CREDENTIAL, CONFIG, GIT_TRACKED,
-                   GIT_UNKNOWN, KEEP, STORE, CONTAINS)  # fmt: skip
+CONTAINS = Protection(
+    "contains-protected", "Contains something protected, so it cannot be removed as a whole"
+)
+ALL_PROTECTIONS = (
+    ROOT,
+    FILESYSTEM_ROOT,
+    HOME,
+    SYSTEM,
+    VCS,
+    CREDENTIAL,
+    CONFIG,
+    GIT_TRACKED,
+    GIT_UNKNOWN,
+    KEEP,
+    STORE,
+    CONTAINS,
+)
 
 
 @dataclass(frozen=True)
@@ -264,8 +282,14 @@ def find_git_tracked(worktrees: Iterable[str], *, timeout: float = 60.0) -> GitI
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_TERMINAL_PROMPT": "0",
     }
-    safe = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
-            "-c", "core.untrackedCache=false"]  # fmt: skip
+    safe = [
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        f"core.hooksPath={os.devnull}",
+        "-c",
+        "core.untrackedCache=false",
+    ]
 
     def ls_files(tree: str) -> subprocess.CompletedProcess[bytes] | str:
         try:

@@ -82,12 +82,36 @@ LOCKFILES = (
     "bun.lockb",
     "bun.lock",
 )
-_PY_PROJECT = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "Pipfile",
-               "poetry.lock", "uv.lock", "environment.yml", "requirements-dev.txt")  # fmt: skip
-_BUILD_CONFIG = ("package.json", "pyproject.toml", "setup.py", "Cargo.toml", "Makefile",
-                 "CMakeLists.txt", "build.gradle", "build.gradle.kts", "pom.xml", "go.mod",
-                 "meson.build", "tsconfig.json", "vite.config.js", "vite.config.ts",
-                 "webpack.config.js", "next.config.js", "nuxt.config.ts")  # fmt: skip
+_PY_PROJECT = (
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "requirements.txt",
+    "Pipfile",
+    "poetry.lock",
+    "uv.lock",
+    "environment.yml",
+    "requirements-dev.txt",
+)
+_BUILD_CONFIG = (
+    "package.json",
+    "pyproject.toml",
+    "setup.py",
+    "Cargo.toml",
+    "Makefile",
+    "CMakeLists.txt",
+    "build.gradle",
+    "build.gradle.kts",
+    "pom.xml",
+    "go.mod",
+    "meson.build",
+    "tsconfig.json",
+    "vite.config.js",
+    "vite.config.ts",
+    "webpack.config.js",
+    "next.config.js",
+    "nuxt.config.ts",
+)
 
 _MEDIA = (
     ".jpg",
@@ -350,8 +374,13 @@ def _check_rule(raw: Mapping[str, Any], source: str, line: int) -> UserRule:
     kind = raw.get("kind")
     if kind is not None and kind not in ("file", "dir", "symlink", "other"):
         raise _fail(source, line, "`kind` must be file, dir, symlink or other")
-    for key, types in (("name", str), ("path", str), ("sibling", str),
-                       ("min_age_days", int | float), ("min_bytes", int)):  # fmt: skip
+    for key, types in (
+        ("name", str),
+        ("path", str),
+        ("sibling", str),
+        ("min_age_days", int | float),
+        ("min_bytes", int),
+    ):
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
             raise _fail(source, line, f"`{key}` has the wrong type")

@@ -43,8 +43,13 @@ __all__ = [
 
 RISKS = tuple(r.value for r in Risk)
 DEPENDENCY_GROUPS = frozenset({"node_modules", "virtualenv", "vendor-bundle"})
-STALE_BUCKETS = (("< 30 days", 0), ("30-90 days", 30), ("90 days-1 year", 90),
-                 ("1-2 years", 365), ("> 2 years", 730))  # fmt: skip
+STALE_BUCKETS = (
+    ("< 30 days", 0),
+    ("30-90 days", 30),
+    ("90 days-1 year", 90),
+    ("1-2 years", 365),
+    ("> 2 years", 730),
+)
 STALE_DAYS = 365
 _NS_PER_DAY = 86_400 * 10**9
 Mask = npt.NDArray[np.bool_]

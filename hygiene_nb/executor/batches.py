@@ -232,8 +232,7 @@ def claim_batch_at(
             continue  # never reuse a directory of unknown content
         fd = open_dir_at(qfd, batch_id.encode())
         fcntl.flock(fd, fcntl.LOCK_EX)  # held while this run fills it (until close)
-        batch = Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id,
-                      plan_digest)  # fmt: skip
+        batch = Batch(quarantine / batch_id, batch_id, fd, stamp.isoformat(), plan_id, plan_digest)
         batch.fs = fs_identity(fd)
         return batch
 
@@ -314,10 +313,21 @@ def registry_problems(store: Store) -> list[BatchInfo]:
         return []
     path = str(_registry_path(store))
     why = "; ".join(problems)
-    return [BatchInfo(QUARANTINES_NAME, path, "", 0, 0, "invalid", problems=[
-        f"the quarantine registry {path} cannot be fully read ({why}): batches on other "
-        "filesystems it lists may be missing here; repair or rewrite it (it lists their "
-        ".hygiene-nb-quarantine paths)"])]  # fmt: skip
+    return [
+        BatchInfo(
+            QUARANTINES_NAME,
+            path,
+            "",
+            0,
+            0,
+            "invalid",
+            problems=[
+                f"the quarantine registry {path} cannot be fully read ({why}): batches on other "
+                "filesystems it lists may be missing here; repair or rewrite it (it lists their "
+                ".hygiene-nb-quarantine paths)"
+            ],
+        )
+    ]
 
 
 def registry_error(store: Store) -> StoreError | None:
@@ -676,8 +686,15 @@ def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
     try:
         fd = open_dir_at(qfd, os.fsencode(name))
     except OSError as exc:
-        return BatchInfo(name, str(quarantine / name), "", 0, 0, "invalid",
-                         problems=[exc.strerror or "unreadable"])  # fmt: skip
+        return BatchInfo(
+            name,
+            str(quarantine / name),
+            "",
+            0,
+            0,
+            "invalid",
+            problems=[exc.strerror or "unreadable"],
+        )
     try:
         state, doc, problems = batch_state(fd)
         created = (
@@ -687,9 +704,16 @@ def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
         )
         held = _held(doc, fd)
         extra = len([p for p in problems if p.endswith("not in its manifest")])
-        info = BatchInfo(name, str(quarantine / name), created, len(held) + extra,
-                         _item_bytes(held), state, doc.get("plan_id") if doc else None,
-                         problems)  # fmt: skip
+        info = BatchInfo(
+            name,
+            str(quarantine / name),
+            created,
+            len(held) + extra,
+            _item_bytes(held),
+            state,
+            doc.get("plan_id") if doc else None,
+            problems,
+        )
         if doc is not None:
             info.leftovers = _leftovers_of(name, doc) + _copies_not_moved(
                 fd, name, str(quarantine / name), doc
@@ -720,14 +744,18 @@ def find_removal_leftovers(originals: list[bytes]) -> dict[bytes, bytes]:
             continue
         try:
             with os.scandir(fd) as entries:
-                stagings = sorted(os.fsencode(e.name) for e in entries
-                                  if os.fsencode(e.name).startswith(REMOVING_PREFIX))  # fmt: skip
+                stagings = sorted(
+                    os.fsencode(e.name)
+                    for e in entries
+                    if os.fsencode(e.name).startswith(REMOVING_PREFIX)
+                )
             for staging in stagings:
                 for name in names:
                     with contextlib.suppress(OSError):
                         os.stat(staging + b"/" + name, dir_fd=fd, follow_symlinks=False)
-                        found.setdefault(os.path.join(parent, name),
-                                         os.path.join(parent, staging, name))  # fmt: skip
+                        found.setdefault(
+                            os.path.join(parent, name), os.path.join(parent, staging, name)
+                        )
         finally:
             os.close(fd)
     return found
@@ -746,13 +774,22 @@ def removal_leftover_message(original: str, staging: str, batch_id: str) -> str:
 
 
 def _leftovers_of(batch_id: str, doc: dict[str, Any]) -> list[dict[str, str]]:
-    originals = [base64.b64decode(i["original_b64"]) for i in doc["items"]
-                 if i.get("state") in ("moved", "pending")]  # fmt: skip
+    originals = [
+        base64.b64decode(i["original_b64"])
+        for i in doc["items"]
+        if i.get("state") in ("moved", "pending")
+    ]
     out = []
     for raw, staging in sorted(find_removal_leftovers(originals).items()):
         original, where = os.fsdecode(raw), os.fsdecode(staging)
-        out.append({"code": REMOVAL_INTERRUPTED, "original": original, "path": where,
-                    "message": removal_leftover_message(original, where, batch_id)})  # fmt: skip
+        out.append(
+            {
+                "code": REMOVAL_INTERRUPTED,
+                "original": original,
+                "path": where,
+                "message": removal_leftover_message(original, where, batch_id),
+            }
+        )
     return out
 
 
@@ -782,12 +819,17 @@ def _copies_not_moved(
             continue
         original = os.fsdecode(raw)
         cut = "was cut short" if item["state"] == "pending" else "was not kept as the item"
-        out.append({"code": COPY_NOT_MOVED, "original": original,
-                    "path": os.fsdecode(os.fsencode(batch_path) + b"/" + TREE_NAME + raw),
-                    "message": f"a copy of {original} into batch {batch_id} {cut} (it failed, "
-                    "stopped, or its original had to stay): the original is in its place and "
-                    "was never removed; the copy in the batch is only a duplicate, not counted "
-                    "as an item, and goes when the batch is purged."})  # fmt: skip
+        out.append(
+            {
+                "code": COPY_NOT_MOVED,
+                "original": original,
+                "path": os.fsdecode(os.fsencode(batch_path) + b"/" + TREE_NAME + raw),
+                "message": f"a copy of {original} into batch {batch_id} {cut} (it failed, "
+                "stopped, or its original had to stay): the original is in its place and "
+                "was never removed; the copy in the batch is only a duplicate, not counted "
+                "as an item, and goes when the batch is purged.",
+            }
+        )
     return out
 
 
@@ -821,8 +863,13 @@ def note_origin(batch: Batch, item: ManifestItem, parent: int) -> None:
                 os.close(fd)
     if not where.startswith(root) or where[len(root) : len(root) + 1] not in (b"", b"/"):
         return
-    chain = [root, *(root + b"/" + b"/".join(where[len(root) + 1 :].split(b"/")[: i + 1])
-                     for i in range(where[len(root) :].count(b"/")))]  # fmt: skip
+    chain = [
+        root,
+        *(
+            root + b"/" + b"/".join(where[len(root) + 1 :].split(b"/")[: i + 1])
+            for i in range(where[len(root) :].count(b"/"))
+        ),
+    ]
     try:
         item.parents = [_owner_mode(batch, p) for p in chain]
     except OSError:

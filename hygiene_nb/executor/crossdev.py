@@ -355,14 +355,18 @@ def altered_modes(entries: dict[bytes, Entry]) -> list[list[str | int]]:
     Kept in the manifest so that a restore by copy gives them back (a read-only directory,
     a setgid one).
     """
-    return [[base64.b64encode(rel).decode("ascii"), e.mode]
-            for rel, e in sorted(entries.items()) if copy_mode(e) != e.mode]  # fmt: skip
+    return [
+        [base64.b64encode(rel).decode("ascii"), e.mode]
+        for rel, e in sorted(entries.items())
+        if copy_mode(e) != e.mode
+    ]
 
 
 def verified_identities(entries: dict[bytes, Entry]) -> dict[bytes, Verified]:
     """What ``remove_original_after_verified_copy`` checks each original entry against."""
-    return {rel: (e.dev, e.ino, e.size, e.mtime_ns, e.ctime_ns, e.digest)
-            for rel, e in entries.items()}  # fmt: skip
+    return {
+        rel: (e.dev, e.ino, e.size, e.mtime_ns, e.ctime_ns, e.digest) for rel, e in entries.items()
+    }
 
 
 def copy_verified(
@@ -460,9 +464,16 @@ def _mode_for(entry: Entry, rel: bytes, modes: dict[bytes, int]) -> int:
 
 
 def _copy(
-    src_dir: int, name: bytes, dst_dir: int, rel: bytes, planned: dict[bytes, Entry],
-    kids: dict[bytes, list[bytes]], ops: FileOps, dst_name: bytes, modes: dict[bytes, int],
-) -> None:  # fmt: skip
+    src_dir: int,
+    name: bytes,
+    dst_dir: int,
+    rel: bytes,
+    planned: dict[bytes, Entry],
+    kids: dict[bytes, list[bytes]],
+    ops: FileOps,
+    dst_name: bytes,
+    modes: dict[bytes, int],
+) -> None:
     entry = planned[rel]
     if not entry.is_dir:
         _copy_file(src_dir, name, dst_dir, entry, dst_name, _mode_for(entry, rel, modes))
@@ -480,8 +491,17 @@ def _copy(
             except MountInside as exc:
                 raise Unverifiable(f"{os.fsdecode(name)} is a mount point now") from exc
             for child in kids[rel]:
-                _copy(src, child, dst, rel + b"/" + child if rel else child, planned, kids, ops,
-                      child, modes)  # fmt: skip
+                _copy(
+                    src,
+                    child,
+                    dst,
+                    rel + b"/" + child if rel else child,
+                    planned,
+                    kids,
+                    ops,
+                    child,
+                    modes,
+                )
             if os.geteuid() == 0:
                 os.fchown(dst, entry.uid, entry.gid)  # before chmod: chown clears mode bits
             shown = (rel or name).decode("utf-8", "backslashreplace")

@@ -313,8 +313,9 @@ def execute_plan(
                     "once."
                 )
             checkpoint("after-claim")
-            _carry_out(plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config,
-                       reserve)  # fmt: skip
+            _carry_out(
+                plan, store, ledger, result, ops or LocalFileOps(), allow_copy, config, reserve
+            )
         finally:
             reserve.close()
     return result
@@ -323,11 +324,15 @@ def execute_plan(
 def _planned_verification(config: RootConfig) -> dict[str, Any]:
     """What the receipt will say about project verification, before anything runs."""
     if not config.verify:
-        return {"mode": "static-only",
-                "note": "no verify command is configured for this root: only the per-item "
-                        "checks ran"}  # fmt: skip
-    return {"mode": "commands", "commands": [list(c) for c in config.verify],
-            "timeout_seconds": config.verify_timeout}  # fmt: skip
+        return {
+            "mode": "static-only",
+            "note": "no verify command is configured for this root: only the per-item checks ran",
+        }
+    return {
+        "mode": "commands",
+        "commands": [list(c) for c in config.verify],
+        "timeout_seconds": config.verify_timeout,
+    }
 
 
 def _baseline(config: RootConfig, p: Plan) -> list[dict[str, Any]]:
@@ -490,8 +495,7 @@ def _carry_out(
     cands = p.candidates
     try:
         root_st = os.fstat(checker.fd)
-        if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p.root.dev,
-                                                                   p.root.inode):  # fmt: skip
+        if (signed64(root_st.st_dev), signed64(root_st.st_ino)) != (p.root.dev, p.root.inode):
             raise RootReplaced(f"{p.root.path} was replaced just before acting on it.")
         referenced = _reference_skips(store, config, cands, result)
         size = max(_GROUP, -(-len(cands) // _MAX_GROUPS))
@@ -526,9 +530,17 @@ def _carry_out(
     reserve.release()  # the space held for the records since before the first move
     checkpoint("before-records")
     try:
-        _finish(plan, store, ledger, result, run.batches, run.outcomes,
-                (authorization_id, authorized_at, free_before), aborted=aborted,
-                release=run.untouched)  # fmt: skip
+        _finish(
+            plan,
+            store,
+            ledger,
+            result,
+            run.batches,
+            run.outcomes,
+            (authorization_id, authorized_at, free_before),
+            aborted=aborted,
+            release=run.untouched,
+        )
     except (OSError, StoreError, sqlite3.Error) as exc:
         raise RecordsIncomplete(_records_failed(store, result, run.batches, exc)) from exc
     if unexpected is not None:
@@ -559,8 +571,10 @@ def _reference_skips(
     exact = {os.fsdecode(c.raw): c.path for c in cands}  # the bytes, not the text
     verdicts, checks = check_references(list(exact), budget=budget, skip=[str(store.root)])
     result.reference_check = [asdict(c) for c in checks]
-    return {exact[given]: Skip.of(exact[given], code, detail)
-            for given, (code, detail) in blocking(verdicts).items()}  # fmt: skip
+    return {
+        exact[given]: Skip.of(exact[given], code, detail)
+        for given, (code, detail) in blocking(verdicts).items()
+    }
 
 
 def _verify_after(
@@ -579,8 +593,13 @@ def _verify_after(
         try:
             back = restore_batch(store, batch.batch_id, execute=True)
         except (OSError, HygieneError) as exc:
-            blocked.append({"batch_id": batch.batch_id, "code": getattr(exc, "code", "os-error"),
-                            "message": str(exc)})  # fmt: skip
+            blocked.append(
+                {
+                    "batch_id": batch.batch_id,
+                    "code": getattr(exc, "code", "os-error"),
+                    "message": str(exc),
+                }
+            )
             continue
         restored += back.restored
         blocked += [{"path": b.path, "code": b.code, "message": b.message} for b in back.blocked]
@@ -599,8 +618,9 @@ def _verify_after(
 
 def _abort_rest(result: ExecuteResult, run: _Run, cands: Sequence[Candidate], reason: str) -> None:
     seen = {o.path for o in run.outcomes}
-    pending = {raw: b for b in run.batches for raw, i in b.items.items()
-               if i.state in ("pending", "moved")}  # fmt: skip
+    pending = {
+        raw: b for b in run.batches for raw, i in b.items.items() if i.state in ("pending", "moved")
+    }
     for cand in cands:
         if cand.path not in seen:
             batch = pending.get(cand.raw)
@@ -707,8 +727,9 @@ class _Run:
         self, ready: list[tuple[Candidate, bytes, int, Batch | None]], done: list[_Done]
     ) -> None:
         """Record every ready item as pending in its batch, move them, record the outcomes."""
-        placed = [(cand, raw, parent, batch or self.store_batch())
-                  for cand, raw, parent, batch in ready]  # fmt: skip
+        placed = [
+            (cand, raw, parent, batch or self.store_batch()) for cand, raw, parent, batch in ready
+        ]
         used = list({id(b): b for *_, b in placed}.values())
         for cand, raw, parent, batch in placed:
             batch.items[raw] = _pending(batch, raw, cand, parent)
@@ -748,8 +769,13 @@ class _Run:
             return _failed(exc, "no quarantine at the top of its filesystem", self.allow_copy)
         try:
             register_quarantine(self.store, volume.path)
-            batch = claim_batch_at(volume.fd, volume.path, plan_id=self.p.plan_id,
-                                   plan_digest=self.p.plan_digest, ops=self.ops)  # fmt: skip
+            batch = claim_batch_at(
+                volume.fd,
+                volume.path,
+                plan_id=self.p.plan_id,
+                plan_digest=self.p.plan_digest,
+                ops=self.ops,
+            )
             batch.root = self.p.root.to_json()
         except StoreError as exc:
             detail = f"{volume.path} cannot be registered ({exc.message})"
@@ -780,8 +806,7 @@ def _where(batch: Batch, method: Method) -> Destination:
 
 
 def _new_batch(store: Store, p: Plan, ops: FileOps) -> Batch:
-    batch = claim_batch(store.quarantine, plan_id=p.plan_id, plan_digest=p.plan_digest,
-                        ops=ops)  # fmt: skip
+    batch = claim_batch(store.quarantine, plan_id=p.plan_id, plan_digest=p.plan_digest, ops=ops)
     batch.root = p.root.to_json()
     checkpoint("after-batch")
     return batch
@@ -916,9 +941,13 @@ def _copyable(parent: int, raw: bytes, cand: Candidate) -> tuple[dict[bytes, Ent
 
 
 def _copy(
-    batch: Batch, parent: int, raw: bytes, cand: Candidate, planned: dict[bytes, Entry],
+    batch: Batch,
+    parent: int,
+    raw: bytes,
+    cand: Candidate,
+    planned: dict[bytes, Entry],
     ops: FileOps,
-) -> Skip | None:  # fmt: skip
+) -> Skip | None:
     """Copy into the store's batch, verify, record, and only then remove the original.
 
     The item is recorded ``pending`` before the first byte is copied (a crash mid-copy leaves

@@ -109,8 +109,11 @@ class Moved:
 
     def to_json(self) -> dict[str, Any]:
         """As ``--json`` shows it."""
-        out: dict[str, Any] = {"path": self.path, "bytes": self.bytes,
-                               "decided_by": self.decided_by}  # fmt: skip
+        out: dict[str, Any] = {
+            "path": self.path,
+            "bytes": self.bytes,
+            "decided_by": self.decided_by,
+        }
         if self.path_b64 is not None:
             out["path_b64"] = self.path_b64
         return {**out, **self.dest.to_json()}
@@ -133,8 +136,15 @@ class ItemOutcome:
     def to_json(self) -> dict[str, Any]:
         """As the receipt's ``items`` list holds it."""
         c = self.cand
-        out: dict[str, Any] = {"path": c.path, "kind": c.kind, "bytes": c.bytes, "dev": c.dev,
-                               "inode": c.inode, **c.exact(), "outcome": self.outcome}  # fmt: skip
+        out: dict[str, Any] = {
+            "path": c.path,
+            "kind": c.kind,
+            "bytes": c.bytes,
+            "dev": c.dev,
+            "inode": c.inode,
+            **c.exact(),
+            "outcome": self.outcome,
+        }
         if self.skip is not None:
             out.update(code=self.skip.code, message=self.skip.message)
         if self.dest is not None:

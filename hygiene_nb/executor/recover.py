@@ -182,8 +182,16 @@ def _open_batch(qfd: int, quarantine: Path, name: str, plan_id: str) -> Batch | 
         with contextlib.suppress(OSError):
             os.close(fd)
         raise
-    batch = Batch(quarantine / name, name, fd, doc["created_at"], plan_id, doc["plan_digest"],
-                  merged=True, root=doc.get("root"))  # fmt: skip
+    batch = Batch(
+        quarantine / name,
+        name,
+        fd,
+        doc["created_at"],
+        plan_id,
+        doc["plan_digest"],
+        merged=True,
+        root=doc.get("root"),
+    )
     for item in doc["items"]:
         entry = ManifestItem(**item)
         batch.items[entry.original_raw] = entry
@@ -207,8 +215,14 @@ def _put_back_leftovers(batches: list[Batch]) -> list[dict[str, str]]:
                 continue
             original, where = os.fsdecode(raw), os.fsdecode(staging)
             message = f"{why}; " + removal_leftover_message(original, where, batch.batch_id)
-            reported.append({"code": REMOVAL_INTERRUPTED, "path": original, "staging": where,
-                             "message": message})  # fmt: skip
+            reported.append(
+                {
+                    "code": REMOVAL_INTERRUPTED,
+                    "path": original,
+                    "staging": where,
+                    "message": message,
+                }
+            )
         if changed:
             write_manifest(batch)
     return reported
@@ -284,32 +298,54 @@ def _write_records(
         receipt_id = f"receipt-{finished:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
         path = store.receipts / f"{receipt_id}.json"
         free = _free(issued.root)
-        write_receipt(path, {
-            "schema": RECEIPT_SCHEMA, "receipt_id": receipt_id, "plan_id": issued.plan_id,
-            "plan_digest": issued.plan_digest, "plan_file_sha256": None,
-            "authorization_id": "recovered", "authorized_at": None, "started_at": None,
-            "finished_at": finished.isoformat(), "root": {"path": issued.root},
-            "batch_id": batches[0].batch_id if batches else None,
-            "batch_path": str(batches[0].path) if batches else None,
-            "batches": out.batches, "items": items, "moved": out.moved,
-            "skipped": out.skipped, "moved_bytes": moved_bytes, "free_before": free,
-            "free_after": free, "verification": {"mode": "unknown"}, "reference_check": [],
-            "rolled_back": 0,
-            "aborted": "the run stopped before its records were written; recovered from the "
-                       "batches' manifests by `hygiene-nb recover`",
-            "recovered": True,
-        })  # fmt: skip
+        write_receipt(
+            path,
+            {
+                "schema": RECEIPT_SCHEMA,
+                "receipt_id": receipt_id,
+                "plan_id": issued.plan_id,
+                "plan_digest": issued.plan_digest,
+                "plan_file_sha256": None,
+                "authorization_id": "recovered",
+                "authorized_at": None,
+                "started_at": None,
+                "finished_at": finished.isoformat(),
+                "root": {"path": issued.root},
+                "batch_id": batches[0].batch_id if batches else None,
+                "batch_path": str(batches[0].path) if batches else None,
+                "batches": out.batches,
+                "items": items,
+                "moved": out.moved,
+                "skipped": out.skipped,
+                "moved_bytes": moved_bytes,
+                "free_before": free,
+                "free_after": free,
+                "verification": {"mode": "unknown"},
+                "reference_check": [],
+                "rolled_back": 0,
+                "aborted": "the run stopped before its records were written; recovered from the "
+                "batches' manifests by `hygiene-nb recover`",
+                "recovered": True,
+            },
+        )
         existing = path
     out.receipt_path = str(existing)
     if not any(e["plan_id"] == issued.plan_id for e in ledger.executions()):
-        ledger.record_execution({
-            "plan_id": issued.plan_id, "plan_digest": issued.plan_digest,
-            "authorization_id": "recovered", "authorized_at": "",
-            "finished_at": finished.isoformat(),
-            "batch_id": batches[0].batch_id if batches else None,
-            "receipt_path": out.receipt_path, "moved": out.moved, "skipped": out.skipped,
-            "moved_bytes": moved_bytes, "status": "recovered",
-        })  # fmt: skip
+        ledger.record_execution(
+            {
+                "plan_id": issued.plan_id,
+                "plan_digest": issued.plan_digest,
+                "authorization_id": "recovered",
+                "authorized_at": "",
+                "finished_at": finished.isoformat(),
+                "batch_id": batches[0].batch_id if batches else None,
+                "receipt_path": out.receipt_path,
+                "moved": out.moved,
+                "skipped": out.skipped,
+                "moved_bytes": moved_bytes,
+                "status": "recovered",
+            }
+        )
     _log_once(store, issued.plan_id, out, moved_bytes, finished)
     ledger.finish_plan(issued.plan_id, "executed")
 

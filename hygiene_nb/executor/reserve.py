@@ -92,8 +92,10 @@ class Reserve:
     def close(self) -> None:
         """Remove the reserve file (only if it is still this one) and let go of its lock."""
         with contextlib.suppress(OSError):
-            mine, there = os.fstat(self.fd), os.stat(self.name, dir_fd=self.dir_fd,
-                                                     follow_symlinks=False)  # fmt: skip
+            mine, there = (
+                os.fstat(self.fd),
+                os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False),
+            )
             if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
                 remove_own_file(self.dir_fd, self.name)
         os.close(self.fd)
@@ -149,8 +151,9 @@ def reserved_by_a_live_run(dir_fd: int, name: bytes) -> bool | None:
         OSError: it cannot be opened to tell.
     """
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dir_fd)  # fmt: skip
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
     except FileNotFoundError:
         return None
     try:

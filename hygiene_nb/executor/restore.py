@@ -285,8 +285,7 @@ def restore_batch(
                     restored.append(item.original)
                     restored_b64.append(exact)
                     if note:
-                        blocked.append(Blocked(item.original, "changed-in-quarantine", note,
-                                               exact))  # fmt: skip
+                        blocked.append(Blocked(item.original, "changed-in-quarantine", note, exact))
                 if execute and number % max(_GROUP, -(-len(selected) // _MAX_GROUPS)) == 0:
                     write_manifest(batch)
         finally:
@@ -417,8 +416,11 @@ def _restore_one(batch: Batch, item: ManifestItem, ops: FileOps | None) -> str |
         _absent_from_batch(batch, item, parts, ops)
     try:
         changed = _check_unchanged(batch, item, src, parts[-1])
-        owner = item.uid if item.uid is not None else os.stat(
-            parts[-1], dir_fd=src, follow_symlinks=False).st_uid  # fmt: skip
+        owner = (
+            item.uid
+            if item.uid is not None
+            else os.stat(parts[-1], dir_fd=src, follow_symlinks=False).st_uid
+        )
         dst, complete = _open_target_parent(batch, item, parts, ops, (src, owner))
         try:
             if complete:

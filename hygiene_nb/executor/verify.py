@@ -148,8 +148,14 @@ def _leftovers(receipt: dict[str, object]) -> list[dict[str, str]]:
     for raw, staging in sorted(find_removal_leftovers(list(copied)).items()):
         item, where = copied[raw], os.fsdecode(staging)
         message = removal_leftover_message(item["path"], where, str(item.get("batch_id")))
-        out.append({"code": REMOVAL_INTERRUPTED, "path": item["path"], "staging": where,
-                    "message": message})  # fmt: skip
+        out.append(
+            {
+                "code": REMOVAL_INTERRUPTED,
+                "path": item["path"],
+                "staging": where,
+                "message": message,
+            }
+        )
     return out
 
 

@@ -125,11 +125,20 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
     traces: list[Any] = []
     for level in RISKS:
         part = history[history["risk"] == level]
-        traces.append(go.Bar(x=part["scanned_at"], y=part["bytes"], name=level,
-                             marker_color=RISK_COLORS[level]))  # fmt: skip
+        traces.append(
+            go.Bar(
+                x=part["scanned_at"], y=part["bytes"], name=level, marker_color=RISK_COLORS[level]
+            )
+        )
     scores = history.drop_duplicates("scan_id")
-    score = go.Scatter(x=scores["scanned_at"], y=scores["score"], name="cleanliness score",
-                       yaxis="y2", mode="lines+markers", line={"color": "#000000"})  # fmt: skip
+    score = go.Scatter(
+        x=scores["scanned_at"],
+        y=scores["score"],
+        name="cleanliness score",
+        yaxis="y2",
+        mode="lines+markers",
+        line={"color": "#000000"},
+    )
     traces.append(score)
     return _figure(
         "risk-history",

@@ -38,10 +38,20 @@ from hygiene_nb.scan.snapshot import entry_paths, raw_path
 __all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator"]
 
 SORTS = ("bytes", "name", "age", "files")
-SIZE_FILTERS = {"any size": 0, "≥ 1 MB": 10**6, "≥ 10 MB": 10**7, "≥ 100 MB": 10**8,
-                "≥ 1 GB": 10**9}  # fmt: skip
-AGE_FILTERS = {"any age": 0, "untouched 30 days": 30, "untouched 90 days": 90,
-               "untouched 1 year": 365, "untouched 2 years": 730}  # fmt: skip
+SIZE_FILTERS = {
+    "any size": 0,
+    "≥ 1 MB": 10**6,
+    "≥ 10 MB": 10**7,
+    "≥ 100 MB": 10**8,
+    "≥ 1 GB": 10**9,
+}
+AGE_FILTERS = {
+    "any age": 0,
+    "untouched 30 days": 30,
+    "untouched 90 days": 90,
+    "untouched 1 year": 365,
+    "untouched 2 years": 730,
+}
 _ALL = "all"
 _NS_PER_DAY = 86_400 * 10**9
 
@@ -58,12 +68,17 @@ class _Row:
         self.path = str(entry.path)  # for display only
         exact = self.path_raw = owner.exact_of_row(int(entry.Index))  # what every action uses
         decision = owner.exact_decisions.get(exact)
-        self.check = W.Checkbox(value=exact in owner.selected, indent=False,
-                                layout=W.Layout(width="28px"))  # fmt: skip
+        self.check = W.Checkbox(
+            value=exact in owner.selected, indent=False, layout=W.Layout(width="28px")
+        )
         self.check.observe(lambda ch: owner.select(exact, bool(ch["new"])), names="value")
         label = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
-        self.name = W.Button(description=label, tooltip=self.path, layout=W.Layout(width="240px"),
-                             disabled=entry.kind != "dir")  # fmt: skip
+        self.name = W.Button(
+            description=label,
+            tooltip=self.path,
+            layout=W.Layout(width="240px"),
+            disabled=entry.kind != "dir",
+        )
         self.name.on_click(lambda _b: owner.open(exact))
         age = owner.age_days(entry.latest_mtime_ns)
         risk = str(entry.risk)
@@ -93,8 +108,12 @@ class _Row:
         }
         for d, button in self.buttons.items():
             button.on_click(lambda _b, d=d: owner.decide([exact], None if d == "clear" else d))
-        self.note = W.Text(value=owner.exact_notes.get(exact, ""), placeholder="note",
-                           continuous_update=False, layout=W.Layout(width="220px"))  # fmt: skip
+        self.note = W.Text(
+            value=owner.exact_notes.get(exact, ""),
+            placeholder="note",
+            continuous_update=False,
+            layout=W.Layout(width="220px"),
+        )
         self.note.observe(lambda ch: owner.set_note(exact, str(ch["new"])), names="value")
         self.box = W.HBox([self.check, self.name, self.info, *self.buttons.values(), self.note])
 
@@ -144,8 +163,9 @@ class Annotator:
         self.table = table.append_column("path", entry_paths(table)).combine_chunks()
         # row → exact bytes, for the few names that are not valid UTF-8 (the ledger is keyed by
         # the bytes; the text shows them escaped, so it may read like another, literal name)
-        odd_mask = pc.or_(pc.is_valid(self.table.column("name_raw")),
-                          pc.is_valid(self.table.column("parent_raw")))  # fmt: skip
+        odd_mask = pc.or_(
+            pc.is_valid(self.table.column("name_raw")), pc.is_valid(self.table.column("parent_raw"))
+        )
         odd_rows = np.flatnonzero(pc.fill_null(odd_mask, False).to_numpy(zero_copy_only=False))
         odd = self.table.take(pa.array(odd_rows, type=pa.int64())).to_pylist()
         self._raw: dict[int, bytes] = {
@@ -180,21 +200,31 @@ class Annotator:
         self.breadcrumb = W.HBox()
         self.up_button = W.Button(description="↑ up", layout=W.Layout(width="70px"))
         self.up_button.on_click(lambda _b: self.up())
-        self.sort = W.Dropdown(options=SORTS, value="bytes", description="sort",
-                               layout=W.Layout(width="160px"))  # fmt: skip
-        self.risk = W.Dropdown(options=(_ALL, *RISKS), value=_ALL, description="risk",
-                               layout=W.Layout(width="170px"))  # fmt: skip
+        self.sort = W.Dropdown(
+            options=SORTS, value="bytes", description="sort", layout=W.Layout(width="160px")
+        )
+        self.risk = W.Dropdown(
+            options=(_ALL, *RISKS), value=_ALL, description="risk", layout=W.Layout(width="170px")
+        )
         groups = sorted(g for g in self.frame["group"].dropna().unique())
-        self.group = W.Dropdown(options=(_ALL, *groups), value=_ALL, description="group",
-                                layout=W.Layout(width="220px"))  # fmt: skip
-        self.min_size = W.Dropdown(options=list(SIZE_FILTERS), value="any size",
-                                   description="size", layout=W.Layout(width="180px"))  # fmt: skip
-        self.min_age = W.Dropdown(options=list(AGE_FILTERS), value="any age",
-                                  description="age", layout=W.Layout(width="230px"))  # fmt: skip
+        self.group = W.Dropdown(
+            options=(_ALL, *groups), value=_ALL, description="group", layout=W.Layout(width="220px")
+        )
+        self.min_size = W.Dropdown(
+            options=list(SIZE_FILTERS),
+            value="any size",
+            description="size",
+            layout=W.Layout(width="180px"),
+        )
+        self.min_age = W.Dropdown(
+            options=list(AGE_FILTERS),
+            value="any age",
+            description="age",
+            layout=W.Layout(width="230px"),
+        )
         for control in (self.sort, self.risk, self.group, self.min_size, self.min_age):
             control.observe(lambda _ch: self.refresh(), names="value")
-        self.select_all_box = W.Checkbox(value=False, description="select all listed",
-                                         indent=False)  # fmt: skip
+        self.select_all_box = W.Checkbox(value=False, description="select all listed", indent=False)
         self.select_all_box.observe(lambda ch: self.select_all(bool(ch["new"])), names="value")
         self.batch_buttons = {
             d: W.Button(description=f"{d} selected", layout=W.Layout(width="130px"))
@@ -206,8 +236,9 @@ class Annotator:
         self.more = W.Label()
         self.summary = W.HTML()
         self.status = W.Label()
-        self.export_button = W.Button(description="Export plan", button_style="primary",
-                                      icon="file-export")  # fmt: skip
+        self.export_button = W.Button(
+            description="Export plan", button_style="primary", icon="file-export"
+        )
         self.export_button.on_click(lambda _b: self.export_plan())
         self.export_out = W.HTML()
         self.tidy = W.HTML()  # organization suggestions under the current directory
@@ -232,8 +263,9 @@ class Annotator:
         self._annotations = found
         self.decisions = {a.path: str(a.decision) for a in found if a.decision in DECISIONS}
         self.notes = {a.path: a.note for a in found if a.note}
-        self.exact_decisions = {a.path_raw: str(a.decision) for a in found
-                                if a.decision in DECISIONS}  # fmt: skip
+        self.exact_decisions = {
+            a.path_raw: str(a.decision) for a in found if a.decision in DECISIONS
+        }
         self.exact_notes = {a.path_raw: a.note for a in found if a.note}
         self.stale = api.stale_decisions(found, self.info, store=self.store)
 
@@ -556,8 +588,7 @@ class Annotator:
         for target in targets:  # exact bytes: a look-alike directory is not this one
             shown = display_path(target)
             label = self.root if target == root else os.path.basename(shown)
-            button = W.Button(description=label, tooltip=shown,
-                              layout=W.Layout(width="auto"))  # fmt: skip
+            button = W.Button(description=label, tooltip=shown, layout=W.Layout(width="auto"))
             button.on_click(lambda _b, t=target: self.open(t))
             buttons.append(button)
         self.breadcrumb.children = [self.up_button, *buttons]
@@ -579,10 +610,19 @@ class Annotator:
         )
         filters = W.HBox([self.sort, self.risk, self.group, self.min_size, self.min_age])
         batch = W.HBox([self.select_all_box, *self.batch_buttons.values()])
-        parts: list[W.Widget] = [header, self.breadcrumb, filters, batch, self.listing, self.more,
-                                 self.status, self.summary,
-                                 W.HBox([self.export_button, self.tidy_toggle]),
-                                 self.export_out, self.tidy]  # fmt: skip
+        parts: list[W.Widget] = [
+            header,
+            self.breadcrumb,
+            filters,
+            batch,
+            self.listing,
+            self.more,
+            self.status,
+            self.summary,
+            W.HBox([self.export_button, self.tidy_toggle]),
+            self.export_out,
+            self.tidy,
+        ]
         if isinstance(self.fig, W.DOMWidget):
             parts.insert(2, self.fig)
         return W.VBox(parts)

@@ -68,8 +68,11 @@ class Exclusion:
 
     def to_json(self) -> dict[str, Any]:
         """The plan-file form."""
-        return _with_raw({"path": self.path, "code": self.code, "message": self.message},
-                         self.path, self.path_raw)  # fmt: skip
+        return _with_raw(
+            {"path": self.path, "code": self.code, "message": self.message},
+            self.path,
+            self.path_raw,
+        )
 
 
 @dataclass
@@ -328,8 +331,14 @@ def _check_one(
         if stale:
             _exclude(sel, ann, "changed-since-decision", stale)
             return None
-    row.update(note=ann.note, decided_by=ann.by, decided_at=ann.at, path=ann.path,
-               path_raw=ann.path_raw, row_index=index)  # fmt: skip
+    row.update(
+        note=ann.note,
+        decided_by=ann.by,
+        decided_at=ann.at,
+        path=ann.path,
+        path_raw=ann.path_raw,
+        row_index=index,
+    )
     if row["kind"] == "dir":
         row["fingerprint"] = _subtree_fingerprint(row, below)
         row["subtree_rows"] = inside
@@ -527,17 +536,25 @@ def plan_markdown(plan: Mapping[str, Any], *, dry_run_command: str, confirm_comm
     for cand in plan["candidates"]:
         by_rule.setdefault(cand["rule"], []).append(cand)
     for rule, cands in sorted(by_rule.items()):
-        lines += ["", f"### {shown(str(rule))}: {shown(str(cands[0]['claim']))}", "",
-                  "| path | kind | bytes | risk | decided by | note |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"### {shown(str(rule))}: {shown(str(cands[0]['claim']))}",
+            "",
+            "| path | kind | bytes | risk | decided by | note |",
+            "|---|---|---|---|---|---|",
+        ]
         for c in cands:
             size = c["tree_bytes"] if c["tree_bytes"] is not None else c["size"]
-            lines.append(f"| `{_md_cell(c['path'])}` | {c['kind']} | {size} | {c['risk']} "
-                         f"| {decided_by_text(c['decided_by'])} "
-                         f"| {_md_cell(c['note'])} |")  # fmt: skip
+            lines.append(
+                f"| `{_md_cell(c['path'])}` | {c['kind']} | {size} | {c['risk']} "
+                f"| {decided_by_text(c['decided_by'])} "
+                f"| {_md_cell(c['note'])} |"
+            )
     lines += ["", "## Excluded", "", "| path | code | why |", "|---|---|---|"]
-    lines += [f"| `{_md_cell(e['path'])}` | `{e['code']}` | {_md_cell(e['message'])} |"
-              for e in plan["excluded"]]  # fmt: skip
+    lines += [
+        f"| `{_md_cell(e['path'])}` | `{e['code']}` | {_md_cell(e['message'])} |"
+        for e in plan["excluded"]
+    ]
     if plan["folded"]:
         lines += ["", "## Folded into an outer candidate", ""]
         lines += [f"- `{_md_cell(f['path'])}` → `{_md_cell(f['into'])}`" for f in plan["folded"]]

@@ -48,30 +48,91 @@ _READ_CHUNK = 1024 * 1024
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEXT_STEP = "export a new plan with `hygiene-nb plan ROOT`"
-_SAFETY_NET = (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError,
-               OverflowError)  # fmt: skip
+_SAFETY_NET = (
+    TypeError,
+    ValueError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    RecursionError,
+    OverflowError,
+)
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 _PLAN_ID = re.compile(r"plan-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
-_TOP_KEYS = frozenset({"schema", "plan_id", "created_at", "expires_at", "ttl_seconds", "store",
-                       "root", "snapshot", "authority", "candidates", "excluded", "folded",
-                       "summary", "plan_digest"})  # fmt: skip
+_TOP_KEYS = frozenset(
+    {
+        "schema",
+        "plan_id",
+        "created_at",
+        "expires_at",
+        "ttl_seconds",
+        "store",
+        "root",
+        "snapshot",
+        "authority",
+        "candidates",
+        "excluded",
+        "folded",
+        "summary",
+        "plan_digest",
+    }
+)
 _ROOT_KEYS = frozenset({"path", "dev", "inode"})
 _SNAPSHOT_KEYS = frozenset({"scan_id", "scanned_at", "host"})
-_CANDIDATE_KEYS = frozenset({"path", "kind", "size", "alloc", "mtime_ns", "ctime_ns", "inode",
-                             "dev", "nlink",
-                             "tree_bytes", "tree_alloc", "tree_files", "risk", "rule", "claim",
-                             "note", "decided_by", "decided_at", "confidence",
-                             "fingerprint"})  # fmt: skip
+_CANDIDATE_KEYS = frozenset(
+    {
+        "path",
+        "kind",
+        "size",
+        "alloc",
+        "mtime_ns",
+        "ctime_ns",
+        "inode",
+        "dev",
+        "nlink",
+        "tree_bytes",
+        "tree_alloc",
+        "tree_files",
+        "risk",
+        "rule",
+        "claim",
+        "note",
+        "decided_by",
+        "decided_at",
+        "confidence",
+        "fingerprint",
+    }
+)
 _FINGERPRINT_KEYS = frozenset({"count", "bytes", "newest_mtime_ns", "sha256"})
 _EXCLUDED_KEYS = frozenset({"path", "code", "message"})
 _FOLDED_KEYS = frozenset({"path", "into"})
-_WORKSPACE_KEYS = frozenset({"workspace", "complete", "files_seen", "text_files_read",
-                             "text_bytes_read", "binary_files_skipped", "reason"})  # fmt: skip
-_SUMMARY_KEYS = frozenset({"candidates", "delete_count", "keep_count", "unsure_count",
-                           "unreviewed_count", "excluded", "folded", "reclaim_bytes",
-                           "reclaim_alloc", "keep_bytes"})  # fmt: skip
+_WORKSPACE_KEYS = frozenset(
+    {
+        "workspace",
+        "complete",
+        "files_seen",
+        "text_files_read",
+        "text_bytes_read",
+        "binary_files_skipped",
+        "reason",
+    }
+)
+_SUMMARY_KEYS = frozenset(
+    {
+        "candidates",
+        "delete_count",
+        "keep_count",
+        "unsure_count",
+        "unreviewed_count",
+        "excluded",
+        "folded",
+        "reclaim_bytes",
+        "reclaim_alloc",
+        "keep_bytes",
+    }
+)
 _RAW_KEY = frozenset({"path_b64"})
 _RISKS = frozenset(r.value for r in Risk)
 # Codes older plans may list as excluded (informational only): "vanished" is "gone" now.

@@ -101,8 +101,10 @@ def suggested_plan(
         return Suggestion(info.root, info.scan_id, score, config.threshold, **found)
 
     if info.partial:
-        return verdict(reason="the scan is partial, so the score is an estimate: "
-                          "scan without limits for a suggestion")  # fmt: skip
+        return verdict(
+            reason="the scan is partial, so the score is an estimate: "
+            "scan without limits for a suggestion"
+        )
     if score >= config.threshold:
         return verdict(reason=f"the score {score} is not below {config.threshold}")
     frame = views.browse_frame(table)
@@ -141,8 +143,13 @@ def suggested_plan(
         else f"the score {score} is below {config.threshold} and "
         f"{counted(len(candidates), 'safe entry', 'safe entries')} could go"
     )
-    return verdict(digest=digest, candidates=candidates, reclaim_bytes=reclaim,
-                      declined_at=declined, reason=reason)  # fmt: skip
+    return verdict(
+        digest=digest,
+        candidates=candidates,
+        reclaim_bytes=reclaim,
+        declined_at=declined,
+        reason=reason,
+    )
 
 
 def suggestion_markdown(s: Suggestion, *, redact: bool = False) -> str:
@@ -244,10 +251,18 @@ class SuggestResult:
         s = self.suggestion
         if s is None:
             return {"status": "done", "automatic": False}
-        return {"status": "done", "automatic": True, "shown": s.shown, "digest": s.digest,
-                "score": s.score, "threshold": s.threshold, "reason": s.reason,
-                "declined_at": s.declined_at, "reclaim_bytes": s.reclaim_bytes,
-                "candidates": s.candidates}  # fmt: skip
+        return {
+            "status": "done",
+            "automatic": True,
+            "shown": s.shown,
+            "digest": s.digest,
+            "score": s.score,
+            "threshold": s.threshold,
+            "reason": s.reason,
+            "declined_at": s.declined_at,
+            "reclaim_bytes": s.reclaim_bytes,
+            "candidates": s.candidates,
+        }
 
     def to_text(self) -> str:
         """The suggestion's Markdown, or how to turn automatic mode on for the root."""
@@ -276,8 +291,11 @@ def suggestion_for(
         UsageError: ``decline_digest`` is not the current suggestion's digest.
     """
     path = os.path.abspath(root)
-    found = (decline(path, decline_digest, store=store) if decline_digest
-             else suggested_plan(path, store=store))  # fmt: skip
+    found = (
+        decline(path, decline_digest, store=store)
+        if decline_digest
+        else suggested_plan(path, store=store)
+    )
     if found is not None:
         return SuggestResult(path, found)
     st = api.open_store(store)
@@ -358,9 +376,13 @@ def organize(
     decided = views.decided_rows(pa.array(maybe["path"], pa.string()), decisions)
     rows = []
     for path, parent, name, mtime, decision in zip(
-        maybe["path"], maybe["parent"], maybe["name"], maybe["latest_mtime_ns"], decided,
+        maybe["path"],
+        maybe["parent"],
+        maybe["name"],
+        maybe["latest_mtime_ns"],
+        decided,
         strict=True,
-    ):  # fmt: skip
+    ):
         if decision == "delete":
             continue
         category = _category(name)
@@ -375,12 +397,15 @@ def organize(
         if suggested == path:
             continue
         rel = posixpath.relpath(suggested, workspace)
-        rows.append({
-            "path": path, "suggested": suggested, "category": category,
-            "reason": f"{what} outside a {homes[0]}/ directory of its workspace: "
-                      f"{rel}" + (" (by the month it was last written)" if "{month}" in target
-                                  else ""),
-        })  # fmt: skip
+        rows.append(
+            {
+                "path": path,
+                "suggested": suggested,
+                "category": category,
+                "reason": f"{what} outside a {homes[0]}/ directory of its workspace: "
+                f"{rel}" + (" (by the month it was last written)" if "{month}" in target else ""),
+            }
+        )
     return pd.DataFrame(rows, columns=["path", "suggested", "category", "reason"])
 
 

@@ -90,8 +90,9 @@ def classified_as_of_scan(
     Rerunning a report later then says the same; the widget, which is about acting now,
     classifies as of now instead.
     """
-    return api.classify_snapshot(store=store, scan_id=info.scan_id, rules=rules,
-                        now_ns=api.scan_time_ns(info))  # fmt: skip
+    return api.classify_snapshot(
+        store=store, scan_id=info.scan_id, rules=rules, now_ns=api.scan_time_ns(info)
+    )
 
 
 def _scans_of(root: str | None, store: api.StoreArg, until: str | None = None) -> list[ScanInfo]:
@@ -539,8 +540,9 @@ def pending_decisions(
             a for a in ledger.annotations(under=info.root)
             if a.decision in ("unsure", "delete") and a.by == "human"
         ]  # fmt: skip
-    table = api.load(store=store, scan_id=info.scan_id,
-                     columns=["path", "kind", "size", "tree_bytes"])  # fmt: skip
+    table = api.load(
+        store=store, scan_id=info.scan_id, columns=["path", "kind", "size", "tree_bytes"]
+    )
     wanted = pa.array([a.path for a in waiting], pa.string())
     rows = table.filter(pc.is_in(table.column("path"), value_set=wanted)).to_pylist()
     size = {r["path"]: r["tree_bytes"] if r["kind"] == "dir" else r["size"] for r in rows}
@@ -559,8 +561,9 @@ def pending_decisions(
         columns=["path", "decision", "note", "at", "bytes"],
     )
     frame["bytes"] = frame["bytes"].astype("Int64")
-    return frame.sort_values(["decision", "bytes", "path"], ascending=[True, False, True],
-                             ignore_index=True)  # fmt: skip
+    return frame.sort_values(
+        ["decision", "bytes", "path"], ascending=[True, False, True], ignore_index=True
+    )
 
 
 def executions(
@@ -613,8 +616,23 @@ def plan_preview(
 
 # -- browsing a classified snapshot (the explore notebook and the annotation widget) -----------
 
-BROWSE_COLUMNS = ["path", "parent", "name", "kind", "bytes", "alloc", "files", "latest_mtime_ns",
-                  "risk", "rule", "group", "claim", "confidence", "error", "partial"]  # fmt: skip
+BROWSE_COLUMNS = [
+    "path",
+    "parent",
+    "name",
+    "kind",
+    "bytes",
+    "alloc",
+    "files",
+    "latest_mtime_ns",
+    "risk",
+    "rule",
+    "group",
+    "claim",
+    "confidence",
+    "error",
+    "partial",
+]
 
 
 def browse_frame(table: pa.Table) -> pd.DataFrame:
@@ -688,8 +706,15 @@ def treemap_nodes(
         for path, name, size, risk in zip(*columns, strict=True):
             rows.append({"id": path, "label": name, "parent": parent, "bytes": size, "risk": risk})
         if len(rest):
-            rows.append({"id": _other_id(parent), "label": f"({len(rest)} more)",
-                         "parent": parent, "bytes": int(rest["b"].sum()), "risk": ""})  # fmt: skip
+            rows.append(
+                {
+                    "id": _other_id(parent),
+                    "label": f"({len(rest)} more)",
+                    "parent": parent,
+                    "bytes": int(rest["b"].sum()),
+                    "risk": "",
+                }
+            )
         return [p for p, k in zip(named["path"], named["kind"], strict=True) if k == "dir"]
 
     me = frame[frame["path"] == under]
@@ -700,16 +725,22 @@ def treemap_nodes(
     nodes = pd.DataFrame(rows, columns=["id", "label", "parent", "bytes", "risk"])
     # a parent is at least the sum of what is drawn inside it (branchvalues="total")
     inner = nodes.groupby("parent")["bytes"].sum()
-    nodes["bytes"] = [max(b, int(inner.get(i, 0))) for i, b in zip(nodes["id"], nodes["bytes"],
-                                                                  strict=True)]  # fmt: skip
+    nodes["bytes"] = [
+        max(b, int(inner.get(i, 0))) for i, b in zip(nodes["id"], nodes["bytes"], strict=True)
+    ]
     own = int(me["bytes"].fillna(0).iloc[0]) if len(me) else 0
-    root = {"id": under, "label": under.rstrip("/").rsplit("/", 1)[-1] or "/", "parent": "",
-            "bytes": max(own, int(nodes.loc[nodes["parent"] == under, "bytes"].sum())),
-            "risk": str(me["risk"].iloc[0]) if len(me) else ""}  # fmt: skip
+    root = {
+        "id": under,
+        "label": under.rstrip("/").rsplit("/", 1)[-1] or "/",
+        "parent": "",
+        "bytes": max(own, int(nodes.loc[nodes["parent"] == under, "bytes"].sum())),
+        "risk": str(me["risk"].iloc[0]) if len(me) else "",
+    }
     nodes = pd.concat([pd.DataFrame([root]), nodes], ignore_index=True)
     covering = decided_rows(pa.array(nodes["id"], pa.string()), decisions)
-    nodes["decision"] = [None if i.endswith("/(other)") else d
-                         for i, d in zip(nodes["id"], covering, strict=True)]  # fmt: skip
+    nodes["decision"] = [
+        None if i.endswith("/(other)") else d for i, d in zip(nodes["id"], covering, strict=True)
+    ]
     return nodes
 
 
@@ -785,9 +816,15 @@ def risk_frame(summary: Summary) -> pd.DataFrame:
     rows = []
     for level, stats in summary.risk.items():
         freed = summary.reclaimable.get(level)
-        rows.append({"risk": level, "bytes": stats.bytes, "alloc": stats.alloc,
-                     "entries": stats.entries,
-                     "reclaimable_cumulative": freed.bytes if freed else None})  # fmt: skip
+        rows.append(
+            {
+                "risk": level,
+                "bytes": stats.bytes,
+                "alloc": stats.alloc,
+                "entries": stats.entries,
+                "reclaimable_cumulative": freed.bytes if freed else None,
+            }
+        )
     return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
 
 
@@ -815,8 +852,9 @@ def treemap_of(
     """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root)."""
     info = resolve_scan(root, store=store, scan_id=scan_id)
     table = classified_as_of_scan(info, store=store)
-    return treemap_nodes(browse_frame(table), under or info.root,
-                         decisions=human_decisions(store, info.root))  # fmt: skip
+    return treemap_nodes(
+        browse_frame(table), under or info.root, decisions=human_decisions(store, info.root)
+    )
 
 
 def rules_digest(*, store: api.StoreArg = None, rules: str | None = None) -> str:

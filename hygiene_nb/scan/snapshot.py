@@ -77,8 +77,10 @@ def _string_array(values: Sequence[str]) -> pa.Array:
 
 _KIND_DIR = int_scalar(KIND_DIR, pa.uint8())
 _NO_FLAGS = int_scalar(0, pa.uint8())
-_FLAGS = {flag: int_scalar(flag, pa.uint8()) for flag in (FLAG_EXCLUDED, FLAG_MOUNT_POINT,
-                                                            FLAG_BUDGET_CUT)}  # fmt: skip
+_FLAGS = {
+    flag: int_scalar(flag, pa.uint8())
+    for flag in (FLAG_EXCLUDED, FLAG_MOUNT_POINT, FLAG_BUDGET_CUT)
+}
 _ZERO_LENGTH = int_scalar(0, pa.int32())
 _NULL_STRING = pa.nulls(1, pa.string())[0]
 _NULL_INT64 = pa.nulls(1, pa.int64())[0]

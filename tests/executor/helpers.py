@@ -201,8 +201,7 @@ def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def outcomes(result: Any) -> dict[str, str]:
     """Each candidate's fate: ``moved`` or its skip code."""
-    return {**{m.path: "moved" for m in result.moved},
-            **{s.path: s.code for s in result.skipped}}  # fmt: skip
+    return {**{m.path: "moved" for m in result.moved}, **{s.path: s.code for s in result.skipped}}
 
 
 # -- batches filled directly, as the executor fills them -------------------------------------------

@@ -72,9 +72,18 @@ def opened(path: Path) -> Iterator[int]:
 
 def item(raw: bytes, state: str = "pending") -> ManifestItem:
     """A manifest record of a file at ``raw`` (its numbers made up)."""
-    return ManifestItem(original=os.fsdecode(raw), original_b64=base64.b64encode(raw).decode(),
-                        kind="file", size=3, tree_bytes=None, dev=1, inode=2, mtime_ns=3,
-                        plan_id=PLAN_ID, state=state)  # fmt: skip
+    return ManifestItem(
+        original=os.fsdecode(raw),
+        original_b64=base64.b64encode(raw).decode(),
+        kind="file",
+        size=3,
+        tree_bytes=None,
+        dev=1,
+        inode=2,
+        mtime_ns=3,
+        plan_id=PLAN_ID,
+        state=state,
+    )
 
 
 def put_manifest(batch_dir: Path, doc: Any) -> None:
@@ -202,8 +211,10 @@ def test_a_manifest_that_is_a_link_or_a_directory_is_not_read(
     batch = claim(qstore.quarantine)
     batch.close()
     assert read(batch.path) is None  # none yet
-    good = write(tmp_path / "elsewhere.json", data=json.dumps(
-        {"schema": MANIFEST_SCHEMA, "items": []}).encode())  # fmt: skip
+    good = write(
+        tmp_path / "elsewhere.json",
+        data=json.dumps({"schema": MANIFEST_SCHEMA, "items": []}).encode(),
+    )
     (batch.path / "manifest.json").symlink_to(good)
     with pytest.raises(ValueError, match="unreadable manifest"):
         read(batch.path)
@@ -216,11 +227,19 @@ def test_a_manifest_that_is_a_link_or_a_directory_is_not_read(
 def test_a_version_1_manifest_is_still_read(qstore: Store) -> None:
     batch = claim(qstore.quarantine)
     batch.close()
-    legacy = {k: v for k, v in vars(item(b"/r/a", "moved")).items()
-              if k not in ("uid", "fs", "parents", "ctime_ns", "restored_as", "modes",
-                           "restoring_at")}  # fmt: skip
-    put_manifest(batch.path, {"schema": "hygiene-nb/quarantine-manifest@1", "batch_id":
-                              batch.batch_id, "items": [legacy]})  # fmt: skip
+    legacy = {
+        k: v
+        for k, v in vars(item(b"/r/a", "moved")).items()
+        if k not in ("uid", "fs", "parents", "ctime_ns", "restored_as", "modes", "restoring_at")
+    }
+    put_manifest(
+        batch.path,
+        {
+            "schema": "hygiene-nb/quarantine-manifest@1",
+            "batch_id": batch.batch_id,
+            "items": [legacy],
+        },
+    )
     doc = read(batch.path)
     assert doc is not None and ManifestItem(**doc["items"][0]).ctime_ns is None  # unknown
 
@@ -241,7 +260,9 @@ def test_list_batches_gives_each_batch_its_items_bytes_and_manifest_state(
     write(qstore.quarantine / "stray-file", 1)  # not a batch directory: not listed
     listed = list_batches([qstore.quarantine])
     assert [(b.batch_id, b.items, b.bytes, b.manifest, b.plan_id) for b in listed] == [
-        (first, 1, 100, "ok", PLAN_ID), (second, 2, 23, "ok", PLAN_ID)]  # fmt: skip
+        (first, 1, 100, "ok", PLAN_ID),
+        (second, 2, 23, "ok", PLAN_ID),
+    ]
     assert listed[0].created_at <= listed[1].created_at
     assert [name for _, _, name in batch_dirs([qstore.quarantine])] == sorted([first, second])
 
@@ -299,11 +320,18 @@ def test_only_a_clean_quarantine_path_is_registered(qstore: Store, path: str) ->
 def test_a_bad_record_hides_none_of_the_others_and_blocks_rewriting(qstore: Store) -> None:
     good = f"/mnt/a/{QUARANTINE_NAME}"
     registry = qstore.root / QUARANTINES_NAME
-    registry.write_text(json.dumps({"schema": "hygiene-nb/quarantines@1", "quarantines": [
-        {"path_b64": base64.b64encode(good.encode()).decode()},
-        {"path_b64": "not base64!"},
-        {"path_b64": base64.b64encode(b"/etc").decode()},
-    ]}))  # fmt: skip
+    registry.write_text(
+        json.dumps(
+            {
+                "schema": "hygiene-nb/quarantines@1",
+                "quarantines": [
+                    {"path_b64": base64.b64encode(good.encode()).decode()},
+                    {"path_b64": "not base64!"},
+                    {"path_b64": base64.b64encode(b"/etc").decode()},
+                ],
+            }
+        )
+    )
     found, problems = read_registry(qstore)
     assert found == [good.encode()] and len(problems) == 2
     assert known_quarantines(qstore) == [qstore.quarantine, Path(good)]
@@ -339,8 +367,10 @@ for i in range(int(sys.argv[3])):
 
 
 def test_concurrent_registrations_lose_nothing(qstore: Store) -> None:
-    writers = [subprocess.Popen([sys.executable, "-c", REGISTER, str(qstore.root), name, "25"])
-               for name in ("a", "b", "c", "d")]  # fmt: skip
+    writers = [
+        subprocess.Popen([sys.executable, "-c", REGISTER, str(qstore.root), name, "25"])
+        for name in ("a", "b", "c", "d")
+    ]
     assert [w.wait(timeout=120) for w in writers] == [0, 0, 0, 0]
     found, problems = read_registry(qstore)
     assert problems == [] and len(found) == len(set(found)) == 100
@@ -379,8 +409,11 @@ def test_removal_leftovers_are_found_beside_their_originals(root: Path) -> None:
     staging = root / "d" / (REMOVING_PREFIX.decode() + "abc123")
     write(staging / "cache" / "x", 3)
     write(root / "d" / "other", 1)
-    originals = [os.fsencode(root / "d" / "cache"), os.fsencode(root / "d" / "other"),
-                 os.fsencode(root / "missing-parent" / "x")]  # fmt: skip
+    originals = [
+        os.fsencode(root / "d" / "cache"),
+        os.fsencode(root / "d" / "other"),
+        os.fsencode(root / "missing-parent" / "x"),
+    ]
     assert find_removal_leftovers(originals) == {
         os.fsencode(root / "d" / "cache"): os.fsencode(staging / "cache")
     }

@@ -33,14 +33,21 @@ _UNDEFINED = 0xFFFFFFFF
 
 def acl(*, user: int, perm: int, obj: int = 6, group: int = 4, other: int = 4) -> bytes:
     """A POSIX ACL as the kernel stores it: the owner, one named user, group, mask, other."""
-    entries = [(_USER_OBJ, obj, _UNDEFINED), (_USER, perm, user), (_GROUP_OBJ, group, _UNDEFINED),
-               (_MASK, perm | group, _UNDEFINED), (_OTHER, other, _UNDEFINED)]  # fmt: skip
+    entries = [
+        (_USER_OBJ, obj, _UNDEFINED),
+        (_USER, perm, user),
+        (_GROUP_OBJ, group, _UNDEFINED),
+        (_MASK, perm | group, _UNDEFINED),
+        (_OTHER, other, _UNDEFINED),
+    ]
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
 
 
 def xattrs(path: Path) -> dict[str, bytes]:
-    return {n: os.getxattr(path, n, follow_symlinks=False)
-            for n in os.listxattr(path, follow_symlinks=False)}  # fmt: skip
+    return {
+        n: os.getxattr(path, n, follow_symlinks=False)
+        for n in os.listxattr(path, follow_symlinks=False)
+    }
 
 
 def set_on(path: Path, name: str, value: bytes) -> None:

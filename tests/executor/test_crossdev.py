@@ -50,13 +50,16 @@ def test_a_per_filesystem_quarantine_takes_items_by_rename(xworld: dict[str, Pat
     assert st.st_uid == os.geteuid() and st.st_dev == os.stat(mnt).st_dev
     # one batch per quarantine directory: the store's and the one on the tmpfs
     assert len(result.batches) == 2 and result.batch_id == result.batches[0]["batch_id"]
-    (volume,) = [Path(b["batch_path"]) for b in result.batches if b["batch_path"].startswith(
-        str(quarantine))]  # fmt: skip
+    (volume,) = [
+        Path(b["batch_path"]) for b in result.batches if b["batch_path"].startswith(str(quarantine))
+    ]
     moved = in_batch(volume, mnt / "cache")
     assert os.stat(moved).st_ino == inode  # a rename, not a copy
     assert contents(moved) == before and not (mnt / "cache").exists()
-    assert states(volume) == {os.fsencode(mnt / "cache"): "moved",
-                              os.fsencode(mnt / "old.log"): "moved"}  # fmt: skip
+    assert states(volume) == {
+        os.fsencode(mnt / "cache"): "moved",
+        os.fsencode(mnt / "old.log"): "moved",
+    }
     receipt = json.loads(Path(str(result.receipt_path)).read_text())
     assert receipt["batch_id"] == result.batch_id
     assert sorted(b["batch_id"] for b in receipt["batches"]) == sorted(
@@ -418,9 +421,10 @@ def test_the_original_is_not_removed_if_it_changed_after_verification(tmp_path: 
     item = tmp_path / "item"
     write(item / "f", data=b"one")
     st_dir, st_f = os.stat(item), os.stat(item / "f")
-    verified = {b"": (st_dir.st_dev, st_dir.st_ino, -1, -1, st_dir.st_ctime_ns, ""),
-                b"f": (st_f.st_dev, st_f.st_ino, st_f.st_size, st_f.st_mtime_ns,
-                       st_f.st_ctime_ns, "")}  # fmt: skip
+    verified = {
+        b"": (st_dir.st_dev, st_dir.st_ino, -1, -1, st_dir.st_ctime_ns, ""),
+        b"f": (st_f.st_dev, st_f.st_ino, st_f.st_size, st_f.st_mtime_ns, st_f.st_ctime_ns, ""),
+    }
     write(item / "new", data=b"arrived later")
     fd = os.open(tmp_path, DIR_FLAGS)
     try:
@@ -457,6 +461,7 @@ def test_purge_finds_a_volume_batch(xworld: dict[str, Path]) -> None:
     assert Path(result.batches[0]["batch_path"]).parent == xworld["mnt"] / QUARANTINE_NAME
     shown = purge_batch(store, batch)
     assert shown.would_destroy == {"items": 1, "files": 1, "bytes": 130}
-    purge_batch(store, batch, execute=True, confirm_batch_id=batch,
-                acknowledge_risk="permanent-delete")  # fmt: skip
+    purge_batch(
+        store, batch, execute=True, confirm_batch_id=batch, acknowledge_risk="permanent-delete"
+    )
     assert list((xworld["mnt"] / QUARANTINE_NAME).iterdir()) == []

@@ -130,8 +130,9 @@ def test_a_write_between_the_check_and_the_move_puts_the_file_back(tree: dict[st
             super().rename_noreplace(src_dir, src, dst_dir, dst)
 
     confirm = Confirmation(plan.plan_id, plan.plan_digest, "quarantine")
-    result = execute_plan(plan.plan_path, store=Store(tree["store"]), confirm=confirm,
-                          ops=WriteFirst())  # fmt: skip
+    result = execute_plan(
+        plan.plan_path, store=Store(tree["store"]), confirm=confirm, ops=WriteFirst()
+    )
     assert result.moved == []
     [skip] = result.skipped
     assert skip.code == "changed-since-review" and "written to" in skip.message

@@ -180,8 +180,16 @@ def test_changed_items_are_skipped_and_the_others_move(world: dict[str, Path]) -
     write(root / "x" / "sub" / "deep", 10)
     write(root / "y" / "marked", 10)
     write(root / "z" / "swapped" / "f", 10)
-    plan = make_plan(world, "x/grows", "x/goes", "x/fifo-later", "x/sub", "y/marked",
-                     "z/swapped/f", "data/scratch.bin")  # fmt: skip
+    plan = make_plan(
+        world,
+        "x/grows",
+        "x/goes",
+        "x/fifo-later",
+        "x/sub",
+        "y/marked",
+        "z/swapped/f",
+        "data/scratch.bin",
+    )
     (root / "x" / "grows").write_bytes(b"more than before")
     (root / "x" / "goes").unlink()
     (root / "x" / "fifo-later").unlink()
@@ -211,8 +219,16 @@ def test_cli_exit_codes_for_refused_and_partial(world: dict[str, Path]) -> None:
     write(root / "x" / "grows", 10)
     plan = make_plan(world, "x/grows", "web/app.log")
     (root / "x" / "grows").write_bytes(b"changed")
-    base = [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
-            str(world["store"]), "--json"]  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "hygiene_nb",
+        "execute",
+        plan.plan_path,
+        "--store",
+        str(world["store"]),
+        "--json",
+    ]
     refused = subprocess.run([*base, "--execute"], capture_output=True, text=True)
     assert refused.returncode == 3
     assert json.loads(refused.stdout)["error"]["code"] == "confirmation-mismatch"
@@ -290,8 +306,16 @@ def test_an_unexpected_error_mid_move_says_where_the_items_may_be(
     assert (world["root"] / "web" / "app.log").exists()
 
 
-HOSTILE = [b"with space", b"new\nline", b"-leading-dash", b"tab\there", b"quote'\"s",
-           b"n" * 255, b"caf\xe9", b"\xff\xfe"]  # fmt: skip
+HOSTILE = [
+    b"with space",
+    b"new\nline",
+    b"-leading-dash",
+    b"tab\there",
+    b"quote'\"s",
+    b"n" * 255,
+    b"caf\xe9",
+    b"\xff\xfe",
+]
 
 
 def test_hostile_names_move_and_verify(world: dict[str, Path]) -> None:
@@ -405,8 +429,15 @@ def test_restore_and_purge_commands_keep_the_contract(world: dict[str, Path]) ->
     assert code == 0 and out["would_destroy"] == {"items": 1, "files": 1, "bytes": 40}
     code, out = cli("purge", batch, "--execute", "--confirm-batch-id", batch)
     assert code == 3 and out["error"]["code"] == "acknowledgement-missing"
-    code, out = cli("purge", batch, "--execute", "--confirm-batch-id", batch,
-                    "--acknowledge-risk", "permanent-delete")  # fmt: skip
+    code, out = cli(
+        "purge",
+        batch,
+        "--execute",
+        "--confirm-batch-id",
+        batch,
+        "--acknowledge-risk",
+        "permanent-delete",
+    )
     assert code == 0 and not (store.quarantine / batch).exists()
 
 
@@ -427,8 +458,11 @@ def test_nfc_and_nfd_twins_are_different_entries(world: dict[str, Path]) -> None
 def test_overlapping_plans_never_move_anything_twice(world: dict[str, Path]) -> None:
     root, store_path = world["root"], world["store"]
     api.scan_root(root, store=store_path)
-    api.annotate([str(root / "web" / "app.log"), str(root / "data" / "scratch.bin")],
-                 store=store_path, decision="delete")  # fmt: skip
+    api.annotate(
+        [str(root / "web" / "app.log"), str(root / "data" / "scratch.bin")],
+        store=store_path,
+        decision="delete",
+    )
     first = api.make_plan(root, store=store_path)
     api.annotate([str(root / "data" / "keep.txt")], store=store_path, decision="delete")
     second = api.make_plan(root, store=store_path)  # overlaps the first in two items
@@ -472,9 +506,20 @@ def test_a_forged_plan_naming_home_is_refused_even_if_registered(world: dict[str
     forged.write_text(json.dumps(doc))
     forged.chmod(0o600)
     with Ledger.open(Store(world["store"])) as ledger:  # as if the store had issued it
-        ledger.record_plan(IssuedPlan(doc["plan_id"], doc["plan_digest"], str(forged_root),
-                                      "s", str(forged), doc["created_at"], doc["expires_at"],
-                                      1, 0, "issued"))  # fmt: skip
+        ledger.record_plan(
+            IssuedPlan(
+                doc["plan_id"],
+                doc["plan_digest"],
+                str(forged_root),
+                "s",
+                str(forged),
+                doc["created_at"],
+                doc["expires_at"],
+                1,
+                0,
+                "issued",
+            )
+        )
     confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
     assert refuse(world, str(forged), confirm) == "candidate-forbidden"
     assert home.exists()
@@ -524,8 +569,12 @@ def test_a_directory_that_gains_an_entry_just_before_its_move_is_put_back(
     write(root / "proj" / "mine" / "thesis.tex", data=b"years of work")
     plan = make_plan(world, "web/node_modules")
     smuggle = lambda: os.rename(root / "proj" / "mine", root / "web" / "node_modules" / "mine")  # noqa: E731
-    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
-                          ops=RaceOps(b"node_modules", smuggle))  # fmt: skip
+    result = execute_plan(
+        plan.plan_path,
+        store=Store(world["store"]),
+        confirm=confirm_for(plan),
+        ops=RaceOps(b"node_modules", smuggle),
+    )
     assert result.moved == []
     assert [s.code for s in result.skipped] == ["changed-since-review"]
     assert "put back" in result.skipped[0].message
@@ -548,8 +597,12 @@ def test_an_arrival_that_cannot_be_put_back_is_held_and_the_run_finishes(
             if src == b"app.log" and not (root / "web" / "app.log").exists():
                 write(root / "web" / "app.log", data=b"someone else")  # the place is taken again
 
-    result = execute_plan(plan.plan_path, store=Store(world["store"]), confirm=confirm_for(plan),
-                          ops=Reoccupy(b"app.log", swap_and_reoccupy))  # fmt: skip
+    result = execute_plan(
+        plan.plan_path,
+        store=Store(world["store"]),
+        confirm=confirm_for(plan),
+        ops=Reoccupy(b"app.log", swap_and_reoccupy),
+    )
     assert [m.path for m in result.moved] == [str(root / "data" / "scratch.bin")]
     (skip,) = result.skipped
     assert skip.code == "changed-since-review" and "held in the batch" in skip.message
@@ -565,8 +618,14 @@ def test_a_batch_being_filled_cannot_be_purged(world: dict[str, Path]) -> None:
     batch = claim_batch(store.quarantine, plan_id="p", plan_digest="d", ops=LocalFileOps())
     try:
         with pytest.raises(HygieneError) as info:
-            purge_batch(store, batch.batch_id, execute=True, confirm_batch_id=batch.batch_id,
-                        acknowledge_risk="permanent-delete", include_incomplete=True)  # fmt: skip
+            purge_batch(
+                store,
+                batch.batch_id,
+                execute=True,
+                confirm_batch_id=batch.batch_id,
+                acknowledge_risk="permanent-delete",
+                include_incomplete=True,
+            )
         assert info.value.code == "batch-busy"
     finally:
         batch.close()
@@ -624,8 +683,19 @@ def test_a_forged_candidate_that_is_home_by_identity_is_refused(
     forged.write_text(json.dumps(doc))
     forged.chmod(0o600)
     with Ledger.open(Store(world["store"])) as ledger:
-        ledger.record_plan(IssuedPlan(doc["plan_id"], doc["plan_digest"], doc["root"]["path"],
-                                      "s", str(forged), doc["created_at"], doc["expires_at"],
-                                      1, 0, "issued"))  # fmt: skip
+        ledger.record_plan(
+            IssuedPlan(
+                doc["plan_id"],
+                doc["plan_digest"],
+                doc["root"]["path"],
+                "s",
+                str(forged),
+                doc["created_at"],
+                doc["expires_at"],
+                1,
+                0,
+                "issued",
+            )
+        )
     confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
     assert refuse(world, str(forged), confirm) == "candidate-forbidden"

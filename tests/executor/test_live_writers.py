@@ -45,8 +45,9 @@ print("done", flush=True)
 def writer(path: Path) -> Iterator[Callable[[], None]]:
     """A separate process holding ``path`` open for writing; call the result to make it write
     once more and close it."""
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     stdin, stdout = proc.stdin, proc.stdout
     assert stdin is not None and stdout is not None
 
@@ -136,8 +137,9 @@ def test_allow_copy_keeps_an_original_rewritten_with_its_mtime_put_back(
 
     def at(name: str) -> None:
         if name == point:
-            (staging,) = [p for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-removing-")
-                          ] or [mnt]  # fmt: skip
+            (staging,) = [
+                p for p in mnt.iterdir() if p.name.startswith(".hygiene-nb-removing-")
+            ] or [mnt]
             path = mnt / victim.format(staging=staging.name)
             rewrite_keeping_mtime(path)
             rewritten.append(path.read_bytes())
@@ -197,8 +199,11 @@ def test_where_writers_cannot_be_asked_allow_copy_counts_the_file_as_in_use(
     before = (mnt / "old.log").read_bytes()
     done: list[Any] = []
     # off the main thread SIGIO cannot be set aside, so the lease is not asked: cannot tell
-    worker = threading.Thread(target=lambda: done.append(execute_plan(
-        plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)))  # fmt: skip
+    worker = threading.Thread(
+        target=lambda: done.append(
+            execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
+        )
+    )
     worker.start()
     worker.join(timeout=120)
     (result,) = done

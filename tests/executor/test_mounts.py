@@ -108,8 +108,9 @@ def test_a_file_bind_mounted_inside_a_candidate_keeps_it_out(mworld: dict[str, P
     assert excluded(plan) == {"cache": "contains-mount"}
     later = plan_of(mworld, "cache")
     with bind_mount(thesis, cache / "junk.bin"):
-        done = execute_plan(later.plan_path, store=Store(mworld["store"]),
-                            confirm=confirm_for(later))  # fmt: skip
+        done = execute_plan(
+            later.plan_path, store=Store(mworld["store"]), confirm=confirm_for(later)
+        )
     assert outcomes(done) == {"cache": "contains-mount"}
     assert thesis.read_bytes() == b"four years of work\n"
 
@@ -230,8 +231,14 @@ def test_purge_refuses_a_batch_holding_a_mount_and_deletes_nothing(
         with pytest.raises(HygieneError) as dry:
             purge_batch(store, bid)
         with pytest.raises(HygieneError) as refused:
-            purge_batch(store, bid, execute=True, confirm_batch_id=bid,
-                        acknowledge_risk="permanent-delete", include_incomplete=True)  # fmt: skip
+            purge_batch(
+                store,
+                bid,
+                execute=True,
+                confirm_batch_id=bid,
+                acknowledge_risk="permanent-delete",
+                include_incomplete=True,
+            )
         assert hashes(held / "mnt") == before_outside
     assert dry.value.code == refused.value.code == "batch-contains-mount"
     assert refused.value.exit_code == 3 and "umount" in str(refused.value)
@@ -264,8 +271,9 @@ def test_purge_of_a_batch_holding_a_tmpfs_refuses(mworld: dict[str, Path]) -> No
     with tmpfs(held / "mnt"):
         write(held / "mnt" / "volatile", data=b"v")
         with pytest.raises(HygieneError) as refused:
-            purge_batch(store, bid, execute=True, confirm_batch_id=bid,
-                        acknowledge_risk="permanent-delete")  # fmt: skip
+            purge_batch(
+                store, bid, execute=True, confirm_batch_id=bid, acknowledge_risk="permanent-delete"
+            )
         assert (held / "mnt" / "volatile").read_bytes() == b"v"
     assert refused.value.code == "batch-contains-mount"
 
@@ -329,9 +337,22 @@ def test_cli_a_run_that_moved_nothing_gives_the_plan_back(mworld: dict[str, Path
     plan = plan_of(mworld, "other.log", "cache")
     (mworld["root"] / "other.log").write_bytes(b"grew since the plan")
     write(mworld["root"] / "cache" / "new.tex", 9)
-    argv = [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
-            str(mworld["store"]), "--execute", "--confirm-plan-id", plan.plan_id,
-            "--plan-digest", plan.plan_digest, "--acknowledge-risk", "quarantine"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "hygiene_nb",
+        "execute",
+        plan.plan_path,
+        "--store",
+        str(mworld["store"]),
+        "--execute",
+        "--confirm-plan-id",
+        plan.plan_id,
+        "--plan-digest",
+        plan.plan_digest,
+        "--acknowledge-risk",
+        "quarantine",
+    ]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert run.returncode == 4, run.stderr
     assert "not used up" in run.stdout and "Traceback" not in run.stderr
@@ -391,7 +412,8 @@ def test_a_file_mount_is_found_when_the_root_is_reached_through_a_symlinked_ance
     later = plan_of(world, "cache")
     assert len(later.plan["candidates"]) == 1
     with bind_mount(thesis, cache / "junk.bin"):
-        done = execute_plan(later.plan_path, store=Store(mworld["store"]),
-                            confirm=confirm_for(later))  # fmt: skip
+        done = execute_plan(
+            later.plan_path, store=Store(mworld["store"]), confirm=confirm_for(later)
+        )
     assert outcomes(done) == {"cache": "contains-mount"}
     assert thesis.read_bytes() == b"four years of work\n"

@@ -46,10 +46,17 @@ def made(tmp_path: Path, store: Path) -> tuple[Path, Plan]:
     write(Path(os.fsdecode(os.fsencode(root / "bad") + b"/" + BAD_NAME)), 9)
     api.scan_root(root, store=store)
     web = root / "web"
-    api.annotate([str(web / "node_modules"), str(web / "node_modules" / "pkg" / "dist"),
-                  str(web / "app.log"), str(web / "server.pem"),
-                  os.fsencode(root / "bad") + b"/" + BAD_NAME], store=store,
-                 decision="delete")  # fmt: skip
+    api.annotate(
+        [
+            str(web / "node_modules"),
+            str(web / "node_modules" / "pkg" / "dist"),
+            str(web / "app.log"),
+            str(web / "server.pem"),
+            os.fsencode(root / "bad") + b"/" + BAD_NAME,
+        ],
+        store=store,
+        decision="delete",
+    )
     result = api.make_plan(root, store=store)
     return Path(result.plan_path), result.plan
 
@@ -486,11 +493,38 @@ JSON_VALUES = st.recursive(
     ),
     max_leaves=12,
 )
-FRAGMENTS = st.sampled_from(
-    [b"NaN", b"Infinity", b"-Infinity", b"1e999", b'"\\u0000"', b'"\\ud800"', b"[", b"]", b"{",
-     b"}", b",", b":", b'"', b"\\", b"\xff", b"\xed\xa0\x80", b"null", b"9" * 30, b'"path": "/"',
-     b'"schema": "x",', b"[" * 200, b"\x00", b"-0", b"1e-999"]
-) | st.binary(max_size=16) | JSON_VALUES.map(lambda v: json.dumps(v).encode())  # fmt: skip
+FRAGMENTS = (
+    st.sampled_from(
+        [
+            b"NaN",
+            b"Infinity",
+            b"-Infinity",
+            b"1e999",
+            b'"\\u0000"',
+            b'"\\ud800"',
+            b"[",
+            b"]",
+            b"{",
+            b"}",
+            b",",
+            b":",
+            b'"',
+            b"\\",
+            b"\xff",
+            b"\xed\xa0\x80",
+            b"null",
+            b"9" * 30,
+            b'"path": "/"',
+            b'"schema": "x",',
+            b"[" * 200,
+            b"\x00",
+            b"-0",
+            b"1e-999",
+        ]
+    )
+    | st.binary(max_size=16)
+    | JSON_VALUES.map(lambda v: json.dumps(v).encode())
+)
 
 
 def _leaf_paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -545,9 +579,17 @@ def fuzz_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, Plan]:
     write(root / "file.log", 3)
     write(Path(os.fsdecode(os.fsencode(root) + b"/" + BAD_NAME)), 4)
     api.scan_root(root, store=store)
-    api.annotate([str(root / "dir"), str(root / "dir" / "x"), str(root / "file.log"),
-                  os.fsencode(root) + b"/" + BAD_NAME, str(root / "gone")], store=store,
-                 decision="delete")  # fmt: skip
+    api.annotate(
+        [
+            str(root / "dir"),
+            str(root / "dir" / "x"),
+            str(root / "file.log"),
+            os.fsencode(root) + b"/" + BAD_NAME,
+            str(root / "gone"),
+        ],
+        store=store,
+        decision="delete",
+    )
     result = api.make_plan(root, store=store)
     return Path(result.plan_path).read_bytes(), result.plan
 

@@ -88,8 +88,9 @@ def plan_state(store: Path, plan_id: str) -> str:
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-m", "hygiene_nb", *args], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", *args], capture_output=True, text=True, timeout=120
+    )
     return done.returncode, done.stdout, done.stderr
 
 

@@ -19,8 +19,9 @@ from tests.executor.helpers import in_batch, kill_during_removal, states
 
 
 def cli(*args: str) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "hygiene_nb", *args], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", *args], capture_output=True, text=True, timeout=120
+    )
     return done.returncode, done.stdout
 
 

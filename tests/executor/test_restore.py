@@ -234,8 +234,9 @@ def test_across_filesystems_an_item_comes_back_by_a_verified_copy(
 
     def essence(snap: dict[bytes, tuple[Any, ...]]) -> dict[bytes, tuple[Any, ...]]:
         # mode, size and bytes everywhere, file mtimes too; inodes differ (it is a copy)
-        return {p: (v[0], v[1], v[5], v[3] if stat.S_ISREG(v[0]) else None)
-                for p, v in snap.items()}  # fmt: skip
+        return {
+            p: (v[0], v[1], v[5], v[3] if stat.S_ISREG(v[0]) else None) for p, v in snap.items()
+        }
 
     assert essence(after) == essence(before)
     assert os.stat(root / "d").st_ino != before[os.fsencode(root / "d")][2]

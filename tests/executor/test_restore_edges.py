@@ -205,8 +205,12 @@ sys.stdin.readline()
 def writer(world: dict[str, Path]) -> Iterator[subprocess.Popen[str]]:
     """A process that keeps ``data/live.log`` open and writes on each line it is sent."""
     path = world["root"] / "data" / "live.log"
-    with subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, text=True) as proc:  # fmt: skip
+    with subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
         try:
             assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
             yield proc
@@ -270,11 +274,21 @@ def test_purging_a_batch_whose_items_changed_needs_include_changed(
     shown = purge_batch(store, bid)
     assert shown.changed == [str(world["root"] / "data" / "live.log")]
     with pytest.raises(BatchChanged) as info:
-        purge_batch(store, bid, execute=True, confirm_batch_id=bid,
-                    acknowledge_risk="permanent-delete")  # fmt: skip
+        purge_batch(
+            store, bid, execute=True, confirm_batch_id=bid, acknowledge_risk="permanent-delete"
+        )
     assert info.value.code == "batch-changed" and inside.exists()
-    args = ["purge", bid, "--store", str(world["store"]), "--execute", "--confirm-batch-id", bid,
-            "--acknowledge-risk", "permanent-delete"]  # fmt: skip
+    args = [
+        "purge",
+        bid,
+        "--store",
+        str(world["store"]),
+        "--execute",
+        "--confirm-batch-id",
+        bid,
+        "--acknowledge-risk",
+        "permanent-delete",
+    ]
     assert run_cli(args, capsys) == 3
     said = capsys.readouterr()
     assert "--include-changed" in said.err + said.out
@@ -311,8 +325,9 @@ def loop_image(tmp_path: Path) -> Iterator[dict[str, Path]]:
     mounted: list[bool] = [False]
 
     def attach_and_mount() -> None:
-        loop = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True,
-                              text=True)  # fmt: skip
+        loop = subprocess.run(
+            ["losetup", "-f", "--show", str(image)], capture_output=True, text=True
+        )
         if loop.returncode != 0:
             pytest.skip(f"no loop device: {loop.stderr.strip()}")
         devices.append(loop.stdout.strip())
@@ -405,11 +420,16 @@ def test_a_corrupt_registry_hides_none_of_the_stores_own_batches(
     else:
         good = root.parent / "elsewhere" / QUARANTINE_NAME
         good.mkdir(parents=True, mode=0o700)
-        doc = {"schema": "hygiene-nb/quarantines@1", "quarantines": [
-            {"path": "x", "path_b64": "!!not base64"},
-            {"path": str(good), "path_b64": __import__("base64").b64encode(
-                os.fsencode(good)).decode()},
-        ]}  # fmt: skip
+        doc = {
+            "schema": "hygiene-nb/quarantines@1",
+            "quarantines": [
+                {"path": "x", "path_b64": "!!not base64"},
+                {
+                    "path": str(good),
+                    "path_b64": __import__("base64").b64encode(os.fsencode(good)).decode(),
+                },
+            ],
+        }
         registry.write_text(json.dumps(doc))
 
     found = list_store_batches(qstore)
@@ -494,8 +514,9 @@ def test_a_file_still_open_for_writing_in_the_batch_is_not_purged_unasked(
     before = inside.read_bytes()
     assert purge_batch(store, bid).changed == [str(world["root"] / "data" / "live.log")]
     with pytest.raises(BatchChanged):
-        purge_batch(store, bid, execute=True, confirm_batch_id=bid,
-                    acknowledge_risk="permanent-delete")  # fmt: skip
+        purge_batch(
+            store, bid, execute=True, confirm_batch_id=bid, acknowledge_risk="permanent-delete"
+        )
     assert inside.read_bytes() == before
     writer.kill()
     writer.wait(timeout=10)

@@ -113,8 +113,9 @@ def test_a_failing_after_run_rolls_everything_back_and_the_receipt_says_so(
     checked = verify_receipt(str(result.receipt_path))
     assert checked.status == "verified" and checked.moved == 0 and checked.not_back == []
     (world["root"] / "web" / "app.log").unlink()  # gone again: verify notices
-    assert verify_receipt(str(result.receipt_path)).not_back == [str(world["root"] / "web" /
-                                                                     "app.log")]  # fmt: skip
+    assert verify_receipt(str(result.receipt_path)).not_back == [
+        str(world["root"] / "web" / "app.log")
+    ]
 
 
 def test_a_passing_after_run_keeps_the_move(world: dict[str, Path]) -> None:
@@ -129,8 +130,10 @@ def test_a_passing_after_run_keeps_the_move(world: dict[str, Path]) -> None:
 
 def test_a_rollback_never_overwrites_what_took_an_items_place(world: dict[str, Path]) -> None:
     plan = make_plan(world, "web/app.log", "data/scratch.bin")
-    script = ("import pathlib, sys; p = pathlib.Path('data/scratch.bin'); "
-              "sys.exit(0 if p.exists() else (p.write_text('regenerated'), 1)[1])")  # fmt: skip
+    script = (
+        "import pathlib, sys; p = pathlib.Path('data/scratch.bin'); "
+        "sys.exit(0 if p.exists() else (p.write_text('regenerated'), 1)[1])"
+    )
     recreate = f'[[{sys.executable!r}, "-c", "{script}"]]'
     configure(world, recreate)
     store = Store(world["store"])
@@ -143,8 +146,10 @@ def test_a_rollback_never_overwrites_what_took_an_items_place(world: dict[str, P
     assert rollback["restored"] == 1
     assert [b["code"] for b in rollback["blocked"]] == ["target-occupied"]
     kept = store.quarantine / str(result.batch_id) / "tree"
-    assert read_bytes(os.fsencode(kept) + os.fsencode(world["root"] / "data" / "scratch.bin")) \
-        == original  # nothing lost: the moved bytes wait in quarantine  # fmt: skip
+    assert (
+        read_bytes(os.fsencode(kept) + os.fsencode(world["root"] / "data" / "scratch.bin"))
+        == original
+    )  # nothing lost: the moved bytes wait in quarantine
 
 
 def test_the_cli_exits_4_on_a_rollback_and_shows_it(world: dict[str, Path]) -> None:
@@ -193,8 +198,9 @@ def test_a_timeout_stops_the_whole_process_group_and_outlived_children_do_not_ha
     from hygiene_nb.executor.verification import run_commands
 
     started = time.monotonic()
-    (record,) = run_commands([["sh", "-c", "setsid sleep 20 & sleep 0.2; exit 0"]],
-                             cwd=str(tmp_path), timeout=10)  # fmt: skip
+    (record,) = run_commands(
+        [["sh", "-c", "setsid sleep 20 & sleep 0.2; exit 0"]], cwd=str(tmp_path), timeout=10
+    )
     assert record["returncode"] == 0 and not record["timed_out"]
     assert time.monotonic() - started < 5  # the setsid child holds no pipe to wait on
     child = tmp_path / "child.pid"

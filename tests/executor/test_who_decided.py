@@ -163,8 +163,10 @@ def test_a_registered_plan_whose_candidate_an_agent_decided_moves_nothing(
     Path(forged["path"]).write_text(json.dumps(doc))
     db = sqlite3.connect(Store(store).ledger)
     with db:
-        db.execute("UPDATE plans SET plan_digest = ? WHERE plan_id = ?",
-                   (doc["plan_digest"], doc["plan_id"]))  # fmt: skip
+        db.execute(
+            "UPDATE plans SET plan_digest = ? WHERE plan_id = ?",
+            (doc["plan_digest"], doc["plan_id"]),
+        )
     db.close()
     confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
     result = execute_plan(forged["path"], store=Store(store), confirm=confirm)
