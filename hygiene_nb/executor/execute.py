@@ -21,18 +21,20 @@ from typing import Any, Literal
 
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import (
-    AcknowledgementMissing,
     BaselineFailed,
-    CandidateForbidden,
-    ConfirmationMismatch,
     HygieneError,
     PlanAlreadyExecuted,
-    PlanDigestMismatch,
-    PlanExpired,
     PlanNotIssued,
     RecordsIncomplete,
     RootReplaced,
     StoreError,
+)
+from hygiene_nb.executor.authorize import (
+    Confirmation,
+    authorize,
+    check_not_expired,
+    confirm_command,
+    risk_warning,
 )
 from hygiene_nb.executor.batches import (
     TREE_NAME,
@@ -86,20 +88,10 @@ from hygiene_nb.receipts import RECEIPT_SCHEMA, write_receipt
 from hygiene_nb.recheck import Rechecker, acting_protection
 from hygiene_nb.store import Store, utc_now
 
-__all__ = ["ACKNOWLEDGEMENT", "Confirmation", "ExecuteResult", "execute_plan"]
+__all__ = ["ExecuteResult", "execute_plan"]
 
-ACKNOWLEDGEMENT = "quarantine"
 Status = Literal["dry-run", "done", "partial", "rolled-back"]
 PlanState = Literal["", "executed", "aborted", "rolled-back", "issued"]
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """What a person typed to authorize exactly one plan."""
-
-    plan_id: str | None
-    plan_digest: str | None
-    acknowledge_risk: str | None
 
 
 @dataclass
@@ -145,123 +137,6 @@ class ExecuteResult:
         return 4 if rolled_back or (self.skipped and self.status != "dry-run") else 0
 
 
-def _confirm_command(plan: LoadedPlan, store: Store) -> str:
-    p = plan.parsed
-    return (
-        f"hygiene-nb execute {shlex.quote(str(plan.path))} --store {shlex.quote(str(store.root))}"
-        f" --execute --confirm-plan-id {p.plan_id} --plan-digest {p.plan_digest}"
-        f" --acknowledge-risk {ACKNOWLEDGEMENT}"
-    )
-
-
-def _authorize(
-    plan: LoadedPlan, store: Store, ledger: Ledger, confirm: Confirmation | None
-) -> None:
-    """Every whole-plan check; raises a ``Refused`` subclass, touching nothing."""
-    p = plan.parsed
-    issued = ledger.issued_plan(p.plan_id)
-    if issued is None:
-        raise PlanNotIssued(
-            f"plan {p.plan_id} was not issued by the store {store.root}; export a plan "
-            "with `hygiene-nb plan ROOT` using this store."
-        )
-    if issued.plan_digest != p.plan_digest:
-        raise PlanDigestMismatch(
-            f"plan {p.plan_id} differs from the plan this store issued (digest "
-            f"{issued.plan_digest}); it was altered. Export a new plan."
-        )
-    _check_not_expired(p)
-    if issued.state != "issued":
-        raise PlanAlreadyExecuted(
-            f"plan {p.plan_id} was already executed ({issued.state}); a plan acts once. "
-            "Export a new plan for what is left."
-        )
-    _check_forbidden(p, store)
-    if confirm is not None:
-        _check_confirmation(p, confirm)
-    _check_root(p)
-
-
-def _check_not_expired(p: Plan) -> None:
-    if utc_now() > datetime.fromisoformat(p.expires_at):
-        raise PlanExpired(
-            f"plan {p.plan_id} expired at {p.expires_at}; export a new one with "
-            f"`hygiene-nb plan {shlex.quote(p.root.path)}` and review it."
-        )
-
-
-def _check_confirmation(p: Plan, confirm: Confirmation) -> None:
-    if confirm.plan_id != p.plan_id:
-        raise ConfirmationMismatch(
-            f"--confirm-plan-id must be exactly {p.plan_id}; read the plan, then confirm it."
-        )
-    if confirm.plan_digest != p.plan_digest:
-        raise PlanDigestMismatch(
-            f"--plan-digest must be exactly {p.plan_digest} (the plan you reviewed)."
-        )
-    if confirm.acknowledge_risk != ACKNOWLEDGEMENT:
-        raise AcknowledgementMissing(
-            f"add --acknowledge-risk {ACKNOWLEDGEMENT}: the candidates will be moved into a "
-            "quarantine batch (restorable until you purge it)."
-        )
-
-
-def _identity(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return signed64(st.st_dev), signed64(st.st_ino)
-
-
-def _check_forbidden(p: Plan, store: Store) -> None:
-    """Refuse a plan naming what no planner emits: by path and by (device, inode).
-
-    Forbidden: ``/``, the home directory, the store, the plan's root, and any ancestor of the
-    home directory or the store (removing one would take them along).
-    """
-    home = os.path.realpath(os.path.expanduser("~"))
-    store_path = os.path.realpath(store.root)
-    keep = [Path("/"), Path(home), Path(store_path), Path(p.root.path)]
-    forbidden_ids = {i for i in map(_identity, keep) if i is not None}
-    forbidden_paths = {"/", home, str(store.root), store_path, p.root.path}
-    for cand in p.candidates:
-        path = cand.path
-        prefix = path.rstrip("/") + "/"
-        if (
-            path in forbidden_paths
-            or (cand.dev, cand.inode) in forbidden_ids
-            or path.startswith(str(store.root).rstrip("/") + "/")
-            or home.startswith(prefix)
-            or store_path.startswith(prefix)
-        ):
-            raise CandidateForbidden(
-                f"plan {p.plan_id} names {path}, which no plan may hold; it was not made by "
-                "hygiene-nb plan. Nothing was moved."
-            )
-
-
-def _check_root(p: Plan) -> None:
-    root = p.root
-    try:
-        st = os.lstat(root.path)
-    except OSError as exc:
-        raise RootReplaced(f"the plan's root {root.path} cannot be read ({exc.strerror}).") from exc
-    if (signed64(st.st_dev), signed64(st.st_ino)) != (root.dev, root.inode):
-        raise RootReplaced(
-            f"{root.path} is not the directory the plan was made for (device/inode "
-            "changed); scan and plan again."
-        )
-
-
-def _risk_warning(p: Plan) -> str:
-    return (
-        f"This moves {len(p.candidates)} item(s), {p.reclaim_bytes} bytes freed by deleting, "
-        f"out of {p.root.path} into a quarantine batch. They stay restorable with "
-        "`hygiene-nb restore BATCH` until you purge the batch; nothing is destroyed now."
-    )
-
-
 def execute_plan(
     plan_path: str | os.PathLike[str],
     *,
@@ -289,14 +164,14 @@ def execute_plan(
             f"plan {plan.parsed.plan_id}."
         )
     with Ledger.open(store) as ledger:
-        _authorize(plan, store, ledger, confirm)
+        authorize(plan, store, ledger, confirm)
         config = load_root_config(store, plan.parsed.root.path)
         result = ExecuteResult(
             status="dry-run",
             plan_id=plan.parsed.plan_id,
             candidates=len(plan.parsed.candidates),
-            confirm_command=_confirm_command(plan, store),
-            warning=_risk_warning(plan.parsed),
+            confirm_command=confirm_command(plan, store),
+            warning=risk_warning(plan.parsed),
             verification=_planned_verification(config),
         )
         if confirm is None:
@@ -304,7 +179,7 @@ def execute_plan(
             return result
         if config.verify:
             result.verification["baseline"] = _baseline(config, plan.parsed)
-            _check_not_expired(plan.parsed)  # the baseline may have outlived the plan
+            check_not_expired(plan.parsed)  # the baseline may have outlived the plan
         reserve = Reserve.hold(store, plan.parsed.plan_id, len(plan.parsed.candidates))
         try:
             if not ledger.claim_plan(plan.parsed.plan_id, plan.parsed.plan_digest):

@@ -117,7 +117,7 @@ def test_an_expired_plan_is_refused(
 ) -> None:
     plan = make_plan(world, "web/node_modules", ttl=60)
     later = datetime.now(UTC) + timedelta(seconds=61)
-    monkeypatch.setattr("hygiene_nb.executor.execute.utc_now", lambda: later)
+    monkeypatch.setattr("hygiene_nb.executor.authorize.utc_now", lambda: later)
     assert refuse(world, plan.plan_path, confirm_for(plan)) == "plan-expired"
 
 
