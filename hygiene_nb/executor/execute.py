@@ -45,7 +45,6 @@ from hygiene_nb.executor.batches import (
     mirror_parent,
     note_arrival,
     note_origin,
-    register_quarantine,
     remove_unused_batch,
 )
 from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
@@ -74,6 +73,7 @@ from hygiene_nb.executor.fileops import (
 from hygiene_nb.executor.guards import check_candidate
 from hygiene_nb.executor.hooks import checkpoint
 from hygiene_nb.executor.records import Destination, ItemOutcome, Method, Moved, Skip
+from hygiene_nb.executor.registry import register_quarantine
 from hygiene_nb.executor.reserve import Reserve
 from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.executor.verification import failed, run_commands

@@ -34,7 +34,6 @@ from hygiene_nb.executor.batches import (
     ManifestItem,
     batch_dirs,
     find_removal_leftovers,
-    known_quarantines,
     read_manifest,
     removal_leftover_message,
     write_manifest,
@@ -49,6 +48,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
 )
 from hygiene_nb.executor.records import ItemOutcome, Skip
+from hygiene_nb.executor.registry import known_quarantines
 from hygiene_nb.executor.reserve import reserve_name, reserved_by_a_live_run
 from hygiene_nb.ledger import IssuedPlan, Ledger
 from hygiene_nb.plan.reader import load_plan

@@ -52,9 +52,7 @@ from hygiene_nb.executor.batches import (
     Batch,
     ManifestItem,
     check_held,
-    known_quarantines,
     read_manifest,
-    registry_error,
     remove_empty_dir_below,
     write_manifest,
 )
@@ -78,6 +76,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
 )
 from hygiene_nb.executor.filesystems import fs_identity, same_filesystem
+from hygiene_nb.executor.registry import known_quarantines, registry_error
 from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
 from hygiene_nb.fs.mounts import same_mount
 from hygiene_nb.scan.snapshot import path_b64

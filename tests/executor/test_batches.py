@@ -24,7 +24,6 @@ from hygiene_nb.errors import StoreError
 from hygiene_nb.executor.batches import (
     MANIFEST_SCHEMA,
     QUARANTINE_NAME,
-    QUARANTINES_NAME,
     Batch,
     ManifestItem,
     batch_dirs,
@@ -33,17 +32,20 @@ from hygiene_nb.executor.batches import (
     check_held,
     claim_batch,
     find_removal_leftovers,
-    known_quarantines,
     list_batches,
     read_manifest,
-    read_registry,
-    register_quarantine,
-    registry_error,
-    registry_problems,
     remove_unused_batch,
     write_manifest,
 )
 from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, LocalFileOps, open_dirs_at
+from hygiene_nb.executor.registry import (
+    QUARANTINES_NAME,
+    known_quarantines,
+    read_registry,
+    register_quarantine,
+    registry_error,
+    registry_problems,
+)
 from hygiene_nb.store import Store
 from tests.executor.helpers import (
     PLAN_DIGEST,
@@ -358,7 +360,7 @@ def test_an_unreadable_registry_is_one_problem(qstore: Store, content: str) -> N
 REGISTER = """
 import sys
 from pathlib import Path
-from hygiene_nb.executor.batches import register_quarantine
+from hygiene_nb.executor.registry import register_quarantine
 from hygiene_nb.store import Store
 store = Store(Path(sys.argv[1]))
 for i in range(int(sys.argv[3])):

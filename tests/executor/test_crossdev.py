@@ -18,11 +18,9 @@ import pytest
 
 from hygiene_nb.errors import StoreError
 from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch, verify_receipt
-from hygiene_nb.executor.batches import (
-    QUARANTINE_NAME,
-    known_quarantines,
-)
+from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, remove_original_after_verified_copy
+from hygiene_nb.executor.registry import known_quarantines
 from hygiene_nb.store import Store
 from tests.executor.helpers import (
     confirm_for,
