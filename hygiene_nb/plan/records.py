@@ -65,7 +65,7 @@ class Candidate:
 
     @classmethod
     def from_json(cls, cand: Mapping[str, Any]) -> Candidate:
-        """From a validated plan's candidate object (``planfile`` checked every field)."""
+        """From a validated plan's candidate object (``reader`` checked every field)."""
         b64 = cand.get("path_b64")
         raw = base64.b64decode(b64) if b64 is not None else cand["path"].encode("utf-8")
         fp = cand["fingerprint"]
