@@ -45,11 +45,12 @@ $(CHROMIUM):
 	  echo "make: cannot install chromium here (needs apt-get as root): the browser test will skip"; \
 	fi
 
-# Coverage floors (branches counted); they only ever rise. SAFETY_PATH is what moves files
-# and decides what may move: its floor is to reach 100 %.
+# Coverage floors (branches counted), just below what the suite measured on 2026-12-01
+# (safety path 89.55 %, package 90.59 %); they only ever rise. SAFETY_PATH is what moves
+# files and decides what may move: its floor is to reach 100 %.
 SAFETY_PATH := hygiene_nb/executor/*,hygiene_nb/recheck.py,hygiene_nb/plan/reader.py,hygiene_nb/plan/records.py
-SAFETY_FLOOR := 84
-PACKAGE_FLOOR := 70
+SAFETY_FLOOR := 89
+PACKAGE_FLOOR := 90
 
 ## test: lint, the unit/executor/widget/report/browser tests under coverage, then nbval
 test: lint $(CHROMIUM)
