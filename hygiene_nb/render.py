@@ -63,12 +63,14 @@ def human_bytes(n: int | None) -> str:
     """1536 → '1.5 KiB'; None (unknown) → 'unknown'."""
     if n is None:
         return "unknown"
+    if abs(n) < 1024:
+        return f"{n} B"
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+    for unit in ("KiB", "MiB", "GiB"):
         value /= 1024
-    return f"{n} B"  # pragma: no cover - the loop always returns
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TiB"
 
 
 def emit_json(obj: dict[str, Any]) -> None:
