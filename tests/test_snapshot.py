@@ -68,7 +68,7 @@ def test_each_row_group_holds_its_directories_after_everything_else(
     (tmp_path / "r" / "d0" / "link").symlink_to("f0")
     # small walk batches, so directories and files arrive interleaved batch after batch
     monkeypatch.setattr(
-        "hygiene_nb.api.walk_options", lambda *a: replace(walk_options(*a), batch_rows=8)
+        "hygiene_nb.api.scan.walk_options", lambda *a: replace(walk_options(*a), batch_rows=8)
     )
     info = api.scan_root(tmp_path / "r", store=store, walker=walker)  # type: ignore[arg-type]
     parquet = pq.ParquetFile(Path(info.path) / "part-0.parquet")
@@ -151,7 +151,7 @@ def test_failed_scan_leaves_no_snapshot_behind(
     def broken(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("hygiene_nb.api._take_root_totals", broken)
+    monkeypatch.setattr("hygiene_nb.api.scan._take_root_totals", broken)
     with pytest.raises(KeyboardInterrupt):
         api.scan_root(tmp_path / "r", store=store)
     assert list((store / "snapshots").rglob("*.parquet")) == []

@@ -1,0 +1,225 @@
+"""What changed between two scans of one root: by child, pattern group or risk, and by entry.
+
+Both scans' rows are joined in DuckDB (``_ENTRY_DIFF``, SQL that Spark also reads). Every
+entry adds its own bytes and a hard-linked inode counts once, so the deltas add up to the
+change in the root's total.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+
+from hygiene_nb import api
+from hygiene_nb.errors import SnapshotNotFound, UsageError
+from hygiene_nb.query.history import classified_as_of_scan, resolve_scan
+from hygiene_nb.scan.snapshot import ScanInfo, find_scan, list_scans
+
+__all__ = ["DIFF_BY", "DiffBy", "changed_entries", "diff"]
+
+DiffBy = Literal["dir", "group", "risk"]
+DIFF_BY: tuple[DiffBy, ...] = ("dir", "group", "risk")
+_DIFF_COLUMNS = ["parent", "name", "kind", "depth", "size", "alloc", "dev", "inode", "nlink"]
+
+
+def _side(store: api.StoreArg, info: ScanInfo, classified: bool, rules: str | None) -> pa.Table:
+    """One snapshot's rows for a diff: the diff columns, plus risk and group if classified."""
+    if not classified:
+        return api.load(store=store, scan_id=info.scan_id, columns=_DIFF_COLUMNS)
+    return classified_as_of_scan(info, store=store, rules=rules).select(
+        [*_DIFF_COLUMNS, "risk", "group"]
+    )
+
+
+def _pair(
+    root: str | None, store: api.StoreArg, old: str | None, new: str | None
+) -> tuple[ScanInfo, ScanInfo]:
+    """The two scans to compare: by default the latest of ``root`` and the one before it."""
+    st = api.open_store(store)
+    new_info = resolve_scan(root, store=st, scan_id=new)
+    scans = list_scans(st, root=new_info.root)
+    if old is None:
+        earlier = [s for s in scans if s.started_at < new_info.started_at]
+        if not earlier:
+            raise SnapshotNotFound(
+                f"{new_info.root} has only one snapshot before {new_info.scan_id}; "
+                f"scan it again later to see what changed."
+            )
+        return earlier[-1], new_info
+    old_info = find_scan(st, scan_id=old)
+    if old_info.root != new_info.root:
+        raise UsageError(
+            f"snapshots {old_info.scan_id} and {new_info.scan_id} are of different roots "
+            f"({old_info.root}, {new_info.root}); compare two scans of one root."
+        )
+    return old_info, new_info
+
+
+_ENTRY_DIFF = """
+    WITH j0 AS (
+        SELECT coalesce(n.parent, o.parent) AS parent,
+               coalesce(n.name, o.name) AS name,
+               coalesce(n.depth, o.depth) AS depth,
+               coalesce(n.kind, o.kind) AS kind,
+               {extra}
+               o.name IS NOT NULL AS in_old,
+               n.name IS NOT NULL AS in_new,
+               o.size AS o_size, n.size AS n_size,
+               o.kind <> 'dir' AND o.nlink > 1 AS o_linked,
+               n.kind <> 'dir' AND n.nlink > 1 AS n_linked,
+               o.dev AS o_dev, o.inode AS o_inode, n.dev AS n_dev, n.inode AS n_inode
+        FROM old_rows o FULL OUTER JOIN new_rows n
+          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
+    j1 AS (
+        SELECT *,
+               CASE WHEN o_linked THEN row_number() OVER (
+                   PARTITION BY o_linked, o_dev, o_inode ORDER BY in_new DESC, parent, name)
+                   ELSE 1 END AS o_nth,
+               CASE WHEN n_linked THEN row_number() OVER (
+                   PARTITION BY n_linked, n_dev, n_inode ORDER BY in_old DESC, parent, name)
+                   ELSE 1 END AS n_nth
+        FROM j0),
+    j2 AS (
+        SELECT parent, name, depth, kind, {extra_out} in_old, in_new,
+               CAST(CASE WHEN in_old AND o_nth = 1 THEN o_size ELSE 0 END AS BIGINT) AS old_bytes,
+               CAST(CASE WHEN in_new AND n_nth = 1 THEN n_size ELSE 0 END AS BIGINT) AS new_bytes
+        FROM j1)
+    SELECT *,
+           CASE WHEN NOT in_old THEN 'new'
+                WHEN NOT in_new THEN 'gone'
+                WHEN new_bytes > old_bytes THEN 'grew'
+                WHEN new_bytes < old_bytes THEN 'shrank'
+                ELSE 'same' END AS change,
+           CASE WHEN depth = 0 THEN '.'
+                WHEN depth = 1 THEN name
+                ELSE split_part(substr(parent, {start}), '/', 1) END AS top
+    FROM j2
+"""
+
+
+def _entry_diff(
+    old_rows: pa.Table, new_rows: pa.Table, root: str, classified: bool
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection holding view ``j``: one row per path in either scan, with its change.
+
+    Every entry adds its own bytes. A hard-linked inode adds them once per scan, at one name,
+    preferring a name present in both scans: a new link to an old file adds nothing. ``top``
+    is the entry's direct child of the root (``.`` for the root itself).
+    """
+    extra = 'coalesce(n.risk, o.risk) AS risk, coalesce(n."group", o."group") AS grp,'
+    query = _ENTRY_DIFF.format(
+        extra=extra if classified else "",
+        extra_out="risk, grp," if classified else "",
+        start=len(root) + (1 if root.endswith("/") else 2),
+    )
+    con = duckdb.connect()
+    con.register("old_rows", old_rows)
+    con.register("new_rows", new_rows)
+    con.execute("CREATE TEMP VIEW j AS " + query)
+    return con
+
+
+def diff(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    old: str | None = None,
+    new: str | None = None,
+    by: DiffBy = "dir",
+    rules: str | None = None,
+) -> pd.DataFrame:
+    """What changed between two scans of one root, by direct child, pattern group or risk.
+
+    Args:
+        root: the scanned root (default: the root of the latest scan in the store).
+        store: the store.
+        old: the earlier scan id (default: the scan before ``new``).
+        new: the later scan id (default: the latest scan of ``root``).
+        by: ``dir`` (direct children of the root; ``.`` is the root's own entry), ``group``
+            (pattern group, ``(none)`` outside every group) or ``risk`` (classified as of each
+            scan's time; an entry present in both takes its verdict in the newer scan).
+        rules: an extra rules file for ``group``/``risk``.
+
+    Returns:
+        One row per key, largest absolute change first: ``old_bytes``, ``new_bytes``, ``delta``,
+        and for each of ``new``, ``gone``, ``grew``, ``shrank`` the entries and the bytes that
+        change added or removed (``new_bytes``/``gone_bytes`` are the entries' sizes;
+        ``grew_bytes``/``shrank_bytes`` the differences).
+
+    Raises:
+        SnapshotNotFound: there is no earlier scan to compare with.
+        UsageError: ``by`` is unknown, or the scans are of different roots.
+    """
+    if by not in DIFF_BY:
+        raise UsageError(f"by must be one of {', '.join(DIFF_BY)}, not {by!r}.")
+    old_info, new_info = _pair(root, store, old, new)
+    classified = by != "dir"
+    old_rows = _side(store, old_info, classified, rules)
+    new_rows = _side(store, new_info, classified, rules)
+    key = {"dir": "top", "group": "coalesce(grp, '(none)')", "risk": "risk"}[by]
+    with _entry_diff(old_rows, new_rows, old_info.root, classified) as con:
+        frame = con.execute(
+            f"""
+            SELECT {key} AS {by},
+                   CAST(sum(old_bytes) AS BIGINT) AS old_bytes,
+                   CAST(sum(new_bytes) AS BIGINT) AS new_bytes,
+                   CAST(sum(new_bytes) - sum(old_bytes) AS BIGINT) AS delta,
+                   CAST(sum(CASE WHEN change = 'new' THEN 1 ELSE 0 END) AS BIGINT) AS new_entries,
+                   CAST(sum(CASE WHEN change = 'new' THEN new_bytes ELSE 0 END) AS BIGINT)
+                       AS new_entry_bytes,
+                   CAST(sum(CASE WHEN change = 'gone' THEN 1 ELSE 0 END) AS BIGINT) AS gone_entries,
+                   CAST(sum(CASE WHEN change = 'gone' THEN old_bytes ELSE 0 END) AS BIGINT)
+                       AS gone_entry_bytes,
+                   CAST(sum(CASE WHEN change = 'grew' THEN 1 ELSE 0 END) AS BIGINT) AS grew_entries,
+                   CAST(sum(CASE WHEN change = 'grew' THEN new_bytes - old_bytes ELSE 0 END)
+                        AS BIGINT) AS grew_bytes,
+                   CAST(sum(CASE WHEN change = 'shrank' THEN 1 ELSE 0 END) AS BIGINT)
+                       AS shrank_entries,
+                   CAST(sum(CASE WHEN change = 'shrank' THEN old_bytes - new_bytes ELSE 0 END)
+                        AS BIGINT) AS shrank_bytes
+            FROM j GROUP BY 1
+            ORDER BY abs(sum(new_bytes) - sum(old_bytes)) DESC, 1
+            """
+        ).df()
+    frame.attrs.update(old=old_info.scan_id, new=new_info.scan_id, root=old_info.root)
+    return frame
+
+
+def changed_entries(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    old: str | None = None,
+    new: str | None = None,
+    limit: int = 50,
+    relative: bool = False,
+) -> pd.DataFrame:
+    """The ``limit`` non-directory entries whose bytes changed most between two scans.
+
+    Columns: ``path`` (relative to the root with ``relative``), ``change`` (new, gone, grew,
+    shrank), ``old_bytes``, ``new_bytes``, ``delta``. Hard-linked names count once.
+    """
+    old_info, new_info = _pair(root, store, old, new)
+    old_rows = _side(store, old_info, False, None)
+    new_rows = _side(store, new_info, False, None)
+    with _entry_diff(old_rows, new_rows, old_info.root, False) as con:
+        frame = con.execute(
+            """
+            SELECT CASE WHEN parent IS NULL THEN name
+                        WHEN parent = '/' THEN concat_ws('', parent, name)
+                        ELSE concat_ws('/', parent, name) END AS path,
+                   change, old_bytes, new_bytes,
+                   CAST(new_bytes - old_bytes AS BIGINT) AS delta
+            FROM j WHERE change <> 'same' AND kind <> 'dir'
+            ORDER BY abs(new_bytes - old_bytes) DESC, path LIMIT ?
+            """,
+            [limit],
+        ).df()
+    if relative:
+        prefix = old_info.root.rstrip("/") + "/"
+        frame["path"] = frame["path"].str.removeprefix(prefix)
+    frame.attrs.update(old=old_info.scan_id, new=new_info.scan_id, root=old_info.root)
+    return frame

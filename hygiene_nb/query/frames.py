@@ -1,0 +1,257 @@
+"""Frames for display: a classified snapshot to browse, its treemap, a summary's tables.
+
+The explore notebook, the annotation widget and the report draw these; none reads the disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hygiene_nb import api
+from hygiene_nb.models import GroupStats, SizedEntry, Summary
+from hygiene_nb.query.history import classified_as_of_scan, resolve_scan
+from hygiene_nb.query.review import decided_rows, human_decisions
+from hygiene_nb.scan.snapshot import entry_paths
+
+__all__ = [
+    "BROWSE_COLUMNS",
+    "browse_frame",
+    "entries_frame",
+    "groups_frame",
+    "risk_frame",
+    "totals_frame",
+    "treemap_nodes",
+    "treemap_of",
+]
+
+# -- browsing a classified snapshot (the explore notebook and the annotation widget) -----------
+
+BROWSE_COLUMNS = [
+    "path",
+    "parent",
+    "name",
+    "kind",
+    "bytes",
+    "alloc",
+    "files",
+    "latest_mtime_ns",
+    "risk",
+    "rule",
+    "group",
+    "claim",
+    "confidence",
+    "error",
+    "partial",
+]
+
+
+def browse_frame(table: pa.Table) -> pd.DataFrame:
+    """A classified snapshot as the frame the browser and the treemap read.
+
+    ``bytes``/``alloc``/``files`` are recursive for a directory (missing where its subtree could
+    not be read: unknown, never zero) and the entry's own for anything else;
+    ``latest_mtime_ns`` is the newest modification inside a directory, else the entry's own.
+    """
+    is_dir = pc.equal(table.column("kind").cast(pa.string()), "dir")
+    frame = pd.DataFrame(
+        {
+            "path": entry_paths(table).to_pandas(),
+            "parent": table.column("parent").cast(pa.string()).to_pandas(),
+            "name": table.column("name").to_pandas(),
+            "kind": table.column("kind").cast(pa.string()).to_pandas(),
+            "bytes": pc.if_else(is_dir, table.column("tree_bytes"), table.column("size"))
+            .to_pandas()
+            .astype("Int64"),
+            "alloc": pc.if_else(is_dir, table.column("tree_alloc"), table.column("alloc"))
+            .to_pandas()
+            .astype("Int64"),
+            "files": pc.if_else(is_dir, table.column("tree_files"), pa.scalar(1, pa.int64()))
+            .to_pandas()
+            .astype("Int64"),
+            "latest_mtime_ns": pc.if_else(
+                is_dir, table.column("tree_latest_mtime_ns"), table.column("mtime_ns")
+            ).to_pandas(),
+        }
+    )
+    for column in ("risk", "rule", "group", "claim", "confidence", "error", "partial"):
+        values = table.column(column)
+        if pa.types.is_dictionary(values.type):
+            values = values.cast(values.type.value_type)
+        frame[column] = values.to_pandas()
+    return frame[BROWSE_COLUMNS]
+
+
+def _other_id(parent: str) -> str:
+    return parent.rstrip("/") + "/(other)"
+
+
+def treemap_nodes(
+    frame: pd.DataFrame,
+    under: str,
+    *,
+    decisions: dict[str, str] | None = None,
+    max_nodes: int = 2000,
+    children: int = 50,
+) -> pd.DataFrame:
+    """Treemap nodes for the directory ``under``: its children and their children.
+
+    At most ``children`` children are named (the largest), each directory child names at most
+    as many of its own as keeps the view within ``max_nodes``; the rest of each level is one
+    ``(other)`` node, so areas always add up. A node's bytes are recursive; a directory whose
+    subtree could not be read has no bytes (shown as 0 area, risk ``unknown``).
+
+    Returns:
+        Columns ``id`` (the path; ``…/(other)`` for a bucket), ``label``, ``parent``, ``bytes``,
+        ``risk`` (empty for buckets), ``decision`` (the covering human decision, or None).
+    """
+    decisions = decisions or {}
+    per_child = max(1, (max_nodes - 2 - children) // max(1, children) - 1)
+    rows: list[dict[str, object]] = []
+
+    def level(parent: str, kids: pd.DataFrame, keep: int) -> list[str]:
+        kids = kids.assign(b=kids["bytes"].fillna(0).astype("int64"))
+        kids = kids.sort_values(["b", "name"], ascending=[False, True])
+        named, rest = kids.head(keep), kids.iloc[keep:]
+        columns = (named["path"], named["name"], named["b"].tolist(), named["risk"])
+        for path, name, size, risk in zip(*columns, strict=True):
+            rows.append({"id": path, "label": name, "parent": parent, "bytes": size, "risk": risk})
+        if len(rest):
+            rows.append(
+                {
+                    "id": _other_id(parent),
+                    "label": f"({len(rest)} more)",
+                    "parent": parent,
+                    "bytes": int(rest["b"].sum()),
+                    "risk": "",
+                }
+            )
+        return [p for p, k in zip(named["path"], named["kind"], strict=True) if k == "dir"]
+
+    me = frame[frame["path"] == under]
+    top = level(under, frame[frame["parent"] == under], children)
+    grand = frame[frame["parent"].isin(top)]
+    for directory, kids in grand.groupby("parent", sort=False):
+        level(str(directory), kids, per_child)
+    nodes = pd.DataFrame(rows, columns=["id", "label", "parent", "bytes", "risk"])
+    # a parent is at least the sum of what is drawn inside it (branchvalues="total")
+    inner = nodes.groupby("parent")["bytes"].sum()
+    nodes["bytes"] = [
+        max(b, int(inner.get(i, 0))) for i, b in zip(nodes["id"], nodes["bytes"], strict=True)
+    ]
+    own = int(me["bytes"].fillna(0).iloc[0]) if len(me) else 0
+    root = {
+        "id": under,
+        "label": under.rstrip("/").rsplit("/", 1)[-1] or "/",
+        "parent": "",
+        "bytes": max(own, int(nodes.loc[nodes["parent"] == under, "bytes"].sum())),
+        "risk": str(me["risk"].iloc[0]) if len(me) else "",
+    }
+    nodes = pd.concat([pd.DataFrame([root]), nodes], ignore_index=True)
+    covering = decided_rows(pa.array(nodes["id"], pa.string()), decisions)
+    nodes["decision"] = [
+        None if i.endswith("/(other)") else d for i, d in zip(nodes["id"], covering, strict=True)
+    ]
+    return nodes
+
+
+# -- tables of a summary, for display ------------------------------------------------------
+
+
+def totals_frame(summary: Summary, *, redact: bool = False) -> pd.DataFrame:
+    """The summary's totals as a two-column table (``what``, ``value``); unknowns stay missing.
+
+    With ``redact`` the root's path is left out.
+    """
+    score = summary.cleanliness
+    rows: list[tuple[str, object]] = [
+        *([] if redact else [("root", summary.root)]),
+        ("snapshot", summary.scan_id),
+        ("scanned at", summary.scanned_at),
+        ("apparent bytes", summary.tree_bytes),
+        ("allocated bytes", summary.tree_alloc),
+        ("files", summary.files),
+        ("directories", summary.dirs),
+        ("symlinks", summary.symlinks),
+        ("unreadable entries", summary.errors),
+        ("excluded entries", summary.excluded),
+        ("partial scan (totals are lower bounds)", summary.partial),
+        ("filesystem free bytes", summary.fs_free),
+        ("cleanliness score (0-100)", score.score if score else None),
+    ]
+    return pd.DataFrame(rows, columns=["what", "value"]).astype({"value": object})
+
+
+def entries_frame(entries: Sequence[SizedEntry]) -> pd.DataFrame:
+    """Ranked entries (largest first) as a table: path, kind, bytes, files, risk, rule, claim."""
+    return pd.DataFrame(
+        [
+            {
+                "path": e.path,
+                "kind": e.kind,
+                "bytes": e.bytes,
+                "files": e.files,
+                "risk": e.risk,
+                "rule": e.rule,
+                "claim": e.claim,
+            }
+            for e in entries
+        ],
+        columns=["path", "kind", "bytes", "files", "risk", "rule", "claim"],
+    ).astype({"files": "Int64"})
+
+
+def groups_frame(groups: Sequence[GroupStats], *, redact: bool = False) -> pd.DataFrame:
+    """Pattern groups: places found (outermost only), bytes, files, largest place.
+
+    With ``redact`` the largest place (a path) is left out.
+    """
+    frame = pd.DataFrame(
+        [
+            {
+                "group": g.group,
+                "places": g.count,
+                "bytes": g.bytes,
+                "files": g.files,
+                "largest": g.entries[0].path if g.entries else None,
+            }
+            for g in sorted(groups, key=lambda g: (-g.bytes, g.group))
+        ],
+        columns=["group", "places", "bytes", "files", "largest"],
+    )
+    return frame.drop(columns=["largest"]) if redact else frame
+
+
+def risk_frame(summary: Summary) -> pd.DataFrame:
+    """Bytes and entries per risk level, with what deleting safe (then + caution) would free."""
+    rows = []
+    for level, stats in summary.risk.items():
+        freed = summary.reclaimable.get(level)
+        rows.append(
+            {
+                "risk": level,
+                "bytes": stats.bytes,
+                "alloc": stats.alloc,
+                "entries": stats.entries,
+                "reclaimable_cumulative": freed.bytes if freed else None,
+            }
+        )
+    return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
+
+
+def treemap_of(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    under: str | None = None,
+) -> pd.DataFrame:
+    """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root)."""
+    info = resolve_scan(root, store=store, scan_id=scan_id)
+    table = classified_as_of_scan(info, store=store)
+    return treemap_nodes(
+        browse_frame(table), under or info.root, decisions=human_decisions(store, info.root)
+    )
