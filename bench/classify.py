@@ -21,7 +21,8 @@ def classify_section(tree_root: Path, store_dir: Path, report: Any) -> None:
     """Time classification of the shared snapshot; record median seconds and PASS/MISS."""
     from hygiene_nb import api
     from hygiene_nb.classify.classification import CLASSIFY_COLUMNS, classify_table
-    from hygiene_nb.scan.snapshot import find_scan, load_snapshot
+    from hygiene_nb.scan.index import find_scan
+    from hygiene_nb.scan.snapshot import load_snapshot
     from hygiene_nb.store import resolve_store
 
     store = resolve_store(store_dir / "shared")

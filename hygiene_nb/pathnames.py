@@ -12,12 +12,15 @@ forge a line of output or drive the terminal.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from hygiene_nb.errors import PathNotNormal
 
-__all__ = ["has_dot_components", "require_no_dot_components", "shown"]
+__all__ = ["has_dot_components", "path_b64", "raw_path", "require_no_dot_components", "shown"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -61,3 +64,26 @@ def require_no_dot_components(paths: list[str | bytes] | tuple[str | bytes, ...]
             "a symlink the kernel resolves it elsewhere; give the path without them (`realpath "
             "PATH` prints the one the kernel means); nothing was written."
         )
+
+
+def raw_path(row: Mapping[str, Any]) -> bytes:
+    """The exact path bytes of one snapshot row (non-UTF-8 names kept byte for byte)."""
+    name = bytes(row["name_raw"] if row.get("name_raw") is not None else row["name"].encode())
+    if row.get("parent") is None:
+        return name
+    parent = bytes(
+        row["parent_raw"] if row.get("parent_raw") is not None else row["parent"].encode()
+    )
+    return parent + name if parent.endswith(b"/") else parent + b"/" + name
+
+
+def path_b64(text: str, raw: bytes | None) -> str | None:
+    """``raw`` in base64 when the path's ``text`` does not give back those exact bytes, else None.
+
+    A name that is not valid UTF-8 shows as text with backslash escapes; scripts that act on
+    the entry need its bytes, so ``--json`` gives them in an extra field, ``path_b64``
+    (docs/commands.md), and this is that field's value.
+    """
+    if not raw or raw == text.encode("utf-8", "surrogatepass"):
+        return None
+    return base64.b64encode(raw).decode("ascii")

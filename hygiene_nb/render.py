@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from hygiene_nb.models import SizedEntry, Summary
 from hygiene_nb.pathnames import shown
-from hygiene_nb.scan.snapshot import ScanInfo
+from hygiene_nb.scan.index import ScanInfo
 
 if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
     from hygiene_nb.api import AnnotateResult, PlanResult

@@ -116,7 +116,7 @@ def test_every_code_the_package_gives_is_in_the_one_table() -> None:
 def test_the_plan_and_the_executor_draw_their_texts_from_the_table() -> None:
     from hygiene_nb.executor.crossdev import CROSSDEV_HINTS
     from hygiene_nb.executor.guards import SKIP_HINTS
-    from hygiene_nb.plan.document import EXCLUSIONS
+    from hygiene_nb.plan.schema import EXCLUSIONS
     from hygiene_nb.recheck import CheckCode
 
     rechecked = {c: t for (stage, c), t in ITEM_CODES.items() if stage == "check"}

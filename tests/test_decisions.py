@@ -15,7 +15,8 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
-from hygiene_nb.scan.snapshot import entry_paths, find_scan
+from hygiene_nb.scan.index import find_scan
+from hygiene_nb.scan.snapshot import entry_paths
 from hygiene_nb.store import Store
 from tests.helpers import write
 

@@ -101,7 +101,8 @@ def test_rules_doc_holds_the_builtin_rule_table() -> None:
 
 def test_the_format_doc_describes_every_snapshot_column_and_the_current_version() -> None:
     from hygiene_nb.plan.document import _CANDIDATE_KEYS
-    from hygiene_nb.scan.snapshot import FORMAT_VERSION, SNAPSHOT_SCHEMA, ScanInfo
+    from hygiene_nb.scan.index import ScanInfo
+    from hygiene_nb.scan.snapshot import FORMAT_VERSION, SNAPSHOT_SCHEMA
 
     doc = (DOCS / "format.md").read_text()
     table = {

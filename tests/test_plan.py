@@ -16,7 +16,7 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import RootChanged, UsageError
-from hygiene_nb.plan.document import canonical_json, plan_digest
+from hygiene_nb.plan.schema import canonical_json, plan_digest
 from tests.helpers import write
 
 

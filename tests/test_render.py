@@ -26,7 +26,7 @@ from hygiene_nb.render import (
     summary_json,
     verification_line,
 )
-from hygiene_nb.scan.snapshot import ScanInfo
+from hygiene_nb.scan.index import ScanInfo
 from tests.helpers import write
 
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the line separator

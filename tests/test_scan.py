@@ -15,8 +15,8 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import ExcludeInvalid, RootInvalid
+from hygiene_nb.pathnames import raw_path
 from hygiene_nb.scan.request import parse_ignore_lines
-from hygiene_nb.scan.snapshot import raw_path
 from hygiene_nb.scan.walk import pywalk
 from tests.helpers import as_nobody, bind_mount, du_bytes, tmpfs, world_readable_tmpdir, write
 

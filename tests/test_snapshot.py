@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
+from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.request import walk_options
-from hygiene_nb.scan.snapshot import ScanInfo, read_scan_info
+from hygiene_nb.scan.snapshot import read_scan_info
 from hygiene_nb.store import resolve_store
 from tests.helpers import du_bytes, write
 
@@ -183,7 +184,7 @@ def test_any_names_and_sizes_round_trip_through_a_snapshot(
             handle.write(b"\0" * size)
         want[path] = size
     api.scan_root(root, store=store)
-    from hygiene_nb.scan.snapshot import raw_path
+    from hygiene_nb.pathnames import raw_path
 
     got = {
         raw_path(r): r["size"]

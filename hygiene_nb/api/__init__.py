@@ -9,41 +9,55 @@ stages and hold no logic of their own. By noun, in the order of the pipeline:
 - ``classification``: ``protect_context``, ``classify_snapshot`` (risk, rule, claim,
   confidence) and ``summarize``.
 - ``decisions``: a person's decisions (``annotate``, ``annotate_paths``, ``annotations_at``,
-  ``stale_decisions``) and the remembered rules (``remember_rule``, ``forget_rule``,
-  ``list_rules``, ``apply_remembered_rules``).
+  ``stale_decisions``).
+- ``rules``: the remembered rules (``remember_rule``, ``forget_rule``, ``list_rules``,
+  ``apply_remembered_rules``).
 - ``plans``: ``preview_plan`` and ``make_plan``, which re-checks the disk and the references
   before it writes the plan file; ``within``.
 - ``bounds``: ``MAX_ENTRIES``, ``MAX_SECONDS``, ``MAX_TTL``, the limits on what a caller gives.
+
+Each name loads its submodule when first used, so a command that only lists quarantines or
+rules never imports pyarrow (``tests/test_startup.py`` pins which commands stay light).
 """
 
 from __future__ import annotations
 
-from types import FunctionType
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from hygiene_nb.api.bounds import MAX_ENTRIES as MAX_ENTRIES
-from hygiene_nb.api.bounds import MAX_SECONDS as MAX_SECONDS
-from hygiene_nb.api.bounds import MAX_TTL as MAX_TTL
-from hygiene_nb.api.classification import classify_snapshot, protect_context, summarize
-from hygiene_nb.api.decisions import AnnotateResult, annotate_paths, stale_decisions
-from hygiene_nb.api.decisions import annotate as annotate
-from hygiene_nb.api.decisions import annotations_at as annotations_at
-from hygiene_nb.api.decisions import apply_remembered_rules as apply_remembered_rules
-from hygiene_nb.api.decisions import forget_rule as forget_rule
-from hygiene_nb.api.decisions import list_rules as list_rules
-from hygiene_nb.api.decisions import remember_rule as remember_rule
-from hygiene_nb.api.plans import PlanResult, make_plan, preview_plan
-from hygiene_nb.api.plans import within as within
-from hygiene_nb.api.scan import Progress as Progress
-from hygiene_nb.api.scan import scan_root
-from hygiene_nb.api.snapshots import StoreArg as StoreArg
-from hygiene_nb.api.snapshots import existing_store as existing_store
-from hygiene_nb.api.snapshots import list_snapshots, load, prune_snapshots
-from hygiene_nb.api.snapshots import open_store as open_store
-from hygiene_nb.api.snapshots import scan_time_ns as scan_time_ns
-from hygiene_nb.api.snapshots import store_path as store_path
+if TYPE_CHECKING:
+    from hygiene_nb.api.bounds import MAX_ENTRIES as MAX_ENTRIES
+    from hygiene_nb.api.bounds import MAX_SECONDS as MAX_SECONDS
+    from hygiene_nb.api.bounds import MAX_TTL as MAX_TTL
+    from hygiene_nb.api.classification import classify_snapshot as classify_snapshot
+    from hygiene_nb.api.classification import protect_context as protect_context
+    from hygiene_nb.api.classification import summarize as summarize
+    from hygiene_nb.api.decisions import AnnotateResult as AnnotateResult
+    from hygiene_nb.api.decisions import annotate as annotate
+    from hygiene_nb.api.decisions import annotate_paths as annotate_paths
+    from hygiene_nb.api.decisions import annotations_at as annotations_at
+    from hygiene_nb.api.decisions import stale_decisions as stale_decisions
+    from hygiene_nb.api.plans import PlanResult as PlanResult
+    from hygiene_nb.api.plans import make_plan as make_plan
+    from hygiene_nb.api.plans import preview_plan as preview_plan
+    from hygiene_nb.api.plans import within as within
+    from hygiene_nb.api.rules import apply_remembered_rules as apply_remembered_rules
+    from hygiene_nb.api.rules import forget_rule as forget_rule
+    from hygiene_nb.api.rules import list_rules as list_rules
+    from hygiene_nb.api.rules import remember_rule as remember_rule
+    from hygiene_nb.api.scan import Progress as Progress
+    from hygiene_nb.api.scan import scan_root as scan_root
+    from hygiene_nb.api.snapshots import StoreArg as StoreArg
+    from hygiene_nb.api.snapshots import existing_store as existing_store
+    from hygiene_nb.api.snapshots import list_snapshots as list_snapshots
+    from hygiene_nb.api.snapshots import load as load
+    from hygiene_nb.api.snapshots import open_store as open_store
+    from hygiene_nb.api.snapshots import prune_snapshots as prune_snapshots
+    from hygiene_nb.api.snapshots import scan_time_ns as scan_time_ns
+    from hygiene_nb.api.snapshots import store_path as store_path
 
-# What ``from hygiene_nb.api import *`` gives; the names imported ``as`` themselves above are
-# public too, for ``api.open_store(...)`` and the like.
+# What ``from hygiene_nb.api import *`` gives; every name of ``_WHERE`` is public, for
+# ``api.open_store(...)`` and the like.
 __all__ = [
     "AnnotateResult",
     "PlanResult",
@@ -60,9 +74,49 @@ __all__ = [
     "summarize",
 ]
 
-# A use case's function names this package as its module, where callers find it (``help``,
-# reprs, ``hygiene_nb.scan_root.__module__``), not the submodule that defines it.
-for _value in list(globals().values()):
-    if isinstance(_value, FunctionType) and _value.__module__.startswith(f"{__name__}."):
-        _value.__module__ = __name__
-del _value
+_WHERE = {
+    "MAX_ENTRIES": "bounds",
+    "MAX_SECONDS": "bounds",
+    "MAX_TTL": "bounds",
+    "classify_snapshot": "classification",
+    "protect_context": "classification",
+    "summarize": "classification",
+    "AnnotateResult": "decisions",
+    "annotate": "decisions",
+    "annotate_paths": "decisions",
+    "annotations_at": "decisions",
+    "stale_decisions": "decisions",
+    "apply_remembered_rules": "rules",
+    "forget_rule": "rules",
+    "list_rules": "rules",
+    "remember_rule": "rules",
+    "PlanResult": "plans",
+    "make_plan": "plans",
+    "preview_plan": "plans",
+    "within": "plans",
+    "Progress": "scan",
+    "scan_root": "scan",
+    "StoreArg": "snapshots",
+    "existing_store": "snapshots",
+    "list_snapshots": "snapshots",
+    "load": "snapshots",
+    "open_store": "snapshots",
+    "prune_snapshots": "snapshots",
+    "scan_time_ns": "snapshots",
+    "store_path": "snapshots",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule that defines ``name`` on first use, and keep the name here."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names too, before they are loaded (tab completion, ``help``)."""
+    return sorted(set(globals()) | set(_WHERE))

@@ -26,7 +26,8 @@ from hygiene_nb.classify.rules import UserRule, load_user_rules
 from hygiene_nb.classify.summary import summarize_table
 from hygiene_nb.config import load_root_config
 from hygiene_nb.models import Summary
-from hygiene_nb.scan.snapshot import ScanInfo, find_scan, load_snapshot
+from hygiene_nb.scan.index import ScanInfo, find_scan
+from hygiene_nb.scan.snapshot import load_snapshot
 from hygiene_nb.store import Store
 
 __all__ = ["classify_scan", "classify_snapshot", "protect_context", "summarize"]

@@ -12,17 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow.compute as pc
-
-from hygiene_nb.api.classification import classify_snapshot
 from hygiene_nb.api.plans import within
 from hygiene_nb.api.snapshots import StoreArg, existing_store
-from hygiene_nb.classify.rules import GROUPS
 from hygiene_nb.errors import UsageError
 from hygiene_nb.ledger import Annotation, Ledger
-from hygiene_nb.pathnames import require_no_dot_components
+from hygiene_nb.pathnames import path_b64, require_no_dot_components
 from hygiene_nb.scan.digests import entry_digests
-from hygiene_nb.scan.snapshot import ScanInfo, find_scan, list_scans, path_b64, raw_path
+from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 from hygiene_nb.store import Store
 
 __all__ = [
@@ -30,10 +26,6 @@ __all__ = [
     "annotate",
     "annotate_paths",
     "annotations_at",
-    "apply_remembered_rules",
-    "forget_rule",
-    "list_rules",
-    "remember_rule",
     "stale_decisions",
 ]
 
@@ -197,52 +189,3 @@ def annotations_at(paths: Sequence[str | bytes], *, store: StoreArg = None) -> l
     """The annotations of exactly these absolute paths (those that have one)."""
     with Ledger.open(existing_store(store)) as ledger:
         return ledger.annotations_at(paths)
-
-
-def remember_rule(group: str, decision: str, *, store: StoreArg = None) -> int:
-    """Remember ``decision`` for pattern group ``group`` and apply it to the latest snapshots.
-
-    Returns:
-        How many unannotated entries received the decision now.
-
-    Raises:
-        UsageError: the group or decision is unknown.
-    """
-    if group not in GROUPS:
-        raise UsageError(f"no pattern group {group!r}; groups: {', '.join(GROUPS)}.")
-    st = existing_store(store)
-    with Ledger.open(st) as ledger:
-        ledger.remember_rule(group, decision)
-    latest = {s.root: s for s in list_scans(st)}
-    return sum(apply_remembered_rules(store=st, scan_id=s.scan_id) for s in latest.values())
-
-
-def forget_rule(group: str, *, store: StoreArg = None) -> int:
-    """Forget a remembered rule; take back the annotations it made that nobody changed since."""
-    with Ledger.open(existing_store(store)) as ledger:
-        return ledger.forget_rule(group)
-
-
-def list_rules(*, store: StoreArg = None) -> dict[str, str]:
-    """Remembered rules: pattern group → decision."""
-    with Ledger.open(existing_store(store)) as ledger:
-        return ledger.remembered_rules()
-
-
-def apply_remembered_rules(*, store: StoreArg = None, scan_id: str) -> int:
-    """Fill the decision of every unannotated entry of a remembered group (``by: rule``)."""
-    st = existing_store(store)
-    with Ledger.open(st) as ledger:
-        rules = ledger.remembered_rules()
-        if not rules:
-            return 0
-        table = classify_snapshot(store=st, scan_id=scan_id)
-        roots = table.filter(pc.fill_null(table.column("group_root"), False))
-        written = 0
-        info = find_scan(st, scan_id=scan_id)
-        for group, decision in rules.items():
-            rows = roots.filter(pc.equal(roots.column("group"), group)).to_pylist()
-            raws = [raw_path(r) for r in rows]
-            made_on = {raw: (scan_id, d) for raw, d in entry_digests(st, info, raws).items()}
-            written += ledger.fill_from_rule(group, decision, raws, made_on)
-        return written

@@ -34,8 +34,9 @@ from hygiene_nb.plan.document import (
 from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.recheck import Rechecker, Reviewed, acting_protection
 from hygiene_nb.scan.digests import entry_digests
+from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.request import validate_root
-from hygiene_nb.scan.snapshot import FORMAT_VERSION, find_scan
+from hygiene_nb.scan.snapshot import FORMAT_VERSION
 from hygiene_nb.store import Store, write_private_file
 
 __all__ = ["PlanResult", "make_plan", "preview_plan", "within"]

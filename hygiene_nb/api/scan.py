@@ -17,10 +17,11 @@ import pyarrow.compute as pc
 
 from hygiene_nb import __version__
 from hygiene_nb.api.bounds import MAX_ENTRIES, MAX_SECONDS, check_bounded
-from hygiene_nb.api.decisions import apply_remembered_rules
+from hygiene_nb.api.rules import apply_remembered_rules
 from hygiene_nb.api.snapshots import StoreArg, open_store
+from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options
-from hygiene_nb.scan.snapshot import FORMAT_VERSION, ScanInfo, SnapshotWriter, int_scalar
+from hygiene_nb.scan.snapshot import FORMAT_VERSION, SnapshotWriter, int_scalar
 from hygiene_nb.scan.walk import WalkerName, open_walker
 from hygiene_nb.store import utc_now
 

@@ -1,7 +1,9 @@
 """The store and its snapshots: which store, list, load and prune snapshots, when one was taken.
 
 Every other use case finds its store through ``existing_store`` (as given, nothing created) or
-``open_store`` (created if missing).
+``open_store`` (created if missing). Finding the store and listing scans load no Parquet or
+walker code (``hygiene-nb quarantine list`` and ``verify`` start in a fraction of the time);
+``load`` and a root's check import theirs when called.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from hygiene_nb.errors import UsageError
-from hygiene_nb.scan.request import validate_root
-from hygiene_nb.scan.snapshot import ScanInfo, list_scans, load_snapshot, prune_scans
+from hygiene_nb.scan.index import ScanInfo, list_scans, prune_scans
 from hygiene_nb.store import Store, resolve_store
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "StoreArg",
@@ -34,6 +37,8 @@ StoreArg = Store | str | os.PathLike[str] | None
 
 def list_snapshots(*, store: StoreArg = None, root: str | None = None) -> list[ScanInfo]:
     """Every scan in the store, oldest first (only those of ``root`` if given)."""
+    from hygiene_nb.scan.request import validate_root
+
     return list_scans(existing_store(store), root=validate_root(root) if root else None)
 
 
@@ -51,6 +56,8 @@ def load(
     Raises:
         SnapshotNotFound: no snapshot matches.
     """
+    from hygiene_nb.scan.snapshot import load_snapshot
+
     return load_snapshot(
         existing_store(store),
         root=os.path.abspath(root) if root else None,

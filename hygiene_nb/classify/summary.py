@@ -25,7 +25,9 @@ from hygiene_nb.models import (
     StaleBucket,
     Summary,
 )
-from hygiene_nb.scan.snapshot import ScanInfo, entry_paths, path_b64, raw_path
+from hygiene_nb.pathnames import path_b64, raw_path
+from hygiene_nb.scan.index import ScanInfo
+from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "DEPENDENCY_GROUPS",

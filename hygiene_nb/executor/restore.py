@@ -79,7 +79,7 @@ from hygiene_nb.executor.filesystems import fs_identity, same_filesystem
 from hygiene_nb.executor.registry import known_quarantines, registry_error
 from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
 from hygiene_nb.fs.mounts import same_mount
-from hygiene_nb.scan.snapshot import path_b64
+from hygiene_nb.pathnames import path_b64
 from hygiene_nb.store import Store
 
 __all__ = ["Blocked", "RestoreResult", "lock_batch", "open_batch", "restore_batch"]

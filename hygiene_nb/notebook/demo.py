@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hygiene_nb.errors import HygieneError, UsageError
-from hygiene_nb.scan.snapshot import ScanInfo
+from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.store import Store, write_private_file
 
 __all__ = [

@@ -29,7 +29,7 @@ from hygiene_nb import api
 from hygiene_nb.errors import ReportFailed, UsageError
 from hygiene_nb.notebook.demo import REPORT_ENV
 from hygiene_nb.query import suggest
-from hygiene_nb.scan.snapshot import ScanInfo, find_scan, root_slug
+from hygiene_nb.scan.index import ScanInfo, find_scan, root_slug
 from hygiene_nb.store import Store, write_private_file
 
 __all__ = [

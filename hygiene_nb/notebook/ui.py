@@ -29,11 +29,12 @@ from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
 from hygiene_nb.notebook.figures import RISK_COLORS, treemap_trace
+from hygiene_nb.pathnames import raw_path
 from hygiene_nb.plan.document import SnapshotIndex, select_candidates, selection_summary
 from hygiene_nb.query import views
 from hygiene_nb.query.suggest import organize
 from hygiene_nb.render import counted, human_bytes
-from hygiene_nb.scan.snapshot import entry_paths, raw_path
+from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator"]
 

@@ -10,8 +10,6 @@ A plan carries no authority: its risk fields are evidence; the executor re-check
 from __future__ import annotations
 
 import bisect
-import hashlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,33 +20,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb.classify.summary import freed_bytes, kept_bytes
-from hygiene_nb.codes import texts_for
 from hygiene_nb.fs.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
-from hygiene_nb.pathnames import shown
-from hygiene_nb.scan.snapshot import entry_paths, path_b64, raw_path
+from hygiene_nb.pathnames import path_b64, raw_path, shown
+from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
+from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "DEFAULT_TTL",
-    "EXCLUSIONS",
-    "PLAN_SCHEMA",
     "Exclusion",
     "Selection",
     "SnapshotIndex",
     "assemble_plan",
-    "canonical_json",
     "decided_by_text",
-    "plan_digest",
     "plan_markdown",
     "select_candidates",
     "selection_summary",
 ]
 
-PLAN_SCHEMA = "hygiene-nb/plan@1"
 DEFAULT_TTL = 1800
 
 # code → what it means and what to do next (the message names the entry's specifics first).
-EXCLUSIONS = texts_for("plan")  # code → what it means and what to do (``codes``)
 
 
 @dataclass(frozen=True)
@@ -394,19 +386,6 @@ def _keep_bytes(tree: SnapshotIndex, keeps: Sequence[Annotation]) -> int:
 
 
 # -- the file ---------------------------------------------------------------------------------
-
-
-def canonical_json(obj: Any) -> bytes:
-    """The one byte form a plan is hashed in: sorted keys, no spaces, UTF-8, no NaN."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
-def plan_digest(plan: Mapping[str, Any]) -> str:
-    """``sha256:`` of the canonical JSON of the plan without its ``plan_digest``."""
-    body = {k: v for k, v in plan.items() if k != "plan_digest"}
-    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
 _CANDIDATE_KEYS = (

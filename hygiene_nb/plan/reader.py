@@ -23,8 +23,8 @@ from typing import Any
 
 from hygiene_nb.classify.rules import Risk
 from hygiene_nb.errors import PlanDigestMismatch, PlanMalformed, PlanUnreadable, PlanUntrusted
-from hygiene_nb.plan.document import EXCLUSIONS, PLAN_SCHEMA, plan_digest
 from hygiene_nb.plan.records import Plan
+from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
 
 __all__ = [
     "MAX_CANDIDATES",

@@ -16,7 +16,7 @@ import pyarrow as pa
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.query.history import classified_as_of_scan, resolve_scan
-from hygiene_nb.scan.snapshot import ScanInfo, find_scan, list_scans
+from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 
 __all__ = ["DIFF_BY", "DiffBy", "changed_entries", "diff"]
 

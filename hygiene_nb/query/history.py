@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from hygiene_nb import api
 from hygiene_nb.classify.summary import cleanliness, risk_mix
-from hygiene_nb.scan.snapshot import ScanInfo, find_scan, list_scans
+from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 
 __all__ = [
     "child_growth",

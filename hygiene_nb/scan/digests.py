@@ -27,7 +27,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hygiene_nb.scan.snapshot import FORMAT_VERSION, ScanInfo, digest_dir, partition_dir
+from hygiene_nb.scan.index import ScanInfo, digest_dir, partition_dir
+from hygiene_nb.scan.snapshot import FORMAT_VERSION
 from hygiene_nb.store import Store, make_private_dir, write_private_file
 
 __all__ = ["entry_digests"]

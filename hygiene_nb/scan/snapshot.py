@@ -1,8 +1,8 @@
-"""Snapshots: the Parquet dataset of every scan (docs/format.md) and the store's scan index.
+"""Snapshots: the Parquet dataset of every scan (docs/format.md).
 
 Walk rows become snapshot rows here; each scan is one Hive partition
 ``snapshots/host=…/root=…/scan=…/part-0.parquet`` with its metadata in the file footer and in
-``index.jsonl``. Only this module reads or writes Parquet.
+``index.jsonl`` (``hygiene_nb.scan.index``). Only this module reads or writes snapshot files.
 
 Row order is not part of the contract. In each row group the directories come last, and the
 other rows keep the walker's order (a listing's entries together, in inode order), which is what
@@ -12,24 +12,17 @@ lets zstd find the runs in names, inodes, sizes and mtimes.
 from __future__ import annotations
 
 import array
-import base64
 import errno as errno_mod
-import fcntl
-import hashlib
 import json
-import os
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hygiene_nb.errors import IndexCorrupt, SnapshotNotFound, SnapshotTooNew, StoreError
+from hygiene_nb.errors import SnapshotTooNew, StoreError
+from hygiene_nb.scan.index import ScanInfo, append_scan, find_scan, partition_dir
 from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
 
@@ -38,18 +31,10 @@ __all__ = [
     "FORMAT_VERSION",
     "KINDS",
     "SNAPSHOT_SCHEMA",
-    "ScanInfo",
     "SnapshotWriter",
-    "digest_dir",
     "entry_paths",
     "int_scalar",
-    "list_scans",
     "load_snapshot",
-    "partition_dir",
-    "path_b64",
-    "prune_scans",
-    "raw_path",
-    "root_slug",
     "snapshot_format",
 ]
 
@@ -143,55 +128,6 @@ _ERROR_CODES = {
     errno_mod.ENOTDIR: "vanished",
     errno_mod.ELOOP: "symlink-on-path",
 }
-
-
-@dataclass
-class ScanInfo:
-    """Scan-level metadata, kept in the Parquet footer and in the store's index."""
-
-    scan_id: str
-    root: str
-    host: str
-    started_at: str
-    finished_at: str = ""
-    entries: int = 0
-    errors: int = 0
-    partial: bool = False
-    tree_bytes: int | None = None
-    tree_alloc: int | None = None
-    tree_files: int | None = None
-    fs_free: int = 0
-    fs_total: int = 0
-    root_dev: int = 0
-    root_inode: int = 0
-    walker: str = ""
-    tool_version: str = ""
-    format_version: int = 1  # a scan recorded without one predates format 2
-    options: dict[str, Any] = field(default_factory=dict)
-    path: str = ""  # the snapshot's partition directory
-
-    def to_json(self) -> str:
-        """Serialize as one JSON line."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScanInfo:
-        """Build from a parsed index line or footer (unknown keys are ignored)."""
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-
-def _partition_value(text: str) -> str:
-    """A Hive partition value that is never purely numeric and needs no escaping."""
-    value = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
-    return value if not value.isdigit() else f"h{value}"
-
-
-def root_slug(root: str) -> str:
-    """The ``root=`` partition value for a root path: readable, unique by a short hash."""
-    digest = hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:10]
-    tail = _partition_value(root)[-40:].lstrip("-.") or "root"
-    return f"{tail}-{digest}"
 
 
 def _decode(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -316,21 +252,6 @@ def _parquet_writer(path: Path) -> pq.ParquetWriter:
     )
 
 
-def partition_dir(store: Store, info: ScanInfo) -> Path:
-    """Where a scan's Parquet file lives in ``store`` (derived, so a copied store works)."""
-    return (
-        store.snapshots
-        / f"host={_partition_value(info.host)}"
-        / f"root={root_slug(info.root)}"
-        / f"scan={info.scan_id}"
-    )
-
-
-def digest_dir(store: Store, info: ScanInfo) -> Path:
-    """Where a scan's entry digests live (``hygiene_nb.scan.digests``): beside the dataset."""
-    return store.root / "digests" / partition_dir(store, info).relative_to(store.snapshots)
-
-
 class SnapshotWriter:
     """Stream converted batches into a new snapshot; publish it atomically on ``close``.
 
@@ -386,13 +307,7 @@ class SnapshotWriter:
         self._file.chmod(FILE_MODE)
         make_private_dir(final.parent)
         publish_dir(self.store, self._staging, final)
-        with (
-            _index_lock(self.store),
-            os.fdopen(
-                os.open(self.store.index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE), "a"
-            ) as handle,
-        ):
-            handle.write(self.info.to_json() + "\n")
+        append_scan(self.store, self.info)
         return self.info
 
     def abort(self) -> None:
@@ -401,64 +316,6 @@ class SnapshotWriter:
             self._writer.close()
         finally:
             remove_store_path(self.store, self._staging)
-
-
-@contextmanager
-def _index_lock(store: Store) -> Iterator[None]:
-    fd = os.open(store.root / "index.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-    with os.fdopen(fd, "r+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _read_index(store: Store) -> list[ScanInfo]:
-    if not store.index.exists():
-        return []
-    scans = []
-    for number, line in enumerate(store.index.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            scan = ScanInfo.from_dict(json.loads(line))
-            scan.path = str(partition_dir(store, scan))  # never trust a recorded location
-            scans.append(scan)
-        except (ValueError, TypeError) as exc:
-            raise IndexCorrupt(
-                f"{store.index} line {number} is not a scan record ({exc}); "
-                "move the file aside and the next scan starts a fresh index."
-            ) from exc
-    return scans
-
-
-def list_scans(store: Store, *, root: str | None = None) -> list[ScanInfo]:
-    """Every scan in the store (for ``root`` only, if given), oldest first."""
-    scans = [s for s in _read_index(store) if root is None or s.root == root]
-    return sorted(scans, key=lambda s: (s.started_at, s.scan_id))
-
-
-def find_scan(store: Store, *, root: str | None = None, scan_id: str | None = None) -> ScanInfo:
-    """The scan with ``scan_id``, else the latest scan of ``root``.
-
-    Raises:
-        SnapshotNotFound: nothing matches.
-    """
-    scans = list_scans(store, root=root if scan_id is None else None)
-    if scan_id is not None:
-        for scan in scans:
-            if scan.scan_id == scan_id:
-                return scan
-        raise SnapshotNotFound(
-            f"no snapshot {scan_id} in {store.root}; `hygiene-nb snapshots` lists them."
-        )
-    if not scans:
-        where = f"of {root} " if root else ""
-        raise SnapshotNotFound(
-            f"no snapshot {where}in {store.root}; run `hygiene-nb scan {root or 'ROOT'}` first."
-        )
-    return scans[-1]
 
 
 def entry_paths(table: pa.Table) -> pa.ChunkedArray:
@@ -474,29 +331,6 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
     at_top = pc.equal(parent, "/")  # children of the root "/" are "/x", not "//x"
     joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, ""), joined)
     return pc.coalesce(joined, name)
-
-
-def raw_path(row: Mapping[str, Any]) -> bytes:
-    """The exact path bytes of one snapshot row (non-UTF-8 names kept byte for byte)."""
-    name = bytes(row["name_raw"] if row.get("name_raw") is not None else row["name"].encode())
-    if row.get("parent") is None:
-        return name
-    parent = bytes(
-        row["parent_raw"] if row.get("parent_raw") is not None else row["parent"].encode()
-    )
-    return parent + name if parent.endswith(b"/") else parent + b"/" + name
-
-
-def path_b64(text: str, raw: bytes | None) -> str | None:
-    """``raw`` in base64 when the path's ``text`` does not give back those exact bytes, else None.
-
-    A name that is not valid UTF-8 shows as text with backslash escapes; scripts that act on
-    the entry need its bytes, so ``--json`` gives them in an extra field, ``path_b64``
-    (docs/commands.md), and this is that field's value.
-    """
-    if not raw or raw == text.encode("utf-8", "surrogatepass"):
-        return None
-    return base64.b64encode(raw).decode("ascii")
 
 
 def load_snapshot(
@@ -574,55 +408,3 @@ def read_scan_info(snapshot_file: Path) -> ScanInfo:
     """Read the scan metadata stored in a snapshot file's footer."""
     metadata = pq.read_metadata(snapshot_file).metadata or {}
     return ScanInfo.from_dict(json.loads(metadata[_META_KEY]))
-
-
-def prune_scans(
-    store: Store,
-    *,
-    keep: int | None = None,
-    older_than_days: float | None = None,
-    now: float,
-    dry_run: bool = False,
-) -> list[ScanInfo]:
-    """Remove old snapshots from the store, never the latest of any root.
-
-    Args:
-        store: the store.
-        keep: keep this many newest scans per root.
-        older_than_days: remove scans that started more than this many days before ``now``.
-        now: the current time (seconds since the epoch).
-        dry_run: only say what would be removed.
-
-    Returns:
-        The scans removed (or that would be).
-    """
-    from datetime import datetime
-
-    with _index_lock(store):
-        scans = _read_index(store)
-        by_root: dict[str, list[ScanInfo]] = {}
-        for scan in sorted(scans, key=lambda s: (s.started_at, s.scan_id)):
-            by_root.setdefault(scan.root, []).append(scan)
-        doomed: list[ScanInfo] = []
-        for root_scans in by_root.values():
-            older = root_scans[:-1]  # the latest of a root always stays
-            if keep is not None:
-                older = older[: max(0, len(root_scans) - max(keep, 1))]
-            if older_than_days is not None:
-                cutoff = now - older_than_days * 86400
-                older = [
-                    s for s in older if datetime.fromisoformat(s.started_at).timestamp() < cutoff
-                ]
-            doomed.extend(older)
-        if dry_run or not doomed:
-            return doomed
-        gone = {s.scan_id for s in doomed}
-        for scan in doomed:
-            remove_store_path(store, Path(scan.path))
-            if digest_dir(store, scan).exists():
-                remove_store_path(store, digest_dir(store, scan))
-        kept = [s for s in scans if s.scan_id not in gone]
-        from hygiene_nb.store import write_private_file
-
-        write_private_file(store.index, "".join(s.to_json() + "\n" for s in kept).encode())
-        return doomed

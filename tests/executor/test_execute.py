@@ -95,7 +95,7 @@ def test_whole_plan_refusals_touch_nothing(world: dict[str, Path], tmp_path: Pat
     wrong_digest = Confirmation(ok.plan_id, "sha256:" + "0" * 64, "quarantine")
     assert refuse(world, plan.plan_path, wrong_digest) == "plan-digest-mismatch"
     # the same plan, edited and re-sealed with a fresh digest: not what the store issued
-    from hygiene_nb.plan.document import plan_digest
+    from hygiene_nb.plan.schema import plan_digest
 
     doc = json.loads(Path(plan.plan_path).read_text())
     doc["candidates"][0]["note"] = "edited"
@@ -485,7 +485,7 @@ def test_verify_reports_items_missing_from_their_batch(world: dict[str, Path]) -
 
 def test_a_forged_plan_naming_home_is_refused_even_if_registered(world: dict[str, Path]) -> None:
     from hygiene_nb.ledger import IssuedPlan, Ledger
-    from hygiene_nb.plan.document import plan_digest
+    from hygiene_nb.plan.schema import plan_digest
 
     plan = make_plan(world, "web/app.log")
     home = Path(os.environ["HOME"])
@@ -668,7 +668,7 @@ def test_a_forged_candidate_that_is_home_by_identity_is_refused(
     world: dict[str, Path], tmp_path: Path
 ) -> None:
     from hygiene_nb.ledger import IssuedPlan, Ledger
-    from hygiene_nb.plan.document import plan_digest
+    from hygiene_nb.plan.schema import plan_digest
 
     plan = make_plan(world, "web/app.log")
     home = Path(os.environ["HOME"])

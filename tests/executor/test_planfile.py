@@ -27,8 +27,8 @@ from hygiene_nb.errors import (
     PlanUnreadable,
     PlanUntrusted,
 )
-from hygiene_nb.plan.document import plan_digest
 from hygiene_nb.plan.reader import MAX_PLAN_BYTES, LoadedPlan, load_plan, validate_plan
+from hygiene_nb.plan.schema import plan_digest
 from tests.helpers import write
 
 Plan = dict[str, Any]

@@ -15,7 +15,7 @@ from typing import Any
 from hygiene_nb import api
 from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.ledger import Ledger, display_path
-from hygiene_nb.plan.document import plan_digest
+from hygiene_nb.plan.schema import plan_digest
 from hygiene_nb.store import Store
 from tests.helpers import write
 
