@@ -1,11 +1,13 @@
 """Helpers the tests share (fixtures live in conftest.py).
 
 Files made with a size, what du says, a scratch directory and a child process as another user,
-tmpfs and bind mounts that are always unmounted, and a deadline for what could hang.
+tmpfs and bind mounts that are always unmounted, a filesystem filled to the last byte, and a
+deadline for what could hang.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -104,6 +106,23 @@ def tmpfs(where: Path, options: str = "size=1m") -> Iterator[Path]:
         yield where
     finally:
         _unmount(where, mounted)
+
+
+def fill(fs: Path) -> Path:
+    """Take every free byte of the filesystem at ``fs`` (the file that holds them)."""
+    filler = fs / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for chunk in (1 << 20, 1 << 12, 1):
+            while True:
+                try:
+                    os.write(fd, b"\0" * chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(fd)
+    return filler
 
 
 @contextmanager

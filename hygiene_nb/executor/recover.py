@@ -178,24 +178,24 @@ def _open_batch(qfd: int, quarantine: Path, name: str, plan_id: str) -> Batch | 
         except BlockingIOError:
             os.close(fd)
             return None
-    except BaseException:
+        batch = Batch(
+            quarantine / name,
+            name,
+            fd,
+            doc["created_at"],
+            plan_id,
+            doc["plan_digest"],
+            merged=True,
+            root=doc.get("root"),
+        )
+        for item in doc["items"]:
+            entry = ManifestItem(**item)
+            batch.items[entry.original_raw] = entry
+        return batch
+    except BaseException:  # a manifest without a field it needs, too: let go of the batch
         with contextlib.suppress(OSError):
             os.close(fd)
         raise
-    batch = Batch(
-        quarantine / name,
-        name,
-        fd,
-        doc["created_at"],
-        plan_id,
-        doc["plan_digest"],
-        merged=True,
-        root=doc.get("root"),
-    )
-    for item in doc["items"]:
-        entry = ManifestItem(**item)
-        batch.items[entry.original_raw] = entry
-    return batch
 
 
 def _put_back_leftovers(batches: list[Batch]) -> list[dict[str, str]]:

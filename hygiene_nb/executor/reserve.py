@@ -114,15 +114,14 @@ def _create(dir_fd: int, name: bytes) -> int:
     fd = os.open(tmp, _FLAGS, 0o600, dir_fd=dir_fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        for last in (False, True):
-            try:
-                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-                break
-            except FileExistsError:
-                if last or reserved_by_a_live_run(dir_fd, name):
-                    raise
-                with contextlib.suppress(FileNotFoundError):
-                    remove_own_file(dir_fd, name)  # a run that died before claiming left it
+        try:
+            _link(dir_fd, tmp, name)
+        except FileExistsError:
+            if reserved_by_a_live_run(dir_fd, name):
+                raise
+            with contextlib.suppress(FileNotFoundError):
+                remove_own_file(dir_fd, name)  # a run that died before claiming left it
+            _link(dir_fd, tmp, name)  # EEXIST again: another run made one meanwhile
     except BaseException:
         os.close(fd)
         raise
@@ -130,6 +129,10 @@ def _create(dir_fd: int, name: bytes) -> int:
         with contextlib.suppress(OSError):
             remove_own_file(dir_fd, tmp)
     return fd
+
+
+def _link(dir_fd: int, tmp: bytes, name: bytes) -> None:
+    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
 
 
 def _allocate(fd: int, size: int) -> None:

@@ -1,8 +1,8 @@
 """Helpers the executor tests share (fixtures live in conftest.py).
 
-Plans and confirmations from a world, children that execute a plan and are killed, where the
-bytes of each file are after it, a batch's manifest and layout, and batches filled directly the
-way the executor fills them.
+Plans and confirmations from a world, children that execute a plan and are killed, runs stopped
+in this process at a checkpoint, where the bytes of each file are after it, a batch's manifest
+and layout, and batches filled directly the way the executor fills them.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import base64
 import errno
 import hashlib
 import os
+import secrets
+import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from hygiene_nb.executor.batches import (
     read_manifest,
     write_manifest,
 )
-from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, LocalFileOps
 from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
 from hygiene_nb.store import Store
 
@@ -148,6 +150,48 @@ def kill_during_removal(
     assert done.returncode == -9, done.stderr
     (staging,) = [p for p in world["mnt"].iterdir() if p.name.startswith(".hygiene-nb-removing-")]
     return plan.plan_path, staging
+
+
+# -- executions stopped in this process -----------------------------------------------------------
+
+
+class Stopped(BaseException):
+    """The SIGKILL a checkpoint sent, raised in this process instead (``stopped_at``)."""
+
+
+def stopped_at(point: str, run: Callable[[], object]) -> None:
+    """Call ``run`` (an execution) with checkpoint ``point`` set to kill, in this process.
+
+    The checkpoint's SIGKILL to this process is raised as ``Stopped``, which nothing in the
+    executor catches: the run writes nothing more, as after a kill. Unlike a kill, its
+    ``finally`` blocks still run: they let go of its locks and remove its reserve (the kernel
+    and ``recover`` do that after a kill). In-process, as ``assert_a_kill_at_loses_nothing``
+    is in a child.
+    """
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        if (pid, sig) == (os.getpid(), signal.SIGKILL):
+            raise Stopped(point)
+        real_kill(pid, sig)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HYGIENE_NB_TEST_CHECKPOINT", f"{point}:kill")
+        mp.setattr(os, "kill", kill)
+        with pytest.raises(Stopped):
+            run()
+
+
+def stage_for_removal(original: Path) -> Path:
+    """What a removal after a verified copy does first: ``original`` into a new private
+    ``.hygiene-nb-removing-*`` directory beside it (a run killed then leaves it there).
+
+    Returns the staging directory.
+    """
+    staging = original.parent / os.fsdecode(REMOVING_PREFIX + secrets.token_hex(6).encode())
+    staging.mkdir(mode=0o700)
+    original.rename(staging / original.name)
+    return staging
 
 
 # -- batches and their manifests -------------------------------------------------------------------
