@@ -14,7 +14,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +197,24 @@ def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
     monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
+
+
+class RaceAfterMkdir(LocalFileOps):
+    """Real operations, with a race acted out just after the directory ``name`` is made.
+
+    A copy makes each directory of its copy before it opens the original's: what the race
+    does there happens between two steps of the copy (or of opening a quarantine).
+    """
+
+    def __init__(self, name: bytes, race: Callable[[], object]) -> None:
+        self.name, self.race = name, race
+        self.raced = False
+
+    def make_dir(self, dir_fd: int, name: bytes) -> None:
+        super().make_dir(dir_fd, name)
+        if name == self.name and not self.raced:
+            self.raced = True
+            self.race()
 
 
 def outcomes(result: Any) -> dict[str, str]:
