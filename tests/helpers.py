@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +298,8 @@ def fuse_mount(where: Path, files: dict[bytes, bytes]) -> Iterator[Path]:
                 out, err = b"", -(exc.errno or errno.EIO)
             except Exception:  # noqa: BLE001 - never unanswered: its caller would hang
                 out, err = b"", -errno.EIO
-            os.write(dev, _FUSE_OUT.pack(_FUSE_OUT.size + len(out), err, unique) + out)
+            with suppress(OSError):  # ENOENT: the request was interrupted meanwhile
+                os.write(dev, _FUSE_OUT.pack(_FUSE_OUT.size + len(out), err, unique) + out)
 
     server = threading.Thread(target=serve, name="fuse", daemon=True)
     server.start()
