@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -63,10 +63,10 @@ def predicted(parent: Path) -> Path:
         return predict_volume_quarantine(fd, os.fsencode(parent))
 
 
-def errno_of(call: object) -> str:
+def errno_of(call: Callable[[], object]) -> str:
     """The errno name an ``OSError`` from ``call()`` carries ("" when none is raised)."""
     try:
-        call()  # type: ignore[operator]
+        call()
     except OSError as exc:
         return errno.errorcode[exc.errno or 0]
     return ""
