@@ -1,22 +1,26 @@
 """Helpers the tests share (fixtures live in conftest.py).
 
 Files made with a size, what du says, a scratch directory and a child process as another user,
-tmpfs and bind mounts that are always unmounted, a filesystem filled to the last byte, and a
-deadline for what could hang.
+this process acting as another user, tmpfs, bind and FUSE mounts that are always unmounted, a
+filesystem filled to the last byte, and a deadline for what could hang.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
 import re
 import shutil
 import signal
+import stat
+import struct
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +196,133 @@ def deadline(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@contextmanager
+def acting_as(uid: int = 65534, gid: int = 65534) -> Iterator[None]:
+    """This process with the effective user and group ``uid``/``gid`` for the block (root only).
+
+    Unlike ``as_nobody`` it stays in this process (so what runs is measured), keeps the real
+    and saved ids root and so gives root back afterwards; permissions and capabilities are those
+    of ``uid`` meanwhile (a non-zero effective uid has no capabilities).
+    """
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    groups = os.getgroups()
+    os.setgroups([])
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(groups)
+
+
+@contextmanager
+def files_made_as(uid: int) -> Iterator[None]:
+    """Files and directories this thread makes belong to ``uid`` for the block (root only).
+
+    What an NFS export with ``root_squash`` does to root: the kernel's filesystem uid
+    (``setfsuid``) is ``uid`` while the effective uid stays root. Permissions are checked as
+    ``uid`` meanwhile.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("setting the filesystem uid needs root")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        libc.setfsuid(0)
+
+
+_FUSE_IN = struct.Struct("<IIQQIIIHH")  # len, opcode, unique, node, uid, gid, pid, extlen, pad
+_FUSE_OUT = struct.Struct("<IiQ")  # len, error, unique
+_FUSE_ATTR = struct.Struct("<6Q10I")  # ino size blocks atime mtime ctime, 3 nsec, mode nlink...
+_LOOKUP, _GETATTR, _STATFS, _INIT, _OPENDIR, _RELEASEDIR = 1, 3, 17, 26, 27, 29
+_NO_REPLY = {2, 36, 42}  # FORGET, INTERRUPT, BATCH_FORGET
+
+
+@contextmanager
+def fuse_mount(where: Path, files: dict[bytes, bytes]) -> Iterator[Path]:
+    """A tiny read-only FUSE filesystem on ``where`` for the block: a root holding ``files``.
+
+    Served by a thread of this process over ``/dev/fuse``. It answers what a user-space
+    filesystem without extended attributes or birth times answers: every other request (list
+    or read attributes, ``statx``, open a file…) gets ``ENOSYS``, and its ``statfs`` gives no
+    ``f_fsid`` (zero), as FUSE filesystems do. Skips the test where FUSE cannot be mounted.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("mounting a FUSE filesystem needs root")
+    try:
+        dev = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as exc:
+        pytest.skip(f"no FUSE here ({exc.strerror})")
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"fd={dev},rootmode=40000,user_id=0,group_id=0".encode()
+    if libc.mount(b"hygiene-nb-fuse", os.fsencode(where), b"fuse", 0, options) != 0:
+        err = ctypes.get_errno()
+        os.close(dev)
+        pytest.skip(f"cannot mount a FUSE filesystem here ({os.strerror(err)})")
+    nodes = {name: node for node, name in enumerate(files, start=2)}
+    names = {node: name for name, node in nodes.items()}
+
+    def attr(node: int) -> bytes:
+        when = 1_700_000_000
+        if node == 1:
+            kind, size, nlink = stat.S_IFDIR | 0o755, 0, 2
+        else:
+            kind, size, nlink = stat.S_IFREG | 0o644, len(files[names[node]]), 1
+        return _FUSE_ATTR.pack(
+            node, size, 1, when, when, when, 0, 0, 0, kind, nlink, 0, 0, 0, 4096, 0
+        )
+
+    def answer(op: int, node: int, body: bytes) -> bytes:
+        if op == _INIT:
+            minor = min(struct.unpack_from("<II", body)[1], 31)
+            return struct.pack("<IIIIHHIIHHII24x", 7, minor, 0, 0, 0, 0, 4096, 1, 0, 0, 0, 0)
+        if op == _GETATTR:
+            return struct.pack("<QII", 0, 0, 0) + attr(node)
+        if op == _LOOKUP:
+            found = nodes.get(body.rstrip(b"\0")) if node == 1 else None
+            if found is None:
+                raise FileNotFoundError(errno.ENOENT, "no such entry")
+            return struct.pack("<QQQQII", found, 0, 0, 0, 0, 0) + attr(found)
+        if op == _STATFS:
+            return struct.pack("<5Q4I24x", 100, 50, 50, 10, 5, 4096, 255, 4096, 0)
+        if op == _OPENDIR:
+            return struct.pack("<QII", 0, 0, 0)
+        if op == _RELEASEDIR:
+            return b""
+        raise OSError(errno.ENOSYS, "not served")
+
+    def serve() -> None:
+        while True:
+            try:
+                request = os.read(dev, (1 << 20) + 8192)
+            except InterruptedError:
+                continue
+            except OSError:
+                return  # unmounted: the connection is gone
+            size, op, unique, node, *_ = _FUSE_IN.unpack_from(request)
+            if op in _NO_REPLY:
+                continue
+            try:
+                out, err = answer(op, node, request[_FUSE_IN.size : size]), 0
+            except OSError as exc:
+                out, err = b"", -(exc.errno or errno.EIO)
+            except Exception:  # noqa: BLE001 - never unanswered: its caller would hang
+                out, err = b"", -errno.EIO
+            with suppress(OSError):  # ENOENT: the request was interrupted meanwhile
+                os.write(dev, _FUSE_OUT.pack(_FUSE_OUT.size + len(out), err, unique) + out)
+
+    server = threading.Thread(target=serve, name="fuse", daemon=True)
+    server.start()
+    try:
+        yield where
+    finally:
+        libc.umount2(os.fsencode(where), 2)  # MNT_DETACH: handles still open keep it alive
+        server.join(timeout=30)  # it ends once the last handle on the filesystem is closed
+        os.close(dev)

@@ -47,7 +47,7 @@ REMOVING_PREFIX = b".hygiene-nb-removing-"  # the staging directory of an origin
 _RENAME_NOREPLACE = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _RENAMEAT2 = getattr(_LIBC, "renameat2", None)
-if _RENAMEAT2 is not None:
+if _RENAMEAT2 is not None:  # pragma: no branch -- glibc 2.28 and later export renameat2
     _RENAMEAT2.argtypes = [
         ctypes.c_int,
         ctypes.c_char_p,

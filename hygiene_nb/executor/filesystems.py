@@ -17,7 +17,7 @@ import struct
 from typing import Any
 
 from hygiene_nb.fs.fingerprint import signed64
-from hygiene_nb.fs.mounts import mount_table
+from hygiene_nb.fs.mounts import mount_id, mount_table
 
 __all__ = ["birth_ns", "fs_identity", "same_filesystem"]
 
@@ -75,20 +75,12 @@ def birth_ns(dir_fd: int, name: bytes) -> int | None:
 
 
 def _mount_of(fd: int) -> dict[str, str] | None:
-    """The mountinfo fields of the mount ``fd`` is on (by its ``mnt_id``), or None."""
-    try:
-        with open(f"/proc/self/fdinfo/{fd}", "rb") as handle:
-            info = handle.read(64 * 1024)
-        mnt_id = next(
-            line.split(b":", 1)[1].strip()
-            for line in info.splitlines()
-            if line.startswith(b"mnt_id:")
-        )
-    except (OSError, StopIteration):
-        return None
+    """The mountinfo fields of the mount ``fd`` is on (by its mount id), or None."""
+    found = mount_id(fd)
     table = mount_table()
-    if table is None:
+    if found is None or table is None:
         return None
+    mnt_id = str(found).encode()
     for line in table.splitlines():
         fields = line.split(b" ")
         if fields[0] != mnt_id or b"-" not in fields[6:]:

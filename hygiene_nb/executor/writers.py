@@ -20,7 +20,7 @@ import stat
 import threading
 from collections.abc import Iterator
 
-__all__ = ["Probe", "tree_writer", "writer_of"]
+__all__ = ["Probe", "tree_writer"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = _READ_FLAGS | os.O_DIRECTORY
@@ -76,12 +76,6 @@ class Probe:
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def writer_of(dir_fd: int, name: bytes, expect: os.stat_result | None = None) -> str:
-    """``Probe.file`` for one file (the reason it may be written to now, or "")."""
-    with Probe() as probe:
-        return probe.file(dir_fd, name, expect)
 
 
 def tree_writer(dir_fd: int, name: bytes) -> str:

@@ -243,6 +243,24 @@ def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
 
 
+class RaceAfterMkdir(LocalFileOps):
+    """Real operations, with a race acted out just after the directory ``name`` is made.
+
+    A copy makes each directory of its copy before it opens the original's: what the race
+    does there happens between two steps of the copy (or of opening a quarantine).
+    """
+
+    def __init__(self, name: bytes, race: Callable[[], object]) -> None:
+        self.name, self.race = name, race
+        self.raced = False
+
+    def make_dir(self, dir_fd: int, name: bytes) -> None:
+        super().make_dir(dir_fd, name)
+        if name == self.name and not self.raced:
+            self.raced = True
+            self.race()
+
+
 def outcomes(result: Any) -> dict[str, str]:
     """Each candidate's fate: ``moved`` or its skip code."""
     return {**{m.path: "moved" for m in result.moved}, **{s.path: s.code for s in result.skipped}}
