@@ -98,7 +98,7 @@ def test_when_the_filesystem_cannot_be_told_restore_refuses(
     def unknown(_fd: int) -> None:
         return None
 
-    monkeypatch.setattr("hygiene_nb.executor.restore.fs_identity", unknown)
+    monkeypatch.setattr("hygiene_nb.executor.restore_target.fs_identity", unknown)
     result = restore_batch(store, bid, execute=True)
     assert codes(result) == ["target-filesystem-unknown"]
     assert not (world["root"] / "data" / "scratch.bin").exists()
