@@ -1,20 +1,22 @@
 """Helpers the executor tests share (fixtures live in conftest.py).
 
 Plans and confirmations from a world, children that execute a plan and are killed, where the
-bytes of each file are after it, a batch's manifest and layout, and batches filled directly the
-way the executor fills them.
+bytes of each file are after it, a batch's manifest and layout, batches filled directly the
+way the executor fills them, and faults: a rename that fails, a block run as another user.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import hashlib
+import json
 import os
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +186,14 @@ def states(batch: Path) -> dict[bytes, str]:
     return {base64.b64decode(i["original_b64"]): i["state"] for i in manifest_of(batch)["items"]}
 
 
+def edit_manifest(batch: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite the manifest of ``batch`` through ``edit`` (as someone altering it by hand)."""
+    path = batch / "manifest.json"
+    doc = json.loads(path.read_bytes())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
 def in_batch(batch: Path, original: Path) -> Path:
     return batch / TREE_NAME.decode() / str(original).lstrip("/")
 
@@ -294,3 +304,33 @@ def snapshot(*roots: Path) -> dict[bytes, tuple[Any, ...]]:
 
 def codes(result: restore.RestoreResult) -> list[str]:
     return [b.code for b in result.blocked]
+
+
+# -- faults ----------------------------------------------------------------------------------------
+
+
+def first_rename_fails(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """The first ``rename_noreplace`` fails with ``code`` (``EXDEV``: the target is on another
+    filesystem); later ones are real."""
+    real = LocalFileOps.rename_noreplace
+    calls: list[bytes] = []
+
+    def rename(self: LocalFileOps, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        calls.append(src)
+        if len(calls) == 1:
+            raise OSError(code, os.strerror(code))
+        real(self, src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(LocalFileOps, "rename_noreplace", rename)
+
+
+@contextlib.contextmanager
+def as_user(uid: int, gid: int) -> Iterator[None]:
+    """Run the block with ``uid`` and ``gid`` as the effective user and group (from root)."""
+    try:
+        os.setegid(gid)
+        os.seteuid(uid)
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
