@@ -87,6 +87,13 @@ def locate_in_batch(batch: Batch, parts: list[bytes]) -> int | None:
     except FileNotFoundError:
         os.close(parent)
         return None
+    except OSError as exc:  # a name the filesystem cannot look up (too long, say): this item only
+        os.close(parent)
+        raise Block(
+            "batch-item-changed",
+            f"it cannot be looked up inside the batch ({exc.strerror}); inspect {batch.path} "
+            "by hand.",
+        ) from exc
     return parent
 
 
