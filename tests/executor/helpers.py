@@ -2,7 +2,7 @@
 
 Plans and confirmations from a world, children that execute a plan and are killed, runs stopped
 in this process at a checkpoint, where the bytes of each file are after it, a batch's manifest
-and layout, and batches filled directly the way the executor fills them.
+and layout, batches filled directly the way the executor fills them, and a rename that fails.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import errno
 import hashlib
+import json
 import os
 import secrets
 import signal
@@ -228,6 +229,14 @@ def states(batch: Path) -> dict[bytes, str]:
     return {base64.b64decode(i["original_b64"]): i["state"] for i in manifest_of(batch)["items"]}
 
 
+def edit_manifest(batch: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite the manifest of ``batch`` through ``edit`` (as someone altering it by hand)."""
+    path = batch / "manifest.json"
+    doc = json.loads(path.read_bytes())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
 def in_batch(batch: Path, original: Path) -> Path:
     return batch / TREE_NAME.decode() / str(original).lstrip("/")
 
@@ -356,3 +365,21 @@ def snapshot(*roots: Path) -> dict[bytes, tuple[Any, ...]]:
 
 def codes(result: restore.RestoreResult) -> list[str]:
     return [b.code for b in result.blocked]
+
+
+# -- faults ----------------------------------------------------------------------------------------
+
+
+def first_rename_fails(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    """The first ``rename_noreplace`` fails with ``code`` (``EXDEV``: the target is on another
+    filesystem); later ones are real."""
+    real = LocalFileOps.rename_noreplace
+    calls: list[bytes] = []
+
+    def rename(self: LocalFileOps, src_dir: int, src: bytes, dst_dir: int, dst: bytes) -> None:
+        calls.append(src)
+        if len(calls) == 1:
+            raise OSError(code, os.strerror(code))
+        real(self, src_dir, src, dst_dir, dst)
+
+    monkeypatch.setattr(LocalFileOps, "rename_noreplace", rename)

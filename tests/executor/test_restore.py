@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb.errors import BatchInvalid, BatchNotFound
-from hygiene_nb.executor import list_store_batches, restore
+from hygiene_nb.executor import list_store_batches, restore_target
 from hygiene_nb.executor.fileops import LocalFileOps
 from hygiene_nb.executor.restore import restore_batch
 from hygiene_nb.store import Store
@@ -148,7 +148,7 @@ def test_an_occupant_that_appears_after_the_check_is_not_replaced(
     item.write_bytes(b"quarantined")
     bid = quarantine_items(qstore, [item])
     item.write_bytes(b"raced in")
-    monkeypatch.setattr(restore, "_check_free", lambda *_: None)  # the race window
+    monkeypatch.setattr(restore_target, "_check_free", lambda *_: None)  # the race window
 
     result = restore_batch(qstore, bid, execute=True)
 
@@ -257,7 +257,7 @@ def test_a_copy_back_never_replaces_what_appeared_at_the_target(
         (root / "f").write_bytes(b"theirs")
         return verified
 
-    monkeypatch.setattr("hygiene_nb.executor.restore.copy_verified", copy_then_someone_writes)
+    monkeypatch.setattr("hygiene_nb.executor.copy_back.copy_verified", copy_then_someone_writes)
     result = restore_batch(qstore, bid, execute=True)
 
     assert codes(result) == ["target-occupied"] and result.status == "partial"
@@ -299,7 +299,7 @@ def test_when_the_batch_copy_cannot_be_removed_the_item_is_back_and_the_leftover
     def fails(*_: object) -> int:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr("hygiene_nb.executor.restore.remove_original_after_verified_copy", fails)
+    monkeypatch.setattr("hygiene_nb.executor.copy_back.remove_original_after_verified_copy", fails)
     result = restore_batch(qstore, bid, execute=True)
 
     assert result.status == "partial" and (root / "f").read_bytes() == b"ours"
@@ -328,7 +328,7 @@ def test_a_copy_back_interrupted_after_its_rename_is_recognized_next_time(
     def dies_after_the_rename(*_: object) -> None:
         raise Crash  # the rename is done; nothing recorded it yet
 
-    monkeypatch.setattr("hygiene_nb.executor.restore._record", dies_after_the_rename)
+    monkeypatch.setattr("hygiene_nb.executor.copy_back.record", dies_after_the_rename)
     with pytest.raises(Crash):
         restore_batch(qstore, bid, execute=True)
     assert (root / "d" / "f").read_bytes() == b"ours"  # back, but not recorded yet

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import stat
 import subprocess
@@ -98,32 +97,13 @@ def test_when_the_filesystem_cannot_be_told_restore_refuses(
     def unknown(_fd: int) -> None:
         return None
 
-    monkeypatch.setattr("hygiene_nb.executor.restore.fs_identity", unknown)
+    monkeypatch.setattr("hygiene_nb.executor.restore_target.fs_identity", unknown)
     result = restore_batch(store, bid, execute=True)
     assert codes(result) == ["target-filesystem-unknown"]
     assert not (world["root"] / "data" / "scratch.bin").exists()
 
 
 # -- item 4: a parent someone else now owns --------------------------------------------------
-
-
-@pytest.fixture
-def other_user() -> Iterator[tuple[int, int]]:
-    """A real second user (uid, gid), removed afterwards."""
-    needs_root()
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not available")
-    name = f"hnbt_{secrets.token_hex(3)}"
-    done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot add a user here: {done.stderr.strip()}")
-    try:
-        import pwd
-
-        entry = pwd.getpwnam(name)
-        yield entry.pw_uid, entry.pw_gid
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True)
 
 
 @pytest.fixture
