@@ -116,6 +116,10 @@ def absent_from_batch(
 def _is_back(batch: Batch, item: ManifestItem, parts: list[bytes]) -> bool:
     """Whether the entry at the item's original path is the item (inode and filesystem).
 
+    A freed inode number is given to the next file made, so a file or link must also keep the
+    mtime (and a file the size) it left with: a rename back by hand keeps both, a new file
+    that happens to get the number does not.
+
     Reached from the plan's root (the way restore goes), so a root below a symlinked ancestor
     is found as it was when the item left.
     """
@@ -132,6 +136,10 @@ def _is_back(batch: Batch, item: ManifestItem, parts: list[bytes]) -> bool:
     try:
         st = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
         if signed64(st.st_ino) != item.inode or kind_of_mode(st.st_mode) != item.kind:
+            return False
+        if item.kind != "dir" and st.st_mtime_ns != item.mtime_ns:
+            return False
+        if item.kind == "file" and st.st_size != item.size:
             return False
         if signed64(st.st_dev) == item.dev:
             return True

@@ -340,6 +340,30 @@ def test_a_rename_that_fails_leaves_the_item_in_the_batch(
 # -- one item gone from the batch ------------------------------------------------------------
 
 
+def test_a_new_file_given_the_lost_items_inode_number_is_not_taken_for_it(
+    qstore: Store, root: Path, tmp_path: Path
+) -> None:
+    """The kernel hands a freed inode number to the next file: the record is edited to what
+    such a reuse gives (the item's number on a new file at its path), and restore must still
+    say the item is missing, not back."""
+    f, bid = one_file(qstore, root)
+    os.rename(held(qstore, bid, f), tmp_path / "taken")
+    f.write_bytes(b"someone else's")
+    os.utime(f, ns=(1_000_000_000, 1_000_000_000))
+    newcomer = os.lstat(f)
+
+    def reuse(doc: dict[str, Any]) -> None:
+        (item,) = doc["items"]
+        item["inode"] = newcomer.st_ino
+
+    edit_manifest(qstore.quarantine / bid, reuse)
+    result = restore_batch(qstore, bid, execute=True)
+
+    assert codes(result) == ["missing-from-batch"] and result.status == "partial"
+    assert f.read_bytes() == b"someone else's"
+    assert states(qstore.quarantine / bid) == {os.fsencode(f): "moved"}
+
+
 @pytest.mark.parametrize("what", ["mirror-gone", "root-gone", "parent-gone", "another-entry"])
 def test_an_item_gone_from_the_batch_and_not_back_is_missing(
     qstore: Store, root: Path, tmp_path: Path, what: str
