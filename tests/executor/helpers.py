@@ -122,14 +122,14 @@ def assert_a_kill_at_loses_nothing(
 # execute with --allow-copy where the volume quarantine cannot be used (as volume_unusable)
 COPY_KILLER = """
 import errno, os, sys
-import hygiene_nb.executor.execute as ex
+import hygiene_nb.executor.moves as moves
 from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.store import resolve_store
 
 def refuse(*_):
     raise OSError(errno.EACCES, os.strerror(errno.EACCES))
 
-ex.open_volume_quarantine = refuse
+moves.open_volume_quarantine = refuse
 execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
              confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"), allow_copy=True)
 """
@@ -195,8 +195,8 @@ def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: object) -> None:
         raise OSError(errno.EACCES, os.strerror(errno.EACCES))
 
-    monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
-    monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
+    monkeypatch.setattr("hygiene_nb.executor.moves.open_volume_quarantine", refuse)
+    monkeypatch.setattr("hygiene_nb.executor.destinations.predict_volume_quarantine", refuse)
 
 
 def outcomes(result: Any) -> dict[str, str]:
