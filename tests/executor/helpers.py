@@ -14,7 +14,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,20 @@ def make_plan(world: dict[str, Path], *rels: str, ttl: int = 1800) -> api.PlanRe
 
 def confirm_for(result: api.PlanResult, ack: str | None = "quarantine") -> Confirmation:
     return Confirmation(result.plan_id, result.plan_digest, ack)
+
+
+# a verify command that passes while web/app.log is in place and fails once it moved
+NEEDS_LOG = f"""[[{sys.executable!r}, "-c",
+  "import pathlib, sys; sys.exit(0 if pathlib.Path('web/app.log').exists() else 3)"]]"""
+
+
+def configure(world: dict[str, Path], verify: str, timeout: float = 60) -> None:
+    """Give the world's root these verify commands (a TOML array of argv arrays)."""
+    store = world["store"]
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "config.toml").write_text(
+        f'[roots."{world["root"]}"]\nverify = {verify}\nverify_timeout = {timeout}\n'
+    )
 
 
 KILLER = """
@@ -188,11 +202,16 @@ def in_batch(batch: Path, original: Path) -> Path:
     return batch / TREE_NAME.decode() / str(original).lstrip("/")
 
 
-def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+def volume_unusable(
+    monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None] | None = None
+) -> None:
     """The quarantine at the top of the other filesystem cannot be made (a top we may not write:
-    only root can be refused that way here, and root is never refused)."""
+    only root can be refused that way here, and root is never refused). ``meanwhile`` runs
+    as it is refused: between an item's check and its inventory for a copy."""
 
     def refuse(*_: object) -> None:
+        if meanwhile is not None:
+            meanwhile()
         raise OSError(errno.EACCES, os.strerror(errno.EACCES))
 
     monkeypatch.setattr("hygiene_nb.executor.moves.open_volume_quarantine", refuse)
