@@ -120,7 +120,12 @@ def baseline(config: RootConfig, p: Plan) -> list[dict[str, Any]]:
     records = run_commands(config.verify, cwd=p.root.path, timeout=config.verify_timeout)
     if failed(records):
         last = records[-1]
-        why = "timed out" if last["timed_out"] else f"exited {last['returncode']}"
+        if last["timed_out"]:
+            why = "timed out"
+        elif last["returncode"] is None:  # it never ran: not installed, not executable
+            why = "could not start"
+        else:
+            why = f"exited {last['returncode']}"
         raise BaselineFailed(
             f"the baseline check `{shlex.join(last['argv'])}` {why} before anything moved, so "
             f"plan {p.plan_id} was not carried out and nothing moved; fix the project (or "

@@ -497,3 +497,18 @@ def test_a_filesystem_with_no_room_for_a_batch_keeps_its_items_in_place(tmp_path
         assert item.read_bytes() == b"an old log\n"
         assert list((small / QUARANTINE_NAME).iterdir()) == []
         assert list_store_batches(store) == [] and result.plan_state == "issued"
+
+
+def test_a_baseline_command_that_cannot_start_refuses_and_says_so(world: dict[str, Path]) -> None:
+    missing = world["root"].parent / "no-such-command"
+    plan = make_plan(world, "web/app.log")
+    configure(world, json.dumps([[str(missing), "-q"]]))
+    store = Store(world["store"])
+    with pytest.raises(HygieneError) as refused:
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert refused.value.code == "baseline-failed"
+    message = refused.value.message
+    assert f"`{missing} -q` could not start before anything moved" in message
+    assert os.strerror(errno.ENOENT) in message
+    assert (world["root"] / "web" / "app.log").read_bytes() == b"x" * 40
+    assert plan_state(store, plan.plan_id) == "issued"
