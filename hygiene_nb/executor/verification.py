@@ -1,6 +1,9 @@
 """Project verification around an execution: baseline, change, verify, roll back.
 
-See docs/executor.md.
+See docs/executor.md. ``planned_verification`` is what the receipt says before anything runs;
+``baseline`` runs the commands before the first move (a failure refuses the whole plan, nothing
+moved); ``verify_after`` runs them again once the items moved and, if they fail, restores every
+batch of the run (never over anything) and counts what came back as rolled back, not moved.
 
 The commands come from the store's ``config.toml`` (``verify = [["pytest", "-q"]]``), never from
 the scanned tree. Each is an argv array run without a shell, in the root, with no input, in its
@@ -13,14 +16,33 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["OUTPUT_TAIL", "failed", "run_commands"]
+from hygiene_nb.config import RootConfig
+from hygiene_nb.errors import BaselineFailed, HygieneError
+from hygiene_nb.executor.hooks import checkpoint
+from hygiene_nb.executor.restore import restore_batch
+from hygiene_nb.plan.records import Plan
+from hygiene_nb.store import Store
+
+if TYPE_CHECKING:
+    from hygiene_nb.executor.execute import ExecuteResult
+    from hygiene_nb.executor.moves import Run
+
+__all__ = [
+    "OUTPUT_TAIL",
+    "baseline",
+    "failed",
+    "planned_verification",
+    "run_commands",
+    "verify_after",
+]
 
 OUTPUT_TAIL = 4000  # characters of combined output kept per command
 
@@ -77,3 +99,76 @@ def run_commands(
 def failed(records: Sequence[dict[str, Any]]) -> bool:
     """Whether any command failed: a non-zero exit, a timeout, or it could not start."""
     return any(r["returncode"] != 0 or r["timed_out"] for r in records)
+
+
+def planned_verification(config: RootConfig) -> dict[str, Any]:
+    """What the receipt will say about project verification, before anything runs."""
+    if not config.verify:
+        return {
+            "mode": "static-only",
+            "note": "no verify command is configured for this root: only the per-item checks ran",
+        }
+    return {
+        "mode": "commands",
+        "commands": [list(c) for c in config.verify],
+        "timeout_seconds": config.verify_timeout,
+    }
+
+
+def baseline(config: RootConfig, p: Plan) -> list[dict[str, Any]]:
+    """Run the verify commands before anything moves; a failure refuses the whole plan."""
+    records = run_commands(config.verify, cwd=p.root.path, timeout=config.verify_timeout)
+    if failed(records):
+        last = records[-1]
+        if last["timed_out"]:
+            why = "timed out"
+        elif last["returncode"] is None:  # it never ran: not installed, not executable
+            why = "could not start"
+        else:
+            why = f"exited {last['returncode']}"
+        raise BaselineFailed(
+            f"the baseline check `{shlex.join(last['argv'])}` {why} before anything moved, so "
+            f"plan {p.plan_id} was not carried out and nothing moved; fix the project (or "
+            f"the verify setting in the store's config.toml), then execute again. Output "
+            f"ends: {last['output'][-400:]!r}"
+        )
+    return records
+
+
+def verify_after(
+    store: Store, config: RootConfig, p: Plan, result: ExecuteResult, run: Run
+) -> None:
+    """Run the verify commands again; if they fail, put every moved item back (never over)."""
+    after = run_commands(config.verify, cwd=p.root.path, timeout=config.verify_timeout)
+    result.verification["after"] = after
+    if not failed(after):
+        result.verification["outcome"] = "passed"
+        return
+    checkpoint("before-rollback")
+    restored: list[str] = []
+    blocked: list[dict[str, str]] = []
+    for batch in run.batches:
+        try:
+            back = restore_batch(store, batch.batch_id, execute=True)
+        except (OSError, HygieneError) as exc:
+            blocked.append(
+                {
+                    "batch_id": batch.batch_id,
+                    "code": getattr(exc, "code", "os-error"),
+                    "message": str(exc),
+                }
+            )
+            continue
+        restored += back.restored
+        blocked += [{"path": b.path, "code": b.code, "message": b.message} for b in back.blocked]
+    result.verification["outcome"] = "failed"
+    result.verification["rollback"] = {"restored": len(restored), "blocked": blocked}
+    result.status = "rolled-back"
+    # what came back is no longer "moved": the receipt, the ledger and the log count net moves
+    back_home = set(restored)
+    for outcome in run.outcomes:
+        if outcome.outcome == "moved" and outcome.path in back_home:
+            outcome.outcome = "rolled-back"
+    result.rolled_back = [m for m in result.moved if m.path in back_home]
+    result.moved = [m for m in result.moved if m.path not in back_home]
+    result.bytes -= sum(m.bytes for m in result.rolled_back if not m.open_at_move)

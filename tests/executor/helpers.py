@@ -65,6 +65,20 @@ def confirm_for(result: api.PlanResult, ack: str | None = "quarantine") -> Confi
     return Confirmation(result.plan_id, result.plan_digest, ack)
 
 
+# a verify command that passes while web/app.log is in place and fails once it moved
+NEEDS_LOG = f"""[[{sys.executable!r}, "-c",
+  "import pathlib, sys; sys.exit(0 if pathlib.Path('web/app.log').exists() else 3)"]]"""
+
+
+def configure(world: dict[str, Path], verify: str, timeout: float = 60) -> None:
+    """Give the world's root these verify commands (a TOML array of argv arrays)."""
+    store = world["store"]
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "config.toml").write_text(
+        f'[roots."{world["root"]}"]\nverify = {verify}\nverify_timeout = {timeout}\n'
+    )
+
+
 KILLER = """
 import sys
 from hygiene_nb.executor import Confirmation, execute_plan
@@ -125,14 +139,14 @@ def assert_a_kill_at_loses_nothing(
 # execute with --allow-copy where the volume quarantine cannot be used (as volume_unusable)
 COPY_KILLER = """
 import errno, os, sys
-import hygiene_nb.executor.execute as ex
+import hygiene_nb.executor.moves as moves
 from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.store import resolve_store
 
 def refuse(*_):
     raise OSError(errno.EACCES, os.strerror(errno.EACCES))
 
-ex.open_volume_quarantine = refuse
+moves.open_volume_quarantine = refuse
 execute_plan(sys.argv[1], store=resolve_store(sys.argv[2]),
              confirm=Confirmation(sys.argv[3], sys.argv[4], "quarantine"), allow_copy=True)
 """
@@ -241,15 +255,20 @@ def in_batch(batch: Path, original: Path) -> Path:
     return batch / TREE_NAME.decode() / str(original).lstrip("/")
 
 
-def volume_unusable(monkeypatch: pytest.MonkeyPatch) -> None:
+def volume_unusable(
+    monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None] | None = None
+) -> None:
     """The quarantine at the top of the other filesystem cannot be made (a top we may not write:
-    only root can be refused that way here, and root is never refused)."""
+    only root can be refused that way here, and root is never refused). ``meanwhile`` runs
+    as it is refused: between an item's check and its inventory for a copy."""
 
     def refuse(*_: object) -> None:
+        if meanwhile is not None:
+            meanwhile()
         raise OSError(errno.EACCES, os.strerror(errno.EACCES))
 
-    monkeypatch.setattr("hygiene_nb.executor.execute.open_volume_quarantine", refuse)
-    monkeypatch.setattr("hygiene_nb.executor.execute.predict_volume_quarantine", refuse)
+    monkeypatch.setattr("hygiene_nb.executor.moves.open_volume_quarantine", refuse)
+    monkeypatch.setattr("hygiene_nb.executor.destinations.predict_volume_quarantine", refuse)
 
 
 class RaceAfterMkdir(LocalFileOps):

@@ -269,7 +269,7 @@ def test_allow_copy_copies_verifies_and_only_then_removes(
         seen.append(os.fsdecode(name))
         return real(dir_fd, name, verified)
 
-    monkeypatch.setattr("hygiene_nb.executor.execute.remove_original_after_verified_copy", checked)
+    monkeypatch.setattr("hygiene_nb.executor.moves.remove_original_after_verified_copy", checked)
     dry = execute_plan(plan.plan_path, store=store, allow_copy=True)
     assert {(m.dest.quarantine, m.dest.method) for m in dry.moved} == {
         (str(store.quarantine), "copy")

@@ -265,7 +265,7 @@ def test_an_unexpected_error_still_writes_the_receipt_then_surfaces(
     def broken(*_: object) -> None:
         raise RuntimeError("a bug in a check")
 
-    monkeypatch.setattr("hygiene_nb.executor.execute.check_candidate", broken)
+    monkeypatch.setattr("hygiene_nb.executor.moves.check_candidate", broken)
     with pytest.raises(RuntimeError, match="a bug in a check"):
         execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
     (receipt,) = [json.loads(p.read_text()) for p in store.receipts.glob("*.json")]
@@ -280,11 +280,11 @@ def test_an_unexpected_error_still_writes_the_receipt_then_surfaces(
 def test_an_unexpected_error_mid_move_says_where_the_items_may_be(
     world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hygiene_nb.executor import execute as ex
+    from hygiene_nb.executor import moves
 
     plan = make_plan(world, "web/node_modules", "web/app.log")
     store = Store(world["store"])
-    real, calls = ex._move, []
+    real, calls = moves._move, []
 
     def breaks_on_second(*args: Any) -> Any:
         calls.append(1)
@@ -292,7 +292,7 @@ def test_an_unexpected_error_mid_move_says_where_the_items_may_be(
             raise RuntimeError("a bug after the first move")
         return real(*args)
 
-    monkeypatch.setattr(ex, "_move", breaks_on_second)
+    monkeypatch.setattr(moves, "_move", breaks_on_second)
     with pytest.raises(RuntimeError):
         execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
     (receipt,) = [json.loads(p.read_text()) for p in store.receipts.glob("*.json")]

@@ -145,7 +145,7 @@ def test_allow_copy_keeps_an_original_rewritten_with_its_mtime_put_back(
             rewritten.append(path.read_bytes())
         real(name)
 
-    monkeypatch.setattr("hygiene_nb.executor.execute.checkpoint", at)
+    monkeypatch.setattr("hygiene_nb.executor.moves.checkpoint", at)
     monkeypatch.setattr("hygiene_nb.executor.fileops.checkpoint", at, raising=False)
     result = execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan), allow_copy=True)
     assert len(rewritten) == 1

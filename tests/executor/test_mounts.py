@@ -164,7 +164,7 @@ def test_a_mount_made_between_the_check_and_the_move_is_put_back(
 ) -> None:
     """The directory is checked, then (before the rename) a directory inside it is mounted on
     itself: identical fingerprint, so only the walk inside the batch can see it."""
-    from hygiene_nb.executor import execute as execute_module
+    from hygiene_nb.executor import moves as moves_module
     from hygiene_nb.executor.hooks import checkpoint as real_checkpoint
 
     plan = plan_of(mworld, "cache")
@@ -176,7 +176,7 @@ def test_a_mount_made_between_the_check_and_the_move_is_put_back(
                 stack.enter_context(bind_mount(deep, deep))
             real_checkpoint(name)
 
-        monkeypatch.setattr(execute_module, "checkpoint", mount_then)
+        monkeypatch.setattr(moves_module, "checkpoint", mount_then)
         done = execute_plan(plan.plan_path, store=Store(mworld["store"]), confirm=confirm_for(plan))
         assert outcomes(done) == {"cache": "contains-mount"}
         assert "put back" in done.skipped[0].message

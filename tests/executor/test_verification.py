@@ -16,15 +16,14 @@ from hygiene_nb.executor import execute_plan, verify_receipt
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
 from tests.executor.helpers import (
+    NEEDS_LOG,
     assert_a_kill_at_loses_nothing,
+    configure,
     confirm_for,
     make_plan,
     read_bytes,
     snapshot_of,
 )
-
-NEEDS_LOG = f"""[[{sys.executable!r}, "-c",
-  "import pathlib, sys; sys.exit(0 if pathlib.Path('web/app.log').exists() else 3)"]]"""
 
 
 def alive(pid: int) -> bool:
@@ -34,14 +33,6 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state not in ("Z", "X")
-
-
-def configure(world: dict[str, Path], verify: str, timeout: float = 60) -> None:
-    store = world["store"]
-    store.mkdir(parents=True, exist_ok=True)
-    (store / "config.toml").write_text(
-        f'[roots."{world["root"]}"]\nverify = {verify}\nverify_timeout = {timeout}\n'
-    )
 
 
 def receipt_of(result: object) -> dict[str, object]:
