@@ -51,11 +51,11 @@ from hygiene_nb.executor.batches import (
     TREE_NAME,
     Batch,
     ManifestItem,
-    check_held,
     read_manifest,
     remove_empty_dir_below,
     write_manifest,
 )
+from hygiene_nb.executor.changes import check_held
 from hygiene_nb.executor.crossdev import (
     CopyMismatch,
     Entry,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.executor import Confirmation, batches, restore
+from hygiene_nb.executor import Confirmation, batches, changes, restore
 from hygiene_nb.executor.batches import (
     TREE_NAME,
     ManifestItem,
@@ -224,11 +224,11 @@ def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
             target = batches.mirror_parent(batch, raw, ops)
             parent = os.open(os.path.dirname(raw), DIR_FLAGS)
             try:
-                batches.note_origin(batch, item, parent)  # what the executor records (v2)
+                changes.note_origin(batch, item, parent)  # what the executor records (v2)
                 write_manifest(batch)
                 name = os.path.basename(raw)
                 ops.rename_noreplace(parent, name, target, name)
-                batches.note_arrival(item, target, name)
+                changes.note_arrival(item, target, name)
             finally:
                 os.close(parent)
                 os.close(target)
