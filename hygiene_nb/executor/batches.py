@@ -106,11 +106,6 @@ class ManifestItem:
         """The exact original path bytes."""
         return base64.b64decode(self.original_b64)
 
-    @property
-    def relative(self) -> bytes:
-        """Where it lives inside the batch (``tree/`` + the original absolute path)."""
-        return TREE_NAME + self.original_raw
-
 
 @dataclass
 class Batch:
