@@ -8,8 +8,8 @@ purged (purge is the only destruction, and only with explicit confirmation).
 from __future__ import annotations
 
 from hygiene_nb.executor.authorize import Confirmation
-from hygiene_nb.executor.batches import BatchInfo, list_batches
 from hygiene_nb.executor.execute import ExecuteResult, execute_plan
+from hygiene_nb.executor.listing import BatchInfo, list_batches
 from hygiene_nb.executor.purge import PurgeResult, purge_batch
 from hygiene_nb.executor.recover import RecoverResult, recover_store
 from hygiene_nb.executor.registry import known_quarantines, registry_problems

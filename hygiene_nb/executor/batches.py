@@ -18,6 +18,9 @@ mode of each directory from the plan's root down to its parent (``parents``) and
 right after the move (``ctime_ns``); and, per batch, the identity of the batch's own
 filesystem (``fs``) and of the root (``root.fs``). Fields a version-1 manifest lacks read as
 unknown, never as "unchanged".
+
+How those fields are taken and compared is ``changes``; what ``quarantine list`` shows of a
+batch, ``listing``; what a stopped run left beside the batches, ``leftovers``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +40,6 @@ from typing import Any
 from hygiene_nb.errors import StoreError
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
-    REMOVING_PREFIX,
     FileOps,
     open_dir_at,
     open_dirs_at,
@@ -46,10 +47,8 @@ from hygiene_nb.executor.fileops import (
     remove_own_file,
     replace_own_file,
 )
-from hygiene_nb.executor.filesystems import birth_ns, fs_identity, same_filesystem
-from hygiene_nb.executor.writers import tree_writer
-from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
-from hygiene_nb.store import no_duplicate_keys, utc_now
+from hygiene_nb.executor.filesystems import fs_identity
+from hygiene_nb.store import no_duplicate_keys
 
 __all__ = [
     "MANIFEST_NAME",
@@ -58,17 +57,10 @@ __all__ = [
     "QUARANTINE_NAME",
     "TREE_NAME",
     "Batch",
-    "BatchInfo",
     "ManifestItem",
-    "batch_dirs",
-    "changed_items",
-    "check_held",
     "claim_batch",
     "claim_batch_at",
-    "find_removal_leftovers",
-    "list_batches",
-    "note_arrival",
-    "note_origin",
+    "mirror_parent",
     "read_manifest",
     "remove_empty_dir_below",
     "remove_unused_batch",
@@ -114,40 +106,6 @@ class ManifestItem:
         """The exact original path bytes."""
         return base64.b64decode(self.original_b64)
 
-    @property
-    def relative(self) -> bytes:
-        """Where it lives inside the batch (``tree/`` + the original absolute path)."""
-        return TREE_NAME + self.original_raw
-
-
-@dataclass
-class BatchInfo:
-    """What ``quarantine list`` shows of a batch."""
-
-    batch_id: str
-    path: str
-    created_at: str
-    items: int
-    bytes: int
-    manifest: str  # ok | incomplete | invalid
-    plan_id: str | None = None
-    problems: list[str] = field(default_factory=list)
-    # what a run that stopped while removing an original after its verified copy left beside it
-    leftovers: list[dict[str, str]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """The batch's row in ``hygiene-nb quarantine list --json`` (problems when invalid)."""
-        return {
-            "batch_id": self.batch_id,
-            "path": self.path,
-            "created_at": self.created_at,
-            "items": self.items,
-            "bytes": self.bytes,
-            "manifest": self.manifest,
-            "leftovers": self.leftovers,
-            **({"problems": self.problems} if self.manifest == "invalid" else {}),
-        }
-
 
 @dataclass
 class Batch:
@@ -168,10 +126,6 @@ class Batch:
     def close(self) -> None:
         """Close the batch's directory handle."""
         os.close(self.fd)
-
-
-def _now() -> str:
-    return utc_now().isoformat(timespec="microseconds")
 
 
 def _ensure_private_dir(parent_fd: int, name: bytes, ops: FileOps) -> int:
@@ -240,10 +194,6 @@ def mirror_parent(batch: Batch, original: bytes, ops: FileOps) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def _by_origin(item: ManifestItem) -> str:
-    return item.original_b64
 
 
 # Written only when set, so a manifest that does not need them reads as before.
@@ -412,429 +362,3 @@ def _read_items(dir_fd: int) -> dict[bytes, ManifestItem]:
         return {}
     items = [ManifestItem(**i) for i in doc["items"]]
     return {i.original_raw: i for i in items}
-
-
-def batch_state(dir_fd: int) -> tuple[str, dict[str, Any] | None, list[str]]:
-    """The batch's manifest state: ok, incomplete (unrecorded items, or none) or invalid."""
-    try:
-        doc = read_manifest(dir_fd)
-    except (ValueError, KeyError, TypeError) as exc:
-        return "invalid", None, [str(exc)]
-    problems: list[str] = []
-    recorded = set()
-    if doc is not None:
-        recorded = {base64.b64decode(i["original_b64"]) for i in doc["items"]}
-    for path in _leaf_items(dir_fd, recorded):
-        if path not in recorded:
-            problems.append(f"{os.fsdecode(path)} is in the batch but not in its manifest")
-    if doc is None:
-        return ("incomplete" if problems else "ok"), None, problems or ["no manifest"]
-    return ("incomplete" if problems else "ok"), doc, problems
-
-
-def _leaf_items(dir_fd: int, recorded: set[bytes]) -> list[bytes]:
-    """Paths in ``tree/`` that are items: recorded ones, and non-directories elsewhere."""
-    try:
-        tree = open_dir_at(dir_fd, TREE_NAME)
-    except FileNotFoundError:
-        return []
-    out: list[bytes] = []
-    prefixes = {p[:i] for p in recorded for i in range(1, len(p)) if p[i : i + 1] == b"/"}
-
-    def walk(fd: int, prefix: bytes) -> None:
-        with os.scandir(fd) as entries:
-            names = [(os.fsencode(e.name), e.is_dir(follow_symlinks=False)) for e in entries]
-        for name, is_dir in names:
-            path = prefix + b"/" + name
-            if path in recorded or not is_dir:
-                out.append(path)
-            elif path in prefixes or not recorded:
-                child = open_dir_at(fd, name)
-                try:
-                    walk(child, path)
-                finally:
-                    os.close(child)
-            else:
-                out.append(path)  # a directory nobody recorded: an unrecorded item
-
-    try:
-        walk(tree, b"")
-    finally:
-        os.close(tree)
-    return out
-
-
-def _held(doc: dict[str, Any] | None, fd: int) -> list[dict[str, Any]]:
-    """The items the batch holds: moved ones, and any other recorded item found inside it."""
-    if doc is None:
-        return []
-    out = []
-    for item in doc["items"]:
-        state = item.get("state")
-        if state == "moved":
-            out.append(item)
-        elif state in ("pending", "held") or (state == "restored" and item.get("restored_as")):
-            # a move a stopped run never recorded (its original gone: not a partial copy), or
-            # a copy-back's duplicate: held if it is there
-            original = base64.b64decode(item["original_b64"])
-            if state != "restored" and os.path.lexists(original):
-                continue
-            with contextlib.suppress(OSError):
-                os.stat(TREE_NAME + original, dir_fd=fd, follow_symlinks=False)
-                out.append(item)
-    return out
-
-
-def _item_bytes(items: list[dict[str, Any]]) -> int:
-    return sum(
-        (i.get("tree_bytes") if i.get("tree_bytes") is not None else i.get("size", 0)) or 0
-        for i in items
-    )
-
-
-def batch_dirs(quarantines: list[Path]) -> Iterator[tuple[int, Path, str]]:
-    """(handle on the quarantine, its path, a batch directory's name) for every batch in them.
-
-    The handle is open while its batches are handed out; a quarantine that cannot be opened
-    is passed over (its batches cannot be reached either).
-    """
-    for quarantine in quarantines:
-        try:
-            qfd = os.open(quarantine, DIR_FLAGS)
-        except OSError:
-            continue
-        try:
-            with os.scandir(qfd) as entries:
-                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-            for name in names:
-                yield qfd, quarantine, name
-        finally:
-            os.close(qfd)
-
-
-def list_batches(quarantines: list[Path]) -> list[BatchInfo]:
-    """Every batch in the given quarantine directories, oldest first."""
-    out = [_describe(qfd, quarantine, name) for qfd, quarantine, name in batch_dirs(quarantines)]
-    return sorted(out, key=lambda b: (b.created_at, b.batch_id))
-
-
-def _describe(qfd: int, quarantine: Path, name: str) -> BatchInfo:
-    try:
-        fd = open_dir_at(qfd, os.fsencode(name))
-    except OSError as exc:
-        return BatchInfo(
-            name,
-            str(quarantine / name),
-            "",
-            0,
-            0,
-            "invalid",
-            problems=[exc.strerror or "unreadable"],
-        )
-    try:
-        state, doc, problems = batch_state(fd)
-        created = (
-            doc["created_at"]
-            if doc
-            else datetime.fromtimestamp(os.fstat(fd).st_mtime, UTC).isoformat()
-        )
-        held = _held(doc, fd)
-        extra = len([p for p in problems if p.endswith("not in its manifest")])
-        info = BatchInfo(
-            name,
-            str(quarantine / name),
-            created,
-            len(held) + extra,
-            _item_bytes(held),
-            state,
-            doc.get("plan_id") if doc else None,
-            problems,
-        )
-        if doc is not None:
-            info.leftovers = _leftovers_of(name, doc) + _copies_not_moved(
-                fd, name, str(quarantine / name), doc
-            )
-        return info
-    finally:
-        os.close(fd)
-
-
-REMOVAL_INTERRUPTED = "removal-interrupted"
-
-
-def find_removal_leftovers(originals: list[bytes]) -> dict[bytes, bytes]:
-    """Original path → the staging entry holding it, for originals whose removal was cut short.
-
-    ``remove_original_after_verified_copy`` renames an original into a private
-    ``.hygiene-nb-removing-*`` directory beside it before removing it; a run killed then leaves
-    it there, a duplicate of the verified copy. Read-only: each parent is listed once.
-    """
-    by_parent: dict[bytes, list[bytes]] = {}
-    for raw in originals:
-        by_parent.setdefault(os.path.dirname(raw), []).append(os.path.basename(raw))
-    found: dict[bytes, bytes] = {}
-    for parent, names in by_parent.items():
-        try:
-            fd = os.open(parent, DIR_FLAGS)
-        except OSError:
-            continue
-        try:
-            with os.scandir(fd) as entries:
-                stagings = sorted(
-                    os.fsencode(e.name)
-                    for e in entries
-                    if os.fsencode(e.name).startswith(REMOVING_PREFIX)
-                )
-            for staging in stagings:
-                for name in names:
-                    with contextlib.suppress(OSError):
-                        os.stat(staging + b"/" + name, dir_fd=fd, follow_symlinks=False)
-                        found.setdefault(
-                            os.path.join(parent, name), os.path.join(parent, staging, name)
-                        )
-        finally:
-            os.close(fd)
-    return found
-
-
-def removal_leftover_message(original: str, staging: str, batch_id: str) -> str:
-    """What ``removal-interrupted`` means and what to do about it."""
-    return (
-        f"a run stopped while it removed the original of {original} after its copy into "
-        f"batch {batch_id} was verified: {staging} still holds the original (or, if the run "
-        f"stopped between two unlinks, part of it), a duplicate of that copy: nothing is lost. "
-        f"`hygiene-nb recover` puts it back in its place when it is whole (the batch's copy "
-        f"then goes with the batch's purge); when it is not, the batch keeps the item and "
-        f"{os.path.dirname(staging)} can be removed by hand once compared with the batch."
-    )
-
-
-def _leftovers_of(batch_id: str, doc: dict[str, Any]) -> list[dict[str, str]]:
-    originals = [
-        base64.b64decode(i["original_b64"])
-        for i in doc["items"]
-        if i.get("state") in ("moved", "pending")
-    ]
-    out = []
-    for raw, staging in sorted(find_removal_leftovers(originals).items()):
-        original, where = os.fsdecode(raw), os.fsdecode(staging)
-        out.append(
-            {
-                "code": REMOVAL_INTERRUPTED,
-                "original": original,
-                "path": where,
-                "message": removal_leftover_message(original, where, batch_id),
-            }
-        )
-    return out
-
-
-COPY_NOT_MOVED = "copy-not-moved"
-
-
-def _copies_not_moved(
-    fd: int, batch_id: str, batch_path: str, doc: dict[str, Any]
-) -> list[dict[str, str]]:
-    """Copies in the batch that are not the item: the original is in its place.
-
-    The copy failed (a full store) or was cut short, or its original was kept (``in-use``).
-    Only an item whose place is on another filesystem than the batch (a copy, never a rename)
-    whose original is there and whose copy is in the batch counts.
-    """
-    out: list[dict[str, str]] = []
-    here = os.fstat(fd).st_dev
-    for item in doc["items"]:
-        if item.get("state") not in ("pending", "returned"):
-            continue
-        raw = base64.b64decode(item["original_b64"])
-        try:
-            os.stat(TREE_NAME + raw, dir_fd=fd, follow_symlinks=False)
-            if os.stat(os.path.dirname(raw)).st_dev == here or not os.path.lexists(raw):
-                continue
-        except OSError:
-            continue
-        original = os.fsdecode(raw)
-        cut = "was cut short" if item["state"] == "pending" else "was not kept as the item"
-        out.append(
-            {
-                "code": COPY_NOT_MOVED,
-                "original": original,
-                "path": os.fsdecode(os.fsencode(batch_path) + b"/" + TREE_NAME + raw),
-                "message": f"a copy of {original} into batch {batch_id} {cut} (it failed, "
-                "stopped, or its original had to stay): the original is in its place and "
-                "was never removed; the copy in the batch is only a duplicate, not counted "
-                "as an item, and goes when the batch is purged.",
-            }
-        )
-    return out
-
-
-# -- what version 2 records, and what it is compared with --------------------------------------
-
-
-def note_origin(batch: Batch, item: ManifestItem, parent: int) -> None:
-    """Record where ``item`` comes from, before it moves (its parent is open at ``parent``).
-
-    Its owner, its parent's filesystem identity, and the owner, group and mode of each
-    directory from the plan's root down to its parent; the root's filesystem once per batch.
-    What cannot be read stays None (unknown to restore, which then refuses).
-    """
-    raw = item.original_raw
-    with contextlib.suppress(OSError):
-        item.uid = os.stat(os.path.basename(raw), dir_fd=parent, follow_symlinks=False).st_uid
-    where = os.path.dirname(raw)
-    key = b"\0fs" + where  # no path holds a NUL
-    if key not in batch.origins:
-        batch.origins[key] = fs_identity(parent)
-    item.fs = batch.origins[key]
-    if batch.root is None:
-        return
-    root = os.fsencode(str(batch.root["path"]))
-    if "fs" not in batch.root:
-        with contextlib.suppress(OSError):
-            fd = os.open(root, DIR_FLAGS)
-            try:
-                batch.root["fs"] = fs_identity(fd)
-            finally:
-                os.close(fd)
-    if not where.startswith(root) or where[len(root) : len(root) + 1] not in (b"", b"/"):
-        return
-    chain = [
-        root,
-        *(
-            root + b"/" + b"/".join(where[len(root) + 1 :].split(b"/")[: i + 1])
-            for i in range(where[len(root) :].count(b"/"))
-        ),
-    ]
-    try:
-        item.parents = [_owner_mode(batch, p) for p in chain]
-    except OSError:
-        item.parents = None
-
-
-def _owner_mode(batch: Batch, path: bytes) -> list[int]:
-    if path not in batch.origins:
-        st = os.stat(path, follow_symlinks=False)
-        batch.origins[path] = [st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)]
-    return list(batch.origins[path])
-
-
-def note_arrival(item: ManifestItem, target: int, name: bytes) -> None:
-    """Record the ctime of ``item`` in the batch right after it arrived (our move changed it)."""
-    with contextlib.suppress(OSError):
-        item.ctime_ns = os.stat(name, dir_fd=target, follow_symlinks=False).st_ctime_ns
-
-
-def check_held(
-    parent: int, name: bytes, item: ManifestItem, batch_fs: dict[str, Any] | None
-) -> tuple[str, list[str]]:
-    """Whether the batch still holds ``item`` at ``name`` under ``parent``, and as moved.
-
-    Returns ``("same", [])``; ``("changed", what)``: the very entry that was moved (same
-    filesystem, kind and inode) but written to or altered since (a process that kept it open,
-    say); or ``("replaced", what)``: another entry, or one that cannot be told to be the same.
-    The filesystem is the same if the device number is, or else if the batch's recorded
-    filesystem identity matches (a remount gives a new device number); where that cannot be
-    told (a version-1 batch has no identity) only the same inode with the size, mtime and
-    recorded ctime all unchanged vouches for it.
-
-    Raises:
-        OSError: it cannot be examined (``FileNotFoundError``: it is not there).
-    """
-    st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-    same_fs = signed64(st.st_dev) == item.dev or same_filesystem(batch_fs, fs_identity(parent))
-    who = (
-        [f"kind {item.kind} → {kind_of_mode(st.st_mode)}"]
-        if kind_of_mode(st.st_mode) != item.kind
-        else []
-    )
-    if signed64(st.st_ino) != item.inode:
-        who.append(f"inode {item.inode} → {signed64(st.st_ino)}")
-    else:  # the number may be reused: one born after the move is another entry
-        born, moved = birth_ns(parent, name), item.ctime_ns  # (version 1: not recorded)
-        if born is not None and moved is not None and born > moved:
-            who.append("a new entry with the same inode number (born after the move)")
-    what = [f"size {item.size} → {st.st_size}"] if st.st_size != item.size else []
-    if stat.S_ISREG(st.st_mode) and st.st_mtime_ns != item.mtime_ns:
-        what.append(f"mtime {item.mtime_ns} → {st.st_mtime_ns}")
-    if item.ctime_ns is not None and st.st_ctime_ns != item.ctime_ns:
-        what.append(f"ctime {item.ctime_ns} → {st.st_ctime_ns}")
-    if same_fs is False:
-        who.append("it is on another filesystem than the batch")
-    elif same_fs is None and what:  # cannot tell: only an untouched inode (and ctime) vouches
-        who.append(f"device {item.dev} → {signed64(st.st_dev)}")
-    if who:
-        return "replaced", who + what
-    if not what and stat.S_ISDIR(st.st_mode) and item.ctime_ns is not None:
-        inner = _changed_inside(parent, name, st.st_dev, item.ctime_ns)
-        if inner is not None:
-            what.append(f"{os.fsdecode(inner)} inside it changed")
-    return ("changed", what) if what else ("same", [])
-
-
-def _changed_inside(parent: int, name: bytes, dev: int, since: int) -> bytes | None:
-    """The first entry below the directory ``name`` whose ctime is after ``since``, if any.
-
-    Our rename changed only the top directory's ctime; anything written, created, removed or
-    altered inside it since shows a later ctime on the entry or on its directory.
-    """
-    stack = [(open_dir_at(parent, name), b"")]
-    try:
-        while stack:
-            fd, prefix = stack.pop()
-            try:
-                with os.scandir(fd) as entries:
-                    found = [(os.fsencode(e.name), e.stat(follow_symlinks=False)) for e in entries]
-                for child, st in found:
-                    path = prefix + b"/" + child if prefix else child
-                    if st.st_ctime_ns > since:
-                        return path
-                    if stat.S_ISDIR(st.st_mode) and st.st_dev == dev:
-                        stack.append((open_dir_at(fd, child), path))
-            finally:
-                os.close(fd)
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
-    return None
-
-
-def changed_items(
-    dir_fd: int, doc: dict[str, Any] | None, *, writers: bool = False
-) -> list[tuple[ManifestItem, list[str]]]:
-    """The items the batch open at ``dir_fd`` holds that changed after they were quarantined.
-
-    Only entries that are still the very items moved there count (``check_held`` says
-    ``changed``); a replaced or missing one is the listing's and restore's business. One that
-    cannot be examined counts as changed (cannot tell is never "unchanged"), and so, with
-    ``writers``, does one a program still has open for writing (a purge would lose its next
-    writes), or of which that cannot be told.
-    """
-    if doc is None:
-        return []
-    out: list[tuple[ManifestItem, list[str]]] = []
-    for record in _held(doc, dir_fd):
-        item = ManifestItem(**record)
-        parts = item.original_raw.strip(b"/").split(b"/")
-        try:
-            parent = open_dirs_at(dir_fd, [TREE_NAME, *parts[:-1]])
-        except FileNotFoundError:
-            continue  # missing from the batch: nothing of it to destroy
-        except OSError as exc:
-            out.append((item, [f"it cannot be examined ({exc.strerror})"]))
-            continue
-        try:
-            state, what = check_held(parent, parts[-1], item, doc.get("fs"))
-            if state == "same" and writers:
-                why = tree_writer(parent, parts[-1])
-                if why:
-                    state, what = "changed", [why]
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            state, what = "changed", [f"it cannot be examined ({exc.strerror})"]
-        finally:
-            os.close(parent)
-        if state == "changed":
-            out.append((item, what))
-    return out

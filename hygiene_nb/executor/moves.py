@@ -24,10 +24,9 @@ from hygiene_nb.executor.batches import (
     claim_batch,
     claim_batch_at,
     mirror_parent,
-    note_arrival,
-    note_origin,
 )
 from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
+from hygiene_nb.executor.changes import note_arrival, note_origin
 from hygiene_nb.executor.crossdev import (
     CopyMismatch,
     Entry,

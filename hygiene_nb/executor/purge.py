@@ -31,13 +31,15 @@ from hygiene_nb.errors import (
     StoreError,
 )
 from hygiene_nb.executor.batch_access import lock_batch, open_batch
-from hygiene_nb.executor.batches import MANIFEST_NAME, TREE_NAME, batch_state, changed_items
+from hygiene_nb.executor.batches import MANIFEST_NAME, TREE_NAME
+from hygiene_nb.executor.changes import changed_items
 from hygiene_nb.executor.fileops import (
     open_dir_at,
     remove_own_empty_dir,
     remove_own_file,
     remove_tree,
 )
+from hygiene_nb.executor.listing import batch_state
 from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
 from hygiene_nb.store import Store
 

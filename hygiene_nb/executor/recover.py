@@ -28,14 +28,10 @@ from typing import Any
 
 from hygiene_nb.errors import HygieneError, UsageError
 from hygiene_nb.executor.batches import (
-    REMOVAL_INTERRUPTED,
     TREE_NAME,
     Batch,
     ManifestItem,
-    batch_dirs,
-    find_removal_leftovers,
     read_manifest,
-    removal_leftover_message,
     write_manifest,
 )
 from hygiene_nb.executor.crossdev import CopyMismatch, Unverifiable, inventory, verify_copy
@@ -47,6 +43,12 @@ from hygiene_nb.executor.fileops import (
     remove_own_empty_dir,
     remove_own_file,
 )
+from hygiene_nb.executor.leftovers import (
+    REMOVAL_INTERRUPTED,
+    find_removal_leftovers,
+    removal_leftover_message,
+)
+from hygiene_nb.executor.listing import batch_dirs
 from hygiene_nb.executor.records import ItemOutcome, Skip
 from hygiene_nb.executor.registry import known_quarantines
 from hygiene_nb.executor.reserve import reserve_name, reserved_by_a_live_run

@@ -15,7 +15,8 @@ import stat
 from pathlib import Path
 
 from hygiene_nb.errors import StoreError
-from hygiene_nb.executor.batches import QUARANTINE_NAME, BatchInfo
+from hygiene_nb.executor.batches import QUARANTINE_NAME
+from hygiene_nb.executor.listing import BatchInfo
 from hygiene_nb.store import FILE_MODE, Store, write_private_file
 
 __all__ = [

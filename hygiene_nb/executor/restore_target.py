@@ -14,7 +14,8 @@ import os
 import stat
 from typing import NoReturn
 
-from hygiene_nb.executor.batches import TREE_NAME, Batch, ManifestItem, check_held
+from hygiene_nb.executor.batches import TREE_NAME, Batch, ManifestItem
+from hygiene_nb.executor.changes import check_held
 from hygiene_nb.executor.copy_back import copied_back_before, finish_copy_back
 from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at, open_dirs_at
 from hygiene_nb.executor.filesystems import fs_identity, same_filesystem

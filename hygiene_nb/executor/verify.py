@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb.errors import ReceiptTampered
-from hygiene_nb.executor.batches import (
+from hygiene_nb.executor.batches import TREE_NAME, ManifestItem, read_manifest
+from hygiene_nb.executor.changes import check_held
+from hygiene_nb.executor.fileops import DIR_FLAGS, open_dirs_at
+from hygiene_nb.executor.leftovers import (
     REMOVAL_INTERRUPTED,
-    TREE_NAME,
-    ManifestItem,
-    check_held,
     find_removal_leftovers,
-    read_manifest,
     removal_leftover_message,
 )
-from hygiene_nb.executor.fileops import DIR_FLAGS, open_dirs_at
 from hygiene_nb.fs.fingerprint import signed64
 from hygiene_nb.receipts import read_receipt, receipt_digest
 

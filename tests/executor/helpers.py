@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.executor import Confirmation, batches, restore
+from hygiene_nb.executor import Confirmation, batches, changes, restore
 from hygiene_nb.executor.batches import (
     TREE_NAME,
+    Batch,
     ManifestItem,
     claim_batch,
     read_manifest,
@@ -301,6 +302,32 @@ PLAN_ID = "plan-20250101T000000Z-0badc0de"
 PLAN_DIGEST = "sha256:" + "0" * 64
 
 
+def new_batch(quarantine: Path) -> Batch:
+    """A new batch claimed under ``quarantine`` for the tests' plan (left open)."""
+    return claim_batch(quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=LocalFileOps())
+
+
+def made_up_item(raw: bytes, state: str) -> ManifestItem:
+    """A manifest record of a file at ``raw`` that need not exist (its numbers made up)."""
+    return ManifestItem(
+        original=os.fsdecode(raw),
+        original_b64=base64.b64encode(raw).decode(),
+        kind="file",
+        size=1,
+        tree_bytes=None,
+        dev=1,
+        inode=2,
+        mtime_ns=3,
+        plan_id=PLAN_ID,
+        state=state,
+    )
+
+
+def open_fds() -> set[str]:
+    """The file descriptors this process has open (to tell that none was left behind)."""
+    return set(os.listdir("/proc/self/fd"))
+
+
 def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
     """Move ``paths`` into a new batch the way the executor does; return the batch id."""
     ops = LocalFileOps()
@@ -314,11 +341,11 @@ def quarantine_items(store: Store, paths: Sequence[Path | bytes]) -> str:
             target = batches.mirror_parent(batch, raw, ops)
             parent = os.open(os.path.dirname(raw), DIR_FLAGS)
             try:
-                batches.note_origin(batch, item, parent)  # what the executor records (v2)
+                changes.note_origin(batch, item, parent)  # what the executor records (v2)
                 write_manifest(batch)
                 name = os.path.basename(raw)
                 ops.rename_noreplace(parent, name, target, name)
-                batches.note_arrival(item, target, name)
+                changes.note_arrival(item, target, name)
             finally:
                 os.close(parent)
                 os.close(target)

@@ -26,18 +26,15 @@ from hygiene_nb.executor.batches import (
     QUARANTINE_NAME,
     Batch,
     ManifestItem,
-    batch_dirs,
-    batch_state,
-    changed_items,
-    check_held,
     claim_batch,
-    find_removal_leftovers,
-    list_batches,
     read_manifest,
     remove_unused_batch,
     write_manifest,
 )
+from hygiene_nb.executor.changes import changed_items, check_held
 from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, LocalFileOps, open_dirs_at
+from hygiene_nb.executor.leftovers import find_removal_leftovers
+from hygiene_nb.executor.listing import batch_dirs, batch_state, list_batches
 from hygiene_nb.executor.registry import (
     QUARANTINES_NAME,
     known_quarantines,
