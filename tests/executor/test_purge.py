@@ -227,4 +227,4 @@ def test_only_purge_reaches_the_removal_routine() -> None:
                 found.add(path.relative_to(PACKAGE).as_posix())
     assert users["remove_tree"] <= {"executor/fileops.py", "executor/purge.py"}
     # the package re-exports it for the CLI; nothing else names it
-    assert users["purge_batch"] <= {"executor/purge.py", "executor/__init__.py", "cli.py"}
+    assert users["purge_batch"] <= {"executor/purge.py", "executor/__init__.py", "cli/executing.py"}

@@ -1,0 +1,28 @@
+"""The ``hygiene-nb`` command: parse options, call one library function, render the result.
+
+``app`` holds the click group, the options every command takes, and ``main``, which maps errors
+to exit codes in one place. The commands are grouped by stage: ``scanning`` (scan, snapshots,
+summary), ``deciding`` (annotate, rules, plan), ``executing`` (execute, verify, recover,
+quarantine, restore, purge; the only commands that reach the executor) and ``reporting``
+(report, suggest). Each command imports the executor, the notebooks or the query layer when it
+runs, so a command that needs none of them starts without the data libraries.
+"""
+
+from __future__ import annotations
+
+# _process before api: it sets the environment numpy reads when it loads
+from hygiene_nb import _process  # noqa: F401
+from hygiene_nb.cli.app import cli, main
+from hygiene_nb.cli.deciding import annotate, plan, rules
+from hygiene_nb.cli.executing import execute, purge, quarantine, recover, restore, verify
+from hygiene_nb.cli.reporting import report, suggest
+from hygiene_nb.cli.scanning import scan, snapshots, summary
+
+__all__ = ["cli", "main"]
+
+# in the order `hygiene-nb --help` tells them
+for _command in (
+    scan, snapshots, summary, annotate, rules, plan, execute, verify, recover, quarantine,
+    restore, purge, report, suggest,
+):  # fmt: skip
+    cli.add_command(_command)

@@ -1,0 +1,82 @@
+"""The reporting commands: ``report`` (the audit notebook) and ``suggest`` (automatic mode).
+
+Each imports its stage (the notebooks, the query layer) when it runs.
+"""
+
+from __future__ import annotations
+
+import click
+
+from hygiene_nb import render
+from hygiene_nb.cli.app import _MAX_CELL_SECONDS, _show, common_options
+
+__all__ = ["report", "suggest"]
+
+
+@click.command()
+@click.argument("root", type=click.Path())
+@click.option(
+    "--snapshot", "scan_id", metavar="ID", help="Report on this snapshot [default: latest]."
+)
+@click.option("--scan", "scan_first", is_flag=True, help="Scan ROOT first and report on that scan.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="reports",
+    show_default=True,
+    help="Reports directory; the report goes to OUT/<root-slug>/<snapshot>.html and .ipynb.",
+)
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="Categories, counts, bytes, scores, plan ids and expiry only: no path, file name, user "
+    "name or note (written to OUT/redacted/).",
+)
+@click.option(
+    "--timeout",
+    type=click.IntRange(min=1, max=_MAX_CELL_SECONDS),
+    default=900,
+    show_default=True,
+    help="Seconds any one notebook cell may run.",
+)
+@common_options
+def report(
+    root: str,
+    scan_id: str | None,
+    scan_first: bool,
+    out: str,
+    redact: bool,
+    timeout: int,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Run the audit notebook on ROOT's latest snapshot; write its .ipynb and offline .html.
+
+    The HTML has no code and draws every chart without a network. Running it again on the same
+    snapshot, rules and decisions gives the same bytes. A failing cell exits 1 and still writes
+    both files, marked where it failed. Reads the store; writes only the two report files.
+    """
+    from hygiene_nb.notebook.report import make_report
+
+    result = make_report(
+        root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
+        timeout=timeout,
+    )  # fmt: skip
+    _show(as_json, result, render.report_result(result))
+
+
+@click.command()
+@click.argument("root", type=click.Path())
+@click.option("--decline", metavar="DIGEST", help="Dismiss the suggestion shown with this digest.")
+@common_options
+def suggest(root: str, decline: str | None, store: str | None, as_json: bool) -> None:
+    """Show automatic mode's suggested plan for ROOT's latest scan, or --decline it.
+
+    Only a suggestion: it decides and moves nothing. A declined suggestion is not shown again
+    while its candidates stay the same. Turn automatic mode on per root in the store's
+    config.toml (`[roots."/abs/root"]` with `automatic = true`, `threshold = 80`).
+    """
+    from hygiene_nb.query import suggest as suggestions
+
+    result = suggestions.suggestion_for(root, store=store, decline_digest=decline)
+    _show(as_json, result, result.to_text())

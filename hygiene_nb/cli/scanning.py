@@ -1,0 +1,168 @@
+"""The scanning commands: ``scan``, ``snapshots`` (list, prune) and ``summary``.
+
+``scan`` walks a tree into a new snapshot; ``snapshots`` lists and prunes the store's scans;
+``summary`` reads one snapshot, with no rescan.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hygiene_nb import api, render
+from hygiene_nb.cli.app import _MAX_DAYS, _MAX_KEEP, _MAX_TOP, _Finite, _out, common_options
+
+__all__ = ["scan", "snapshots", "summary"]
+
+
+@click.command()
+@click.argument("root", type=click.Path())
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="Skip what matches (gitignore syntax; repeatable). Skipped entries are recorded as "
+    "excluded. ROOT/.hygieneignore is read too.",
+)
+@click.option("--one-file-system", "-x", is_flag=True, help="Do not cross into other filesystems.")
+@click.option(
+    "--max-entries",
+    type=click.IntRange(min=0, max=api.MAX_ENTRIES),
+    default=0,
+    help="Stop after N entries (0: none).",
+)
+@click.option(
+    "--max-seconds",
+    type=_Finite(min=0, max=api.MAX_SECONDS),
+    default=0,
+    help="Stop listing new directories after S seconds (0: none).",
+)
+@click.option(
+    "--threads", type=click.IntRange(min=0, max=256), default=0, help="Walker threads (0: auto)."
+)
+@click.option(
+    "--walker",
+    type=click.Choice(["auto", "c", "python"]),
+    default="auto",
+    help="The compiled walker, or the pure-Python fallback.",
+)
+@common_options
+def scan(
+    root: str,
+    excludes: tuple[str, ...],
+    one_file_system: bool,
+    max_entries: int,
+    max_seconds: float,
+    threads: int,
+    walker: str,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Scan ROOT into a new snapshot in the store.
+
+    Symlinks are recorded, never followed; fifos, sockets and devices are recorded, never opened.
+    Budgets are shared fairly by ROOT's direct children; what a budget or an unreadable
+    directory leaves out is marked partial (unknown), never counted as empty.
+    """
+    info = api.scan_root(
+        root,
+        store=store,
+        excludes=excludes,
+        one_file_system=one_file_system,
+        max_entries=max_entries,
+        max_seconds=max_seconds,
+        threads=threads,
+        walker=walker,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        progress=not as_json and sys.stderr.isatty(),  # a live line on a terminal only
+    )
+    _out(as_json, render.scan_json(info), render.render_scan(info))
+
+
+class _ListByDefault(click.Group):
+    """``snapshots [ROOT]`` lists; ``snapshots prune …`` prunes."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_ListByDefault)
+def snapshots() -> None:
+    """List the scans in the store (`snapshots [ROOT]`), or prune old ones.
+
+    `hygiene-nb snapshots [ROOT]` is `hygiene-nb snapshots list [ROOT]`; both take --store
+    and --json, as `snapshots prune` does.
+    """
+
+
+@snapshots.command("list")
+@click.argument("root", required=False)
+@common_options
+def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
+    """List scans, oldest first (only ROOT's if given)."""
+    scans = api.list_snapshots(store=store, root=root)
+    _out(as_json, render.snapshots_json(scans), render.render_snapshots(scans))
+
+
+@snapshots.command("prune")
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1, max=_MAX_KEEP),
+    help="Keep the N newest scans of each root.",
+)
+@click.option(
+    "--older-than",
+    "older_than",
+    type=_Finite(min=0, max=_MAX_DAYS),
+    metavar="DAYS",
+    help="Remove scans older than this.",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@common_options
+def snapshots_prune(
+    keep: int | None, older_than: float | None, dry_run: bool, store: str | None, as_json: bool
+) -> None:
+    """Remove old snapshots from the store; the latest of every root always stays.
+
+    This removes hygiene-nb's own snapshot files, never anything in a scanned tree.
+    """
+    removed = api.prune_snapshots(
+        store=store, keep=keep, older_than_days=older_than, dry_run=dry_run
+    )
+    _out(
+        as_json,
+        render.prune_json(removed, dry_run=dry_run),
+        render.render_prune(removed, dry_run=dry_run),
+    )
+
+
+@click.command()
+@click.argument("root", type=click.Path())
+@click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0, max=_MAX_TOP),
+    default=20,
+    show_default=True,
+    help="How many largest entries.",
+)
+@click.option(
+    "--rules",
+    type=click.Path(dir_okay=False),
+    help="A rules file (TOML) on top of the store's rules.toml.",
+)
+@common_options
+def summary(
+    root: str, scan_id: str | None, top: int, rules: str | None, store: str | None, as_json: bool
+) -> None:
+    """Summarize ROOT's latest snapshot (or --snapshot ID).
+
+    Totals, risk mix, pattern groups, staleness, the cleanliness score and the largest entries.
+
+    Computed from the snapshot: no rescan. Changing rules re-classifies at once.
+    """
+    result = api.summarize(root, store=store, scan_id=scan_id, top=top, rules=rules)
+    _out(as_json, render.summary_json(result), render.render_summary(result))
