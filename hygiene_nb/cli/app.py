@@ -19,23 +19,35 @@ from hygiene_nb import __version__, render
 from hygiene_nb.errors import HygieneError
 from hygiene_nb.render import shown
 
-__all__ = ["cli", "common_options", "main"]
+__all__ = [
+    "MAX_CELL_SECONDS",
+    "MAX_DAYS",
+    "MAX_KEEP",
+    "MAX_TOP",
+    "Finite",
+    "cli",
+    "common_options",
+    "emit",
+    "emit_result",
+    "main",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Every number an option takes is bounded (beyond, values overflow C integers or datetimes).
-_MAX_TOP = 100_000
-_MAX_KEEP = 1_000_000
-_MAX_DAYS = 36_500
-_MAX_CELL_SECONDS = 7 * 86_400
+MAX_TOP = 100_000
+MAX_KEEP = 1_000_000
+MAX_DAYS = 36_500
+MAX_CELL_SECONDS = 7 * 86_400
 
 
-class _Finite(click.FloatRange):
+class Finite(click.FloatRange):
     """A bounded float that is a number: ``nan`` passes every comparison, so it is refused."""
 
     name = "finite float range"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, or a usage error naming the option when it is out of range or NaN."""
         number = super().convert(value, param, ctx)
         if number != number:  # NaN
             self.fail(f"{value!r} is not a number.", param, ctx)
@@ -103,16 +115,17 @@ class _Result(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-def _out(as_json: bool, payload: dict[str, Any], text: str) -> None:
+def emit(as_json: bool, payload: dict[str, Any], text: str) -> None:
+    """Print ``payload`` as the one JSON object (with ``--json``), else ``text``."""
     if as_json:
         render.emit_json(payload)
     else:
         click.echo(text)
 
 
-def _show(as_json: bool, result: _Result, text: str) -> None:
+def emit_result(as_json: bool, result: _Result, text: str) -> None:
     """Print ``result`` (its JSON object, or ``text``), then exit with the code it carries."""
-    _out(as_json, result.to_json(), text)
+    emit(as_json, result.to_json(), text)
     if result.exit_code:
         raise _Exit(result.exit_code)
 

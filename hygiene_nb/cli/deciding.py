@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from hygiene_nb import api, render
-from hygiene_nb.cli.app import _out, _show, common_options
+from hygiene_nb.cli.app import common_options, emit, emit_result
 
 __all__ = ["annotate", "plan", "rules"]
 
@@ -33,7 +33,7 @@ def annotate(
     if decision is None and note is None:
         raise click.UsageError("give --decision, --note, or both.")
     result = api.annotate_paths(paths, store=store, decision=decision, note=note)
-    _show(as_json, result, render.annotate_result(result))
+    emit_result(as_json, result, render.annotate_result(result))
 
 
 @click.group()
@@ -53,7 +53,7 @@ def rules_remember(group: str, decision: str, store: str | None, as_json: bool) 
     Decisions people made are never overwritten.
     """
     filled = api.remember_rule(group, decision, store=store)
-    _out(
+    emit(
         as_json,
         render.rule_remembered_json(group, decision, filled),
         render.render_rule_remembered(group, decision, filled),
@@ -66,7 +66,7 @@ def rules_remember(group: str, decision: str, store: str | None, as_json: bool) 
 def rules_forget(group: str, store: str | None, as_json: bool) -> None:
     """Forget GROUP's rule and take back the decisions it made that nobody changed."""
     taken = api.forget_rule(group, store=store)
-    _out(
+    emit(
         as_json,
         render.rule_forgotten_json(group, taken),
         render.render_rule_forgotten(group, taken),
@@ -78,7 +78,7 @@ def rules_forget(group: str, store: str | None, as_json: bool) -> None:
 def rules_list(store: str | None, as_json: bool) -> None:
     """List remembered rules."""
     found = api.list_rules(store=store)
-    _out(as_json, render.rules_json(found), render.render_rules(found))
+    emit(as_json, render.rules_json(found), render.render_rules(found))
 
 
 @click.command()
@@ -110,4 +110,4 @@ def plan(
     A Markdown list is written beside the plan.
     """
     result = api.make_plan(root, store=store, scan_id=scan_id, out=out, ttl=ttl, rules=rules_file)
-    _show(as_json, result, render.plan_result(result))
+    emit_result(as_json, result, render.plan_result(result))

@@ -12,7 +12,7 @@ import os
 import click
 
 from hygiene_nb import api, render
-from hygiene_nb.cli.app import _out, _show, common_options
+from hygiene_nb.cli.app import common_options, emit, emit_result
 
 __all__ = ["execute", "purge", "quarantine", "recover", "restore", "verify"]
 
@@ -55,7 +55,7 @@ def execute(
     result = execute_plan(
         plan_file, store=api.existing_store(store), confirm=confirm, allow_copy=allow_copy
     )
-    _show(as_json, result, render.execute_result(result))
+    emit_result(as_json, result, render.execute_result(result))
 
 
 @click.command()
@@ -66,7 +66,7 @@ def verify(receipt: str, store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import verify_receipt
 
     result = verify_receipt(receipt)
-    _show(as_json, result, render.verify_result(result))
+    emit_result(as_json, result, render.verify_result(result))
 
 
 @click.command()
@@ -82,7 +82,7 @@ def recover(store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import recover_store
 
     result = recover_store(api.existing_store(store))
-    _show(as_json, result, render.recover_result(result))
+    emit_result(as_json, result, render.recover_result(result))
 
 
 @click.group()
@@ -97,7 +97,7 @@ def quarantine_list(store: str | None, as_json: bool) -> None:
     from hygiene_nb.executor import list_store_batches
 
     found = list_store_batches(api.existing_store(store))
-    _out(as_json, render.batches_json(found), render.batches(found))
+    emit(as_json, render.batches_json(found), render.batches(found))
 
 
 @click.command()
@@ -128,7 +128,7 @@ def restore(
         items=[os.fsencode(i) for i in items] or None,
         execute=do_execute,
     )
-    _show(as_json, result, render.restore_result(result))
+    emit_result(as_json, result, render.restore_result(result))
 
 
 @click.command()
@@ -170,4 +170,4 @@ def purge(
         include_incomplete=include_incomplete,
         include_changed=include_changed,
     )
-    _show(as_json, result, render.purge_result(result))
+    emit_result(as_json, result, render.purge_result(result))

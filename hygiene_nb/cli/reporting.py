@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from hygiene_nb import render
-from hygiene_nb.cli.app import _MAX_CELL_SECONDS, _show, common_options
+from hygiene_nb.cli.app import MAX_CELL_SECONDS, common_options, emit_result
 
 __all__ = ["report", "suggest"]
 
@@ -34,7 +34,7 @@ __all__ = ["report", "suggest"]
 )
 @click.option(
     "--timeout",
-    type=click.IntRange(min=1, max=_MAX_CELL_SECONDS),
+    type=click.IntRange(min=1, max=MAX_CELL_SECONDS),
     default=900,
     show_default=True,
     help="Seconds any one notebook cell may run.",
@@ -62,7 +62,7 @@ def report(
         root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
         timeout=timeout,
     )  # fmt: skip
-    _show(as_json, result, render.report_result(result))
+    emit_result(as_json, result, render.report_result(result))
 
 
 @click.command()
@@ -79,4 +79,4 @@ def suggest(root: str, decline: str | None, store: str | None, as_json: bool) ->
     from hygiene_nb.query import suggest as suggestions
 
     result = suggestions.suggestion_for(root, store=store, decline_digest=decline)
-    _show(as_json, result, result.to_text())
+    emit_result(as_json, result, result.to_text())

@@ -11,7 +11,7 @@ import sys
 import click
 
 from hygiene_nb import api, render
-from hygiene_nb.cli.app import _MAX_DAYS, _MAX_KEEP, _MAX_TOP, _Finite, _out, common_options
+from hygiene_nb.cli.app import MAX_DAYS, MAX_KEEP, MAX_TOP, Finite, common_options, emit
 
 __all__ = ["scan", "snapshots", "summary"]
 
@@ -35,7 +35,7 @@ __all__ = ["scan", "snapshots", "summary"]
 )
 @click.option(
     "--max-seconds",
-    type=_Finite(min=0, max=api.MAX_SECONDS),
+    type=Finite(min=0, max=api.MAX_SECONDS),
     default=0,
     help="Stop listing new directories after S seconds (0: none).",
 )
@@ -77,7 +77,7 @@ def scan(
         walker=walker,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         progress=not as_json and sys.stderr.isatty(),  # a live line on a terminal only
     )
-    _out(as_json, render.scan_json(info), render.render_scan(info))
+    emit(as_json, render.scan_json(info), render.render_scan(info))
 
 
 class _ListByDefault(click.Group):
@@ -104,19 +104,19 @@ def snapshots() -> None:
 def snapshots_list(root: str | None, store: str | None, as_json: bool) -> None:
     """List scans, oldest first (only ROOT's if given)."""
     scans = api.list_snapshots(store=store, root=root)
-    _out(as_json, render.snapshots_json(scans), render.render_snapshots(scans))
+    emit(as_json, render.snapshots_json(scans), render.render_snapshots(scans))
 
 
 @snapshots.command("prune")
 @click.option(
     "--keep",
-    type=click.IntRange(min=1, max=_MAX_KEEP),
+    type=click.IntRange(min=1, max=MAX_KEEP),
     help="Keep the N newest scans of each root.",
 )
 @click.option(
     "--older-than",
     "older_than",
-    type=_Finite(min=0, max=_MAX_DAYS),
+    type=Finite(min=0, max=MAX_DAYS),
     metavar="DAYS",
     help="Remove scans older than this.",
 )
@@ -132,7 +132,7 @@ def snapshots_prune(
     removed = api.prune_snapshots(
         store=store, keep=keep, older_than_days=older_than, dry_run=dry_run
     )
-    _out(
+    emit(
         as_json,
         render.prune_json(removed, dry_run=dry_run),
         render.render_prune(removed, dry_run=dry_run),
@@ -144,7 +144,7 @@ def snapshots_prune(
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
 @click.option(
     "--top",
-    type=click.IntRange(min=0, max=_MAX_TOP),
+    type=click.IntRange(min=0, max=MAX_TOP),
     default=20,
     show_default=True,
     help="How many largest entries.",
@@ -165,4 +165,4 @@ def summary(
     Computed from the snapshot: no rescan. Changing rules re-classifies at once.
     """
     result = api.summarize(root, store=store, scan_id=scan_id, top=top, rules=rules)
-    _out(as_json, render.summary_json(result), render.render_summary(result))
+    emit(as_json, render.summary_json(result), render.render_summary(result))
