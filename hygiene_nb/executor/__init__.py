@@ -3,6 +3,23 @@
 Only the CLI imports it (import-linter checks). ``execute_plan`` moves a plan's candidates into
 a quarantine batch; ``verify_receipt`` checks an execution; batches are listed, restored and
 purged (purge is the only destruction, and only with explicit confirmation).
+
+Its modules, by what they do:
+
+- executing a plan: ``execute`` (the run), ``authorize`` (the whole-plan checks), ``guards``
+  (each candidate at the moment of acting), ``destinations`` (where each item goes), ``moves``
+  (carrying the moves out), ``reserve`` (room for the records), ``writers`` (is anyone writing
+  to it now), ``verification`` (the project's own check around a run), ``receipt`` (the end
+  of a run), ``records`` (what became of each candidate);
+- the quarantine: ``batches`` (a batch and its manifest), ``changes`` (what is recorded of an
+  item and compared after), ``listing`` (``quarantine list``), ``registry`` (quarantines on
+  other filesystems), ``crossdev`` (items on another filesystem: the verified copy),
+  ``filesystems`` (which filesystem, across remounts), ``leftovers`` (what a stopped run left);
+- afterwards: ``verify`` (a receipt against the disk), ``recover`` (finishing a stopped run's
+  records), ``restore`` with ``batch_access``, ``restore_target``, ``copy_back`` and
+  ``restore_outcomes`` (putting items back), ``purge`` (the one destruction);
+- underneath: ``fileops`` (the only code that renames or removes a user's file), ``hooks``
+  (the checkpoints tests kill or fail the executor at).
 """
 
 from __future__ import annotations
