@@ -1,7 +1,8 @@
 """Helpers the tests share (fixtures live in conftest.py).
 
 Files made with a size, what du says, a scratch directory and a child process as another user,
-tmpfs and bind mounts that are always unmounted, and a deadline for what could hang.
+tmpfs and bind mounts that are always unmounted, an immutable file, and a deadline for what
+could hang.
 """
 
 from __future__ import annotations
@@ -79,6 +80,26 @@ def as_nobody(work: Callable[[], Any]) -> Any:
 
 
 @contextmanager
+def acting_as_nobody() -> Iterator[None]:
+    """Act as user 'nobody' in this very process for the block: its effective ids only, so
+    root's come back after (skips where the test does not run as root).
+
+    Permissions apply to what the block does, as with ``as_nobody``; unlike a forked child, the
+    code it runs is measured by coverage and raises in the test itself. Whatever the block makes
+    belongs to nobody: make it in a ``world_readable_tmpdir``.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+@contextmanager
 def tmpfs(where: Path, options: str = "size=1m") -> Iterator[Path]:
     """A small tmpfs mounted on ``where`` for the block; skips the test where that is impossible.
 
@@ -131,6 +152,27 @@ def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterato
         yield where
     finally:
         _unmount(where, mounted)
+
+
+@contextmanager
+def immutable(path: Path) -> Iterator[Path]:
+    """``path`` immutable (``chattr +i``) for the block: not even root may unlink or rename it.
+
+    Skips the test where that is impossible (not root, no chattr, a filesystem without the
+    attribute); the attribute is always cleared afterwards.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("making a file immutable needs root")
+    try:
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    except OSError as exc:
+        pytest.skip(f"chattr is not usable here ({exc})")
+    if done.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True, capture_output=True)
 
 
 def _mount_id(where: Path) -> int | None:
