@@ -99,10 +99,19 @@ class Reviewed:
 
 @dataclass(frozen=True)
 class Finding:
-    """Why an entry must stay: a code of the ``check`` stage and what was seen."""
+    r"""Why an entry must stay: a code of the ``check`` stage and what was seen.
+
+    A path in ``detail`` shows a byte that is not UTF-8 as ``\xNN``, as snapshot paths do, so
+    that a plan or a receipt can hold it (a name decoded with ``os.fsdecode`` could not be
+    written as UTF-8).
+    """
 
     code: CheckCode
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        shown = os.fsencode(self.detail).decode("utf-8", "backslashreplace")
+        object.__setattr__(self, "detail", shown)
 
 
 @dataclass
@@ -251,7 +260,7 @@ def finding_for_oserror(exc: OSError) -> Finding:
 
 def _contents_differ(planned: Fingerprint | None, fresh: Fingerprint) -> Finding | None:
     if planned is None:
-        return Finding("changed-since-review", "it was a file when it was reviewed")
+        return Finding("changed-since-review", "its contents were not fingerprinted when reviewed")
     if fresh == planned:
         return None
     return Finding(

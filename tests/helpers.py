@@ -2,7 +2,7 @@
 
 Files made with a size, what du says, a scratch directory and a child process as another user,
 this process acting as another user, tmpfs, bind and FUSE mounts that are always unmounted, a
-filesystem filled to the last byte, and a deadline for what could hang.
+filesystem filled to the last byte, an immutable file, and a deadline for what could hang.
 """
 
 from __future__ import annotations
@@ -154,6 +154,27 @@ def bind_mount(source: Path, where: Path, *, read_only: bool = False) -> Iterato
         yield where
     finally:
         _unmount(where, mounted)
+
+
+@contextmanager
+def immutable(path: Path) -> Iterator[Path]:
+    """``path`` immutable (``chattr +i``) for the block: not even root may unlink or rename it.
+
+    Skips the test where that is impossible (not root, no chattr, a filesystem without the
+    attribute); the attribute is always cleared afterwards.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("making a file immutable needs root")
+    try:
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    except OSError as exc:
+        pytest.skip(f"chattr is not usable here ({exc})")
+    if done.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True, capture_output=True)
 
 
 def _mount_id(where: Path) -> int | None:

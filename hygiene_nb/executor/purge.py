@@ -40,7 +40,7 @@ from hygiene_nb.executor.fileops import (
     remove_tree,
 )
 from hygiene_nb.executor.listing import batch_state
-from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
+from hygiene_nb.fs.mounts import MountInside, mount_id, mounted_inside, require_mount
 from hygiene_nb.store import Store
 
 __all__ = ["PURGE_ACKNOWLEDGEMENT", "PurgeResult", "purge_batch"]
@@ -297,10 +297,14 @@ def _destroy(qfd: int, fd: int, batch_id: str, temps: list[bytes]) -> dict[str, 
                 remove_own_file(fd, name)
         remove_own_empty_dir(qfd, batch_id.encode("ascii"))
     except MountInside as exc:
+        # the removal knows the mount's name only: the mount table says where it is
+        where = mounted_inside(qfd, batch_id.encode("ascii")) or (
+            f"at {os.fsdecode(exc.filename)!r} ({exc.strerror})"
+        )
         raise BatchContainsMount(
-            f"purge of batch {batch_id} stopped at a mount at {os.fsdecode(exc.filename)!r} "
-            "that appeared after it was counted; nothing under the mount was touched. Unmount "
-            f"it (`umount PATH`), then run `hygiene-nb purge {batch_id}` to see what is left."
+            f"purge of batch {batch_id} stopped at a mount that appeared after it was counted "
+            f"({where}); nothing under the mount was touched. Unmount it (`umount PATH`), then "
+            f"run `hygiene-nb purge {batch_id}` to see what is left."
         ) from exc
     except OSError as exc:
         raise StoreError(

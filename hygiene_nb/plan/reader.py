@@ -315,8 +315,6 @@ def _parse(raw: bytes) -> Any:
         raise _Bad(f"it nests deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
         raise _Bad(f"it is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise _Bad(f"it is not JSON ({type(exc).__name__})") from None
     _check_values(value)
     return value
 
@@ -325,7 +323,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        for key, _ in pairs:
+        for key, _ in pairs:  # pragma: no branch -- a key repeats, so the loop raises
             if key in seen:
                 raise _Bad(f"the key {_show(key)} appears twice in one object")
             seen.add(key)
@@ -476,9 +474,7 @@ def _abs_path(value: Any, where: str) -> str:
     path = _str(value, where, _MAX_PATH)
     if not path.startswith("/") or path.startswith("//") or os.path.normpath(path) != path:
         raise _Bad(f"{where} must be an absolute, normalized path")
-    if ".." in path.split("/"):
-        raise _Bad(f"{where} must not contain a .. component")
-    return path
+    return path  # normalized: it holds no "..", "." or empty component
 
 
 def _check_snapshot(snapshot: Any) -> None:
@@ -540,12 +536,14 @@ def _check_candidates(cands: Any, root: str) -> set[str]:
 
 
 def _check_disjoint(raws: list[tuple[bytes, int]]) -> None:
-    """No two candidates are the same path and none lies inside another (by exact bytes)."""
+    """No candidate lies inside another (by exact bytes).
+
+    No two are the same bytes either: a path's bytes give its text (``path_b64`` must decode
+    to it), and the same text twice was refused already.
+    """
     # With "/" sorting lowest, everything inside a path comes right after it.
     raws.sort(key=lambda pair: pair[0].replace(b"/", b"\x00"))
     for (prev, i), (cur, j) in itertools.pairwise(raws):
-        if cur == prev:
-            raise _Bad(f"candidates[{i}] and candidates[{j}] are the same path")
         if cur.startswith(prev + b"/"):
             raise _Bad(f"candidates[{j}] lies inside candidates[{i}]; a plan folds nested ones")
 
@@ -588,10 +586,12 @@ def _check_raw_path(value: Any, where: str, text: str) -> bytes:
 
 
 def _check_raw_inside(raw: bytes, where: str, root_raw: bytes) -> None:
-    if b"\x00" in raw or b".." in raw.split(b"/"):
-        raise _Bad(f"{where} must not contain NUL or a .. component")
-    if not raw.startswith(b"/") or raw.startswith(b"//") or os.path.normpath(raw) != raw:
-        raise _Bad(f"{where} must be an absolute, normalized path")
+    r"""The exact bytes lie strictly inside the root's (whose text names the bytes it encodes).
+
+    Their display form is the path, already checked: decoding keeps every ASCII byte (NUL,
+    "/" and "." among them) and shows each invalid one as ``\xNN``, so the bytes have the
+    text's components: no NUL, and no "..", "." or empty one.
+    """
     if raw == root_raw or not raw.startswith(root_raw.rstrip(b"/") + b"/"):
         raise _Bad(f"{where} must lie strictly inside root.path")
 

@@ -1,19 +1,22 @@
 """Helpers the executor tests share (fixtures live in conftest.py).
 
-Plans and confirmations from a world, children that execute a plan and are killed, runs stopped
-in this process at a checkpoint, where the bytes of each file are after it, a batch's manifest
-and layout, batches filled directly the way the executor fills them, and a rename that fails.
+Plans and confirmations from a world, plans forged and registered by editing the ledger,
+children that execute a plan and are killed, runs stopped in this process at a checkpoint,
+where the bytes of each file are after it, a batch's manifest and layout, batches filled
+directly the way the executor fills them, and a rename that fails.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import errno
 import hashlib
 import json
 import os
 import secrets
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -34,7 +37,8 @@ from hygiene_nb.executor.batches import (
     write_manifest,
 )
 from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, LocalFileOps
-from hygiene_nb.fs.fingerprint import kind_of_mode, signed64
+from hygiene_nb.fs.fingerprint import fingerprint, kind_of_mode, signed64, walk_subtree
+from hygiene_nb.plan.schema import plan_digest
 from hygiene_nb.store import Store
 
 # -- plans, and executions killed in a child -------------------------------------------------------
@@ -78,6 +82,47 @@ def configure(world: dict[str, Path], verify: str, timeout: float = 60) -> None:
     (store / "config.toml").write_text(
         f'[roots."{world["root"]}"]\nverify = {verify}\nverify_timeout = {timeout}\n'
     )
+
+
+def forge_plan(base: api.PlanResult, store: Path, targets: list[Path]) -> dict[str, Any]:
+    """A plan for ``targets`` (files or directories, each exactly as it is on disk now) sealed
+    with a fresh digest and registered by editing the ledger, as no ``hygiene-nb plan`` would.
+
+    Returns ``path`` (the plan file) and ``doc`` (its content).
+    """
+    doc = json.loads(Path(base.plan_path).read_text())
+    template = doc["candidates"][0]
+    root = os.fsencode(doc["root"]["path"])
+    doc["candidates"] = []
+    for target in targets:
+        st = os.lstat(target)
+        cand = {**template, "path": str(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                "ctime_ns": st.st_ctime_ns, "inode": st.st_ino, "dev": st.st_dev,
+                "nlink": st.st_nlink, "kind": "file", "tree_bytes": None, "tree_alloc": None,
+                "tree_files": None, "fingerprint": None}  # fmt: skip
+        if stat.S_ISDIR(st.st_mode):
+            found = fingerprint(walk_subtree(root, os.fsencode(target)))
+            cand.update(kind="dir", tree_bytes=found.bytes, tree_alloc=found.bytes,
+                        tree_files=found.count, fingerprint=dataclasses.asdict(found))  # fmt: skip
+        doc["candidates"].append(cand)
+    doc["summary"]["candidates"] = len(targets)
+    doc["folded"], doc["summary"]["folded"] = [], 0
+    doc["plan_id"] = "plan-20260101T000000Z-0b0b0b0b"
+    doc["plan_digest"] = plan_digest(doc)
+    forged = Path(doc["root"]["path"]).parent / "forged.json"
+    forged.write_text(json.dumps(doc))
+    forged.chmod(0o600)
+    db = sqlite3.connect(Store(store).ledger)  # registered by hand, not by `hygiene-nb plan`
+    with db:
+        db.execute(
+            "INSERT INTO plans (plan_id, plan_digest, root, scan_id, path, created_at,"
+            " expires_at, candidates, reclaim_bytes, state)"
+            " VALUES (?, ?, ?, 's', ?, ?, ?, ?, 0, 'issued')",
+            (doc["plan_id"], doc["plan_digest"], doc["root"]["path"], str(forged),
+             doc["created_at"], doc["expires_at"], len(targets)),
+        )  # fmt: skip
+    db.close()
+    return {"path": str(forged), "doc": doc}
 
 
 KILLER = """

@@ -27,8 +27,17 @@ from hygiene_nb.errors import (
     PlanUnreadable,
     PlanUntrusted,
 )
-from hygiene_nb.plan.reader import MAX_PLAN_BYTES, LoadedPlan, load_plan, validate_plan
+from hygiene_nb.executor import Confirmation, execute_plan
+from hygiene_nb.plan.reader import (
+    MAX_CANDIDATES,
+    MAX_PLAN_BYTES,
+    LoadedPlan,
+    load_plan,
+    validate_plan,
+)
 from hygiene_nb.plan.schema import plan_digest
+from hygiene_nb.store import Store
+from tests.executor.helpers import snapshot
 from tests.helpers import write
 
 Plan = dict[str, Any]
@@ -89,6 +98,17 @@ def code_of(path: Path) -> str:
     with pytest.raises(HygieneError) as info:
         load_plan(path)
     return info.value.code
+
+
+def refused_by_execute(path: Path, tmp_path: Path) -> HygieneError:
+    """Execute ``path`` fully confirmed: the error it is refused with (nothing under
+    ``tmp_path``, the root and the store among it, changed)."""
+    before = snapshot(tmp_path)
+    confirm = Confirmation("plan-20260101T000000Z-00000000", "sha256:" + "0" * 64, "quarantine")
+    with pytest.raises(HygieneError) as info:
+        execute_plan(path, store=Store(tmp_path / "store"), confirm=confirm)
+    assert snapshot(tmp_path) == before
+    return info.value
 
 
 # -- a real plan -------------------------------------------------------------------------------
@@ -190,6 +210,41 @@ def test_a_plan_larger_than_the_cap_is_malformed_without_reading_it(tmp_path: Pa
         load_plan(big)
 
 
+def test_a_link_swapped_for_a_file_between_look_and_open_is_untrusted(
+    made: tuple[Path, Plan], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name was a symlink when looked at and a regular file when opened: still refused."""
+    link = tmp_path / "link.json"
+    link.symlink_to(made[0])
+    ours = save(tmp_path / "ours.json", made[0].read_bytes())  # trusted: ours, 0600
+    real_open = os.open
+
+    def swap_then_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        os.rename(ours, link)  # the file takes the link's name
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    with pytest.raises(PlanUntrusted, match="symlink"):
+        load_plan(link)
+    assert stat.S_ISREG(os.lstat(link).st_mode)  # what it opened was the file, and refused
+
+
+def test_a_plan_that_fails_to_read_is_unreadable(tmp_path: Path) -> None:
+    # A regular file of ours, mode 0600, whose first read fails: the kernel answers EIO for
+    # the unmapped page 0 of this process's memory.
+    assert code_of(Path("/proc/self/mem")) == "plan-unreadable"
+    assert refused_by_execute(Path("/proc/self/mem"), tmp_path).code == "plan-unreadable"
+
+
+def test_a_plan_that_outgrows_the_cap_while_read_is_malformed(tmp_path: Path) -> None:
+    # A regular file of ours whose size says 0 and which reads as far more than the cap (8
+    # bytes per page of the address space): what is read counts, not what fstat said.
+    assert os.stat("/proc/self/pagemap").st_size < MAX_PLAN_BYTES
+    with pytest.raises(PlanMalformed, match="larger than") as info:
+        load_plan("/proc/self/pagemap")
+    assert info.value.code == "plan-malformed"
+
+
 def test_refusal_exit_codes_follow_the_contract() -> None:
     assert PlanMalformed("x").exit_code == 2
     assert PlanUnreadable("x").exit_code == 2
@@ -257,6 +312,7 @@ def test_byte_level_defects_are_malformed(
     assert info.value.code == "plan-malformed"
     assert says in info.value.message
     assert info.value.message.endswith("export a new plan with `hygiene-nb plan ROOT`.")
+    assert refused_by_execute(path, tmp_path).code == "plan-malformed"
 
 
 # -- structure ---------------------------------------------------------------------------------
@@ -320,6 +376,28 @@ def _b64_of(raw: Callable[[Plan], bytes]) -> Edit:
 
 def _del(getter: Callable[[Plan], dict[str, Any]], key: str) -> Edit:
     return lambda plan: getter(plan).pop(key) and None
+
+
+def _workspace(plan: Plan, **changes: Any) -> dict[str, Any]:
+    """A reference_check record as the planner writes one, with ``changes``."""
+    return {
+        "workspace": _root(plan), "complete": True, "files_seen": 3, "text_files_read": 2,
+        "text_bytes_read": 100, "binary_files_skipped": 0, "reason": "", **changes,
+    }  # fmt: skip
+
+
+def _only_under_a_backslash_root(plan: Plan) -> None:
+    """Root ``.../bad/n-\\xff`` in text (a real backslash), one candidate below the real byte.
+
+    Its text lies inside the root's, its bytes (``n-`` and byte 0xff) do not: the root's text
+    names the bytes it encodes, a backslash and ``xff``.
+    """
+    inner = _b64(plan)
+    raw = base64.b64decode(inner["path_b64"]) + b"/x"
+    inner.update(path=inner["path"] + "/x", path_b64=base64.b64encode(raw).decode())
+    plan["root"]["path"] = inner["path"].rsplit("/", 1)[0]
+    plan.update(candidates=[inner], folded=[], excluded=[])
+    plan["summary"].update(candidates=1, folded=0, excluded=0)
 
 
 STRUCT_CASES: dict[str, tuple[Edit, str]] = {
@@ -408,6 +486,18 @@ STRUCT_CASES: dict[str, tuple[Edit, str]] = {
     ),
     "summary-count-wrong": (_set("summary", "candidates", value=99), "summary.candidates"),
     "summary-negative": (_set("summary", "reclaim_bytes", value=-5), "summary.reclaim_bytes"),
+    "workspace-complete-not-a-bool": (
+        lambda p: p.update(reference_check=[_workspace(p, complete="yes")]),
+        "reference_check[0].complete must be true or false",
+    ),
+    "workspace-relative": (
+        lambda p: p.update(reference_check=[_workspace(p, workspace="web")]),
+        "reference_check[0].workspace must be an absolute",
+    ),
+    "bytes-outside-a-root-named-with-a-backslash": (
+        _only_under_a_backslash_root,
+        "candidates[0].path_b64 must lie strictly inside root.path",
+    ),
 }
 
 
@@ -424,6 +514,7 @@ def test_structural_defects_are_malformed_even_with_a_fresh_digest(
     assert info.value.code == "plan-malformed", info.value.message
     assert says in info.value.message, info.value.message
     assert info.value.message.endswith("export a new plan with `hygiene-nb plan ROOT`.")
+    assert refused_by_execute(path, tmp_path).code == "plan-malformed"
 
 
 def test_a_digest_of_the_wrong_shape_is_malformed(made: tuple[Path, Plan], tmp_path: Path) -> None:
@@ -440,6 +531,52 @@ def test_validate_plan_refuses_the_same_defects_without_a_file(made: tuple[Path,
         validate_plan(plan)
     with pytest.raises(PlanMalformed, match="NUL"):
         validate_plan({**made[1], "store": "/x\x00"})
+
+
+def test_validate_plan_refuses_a_key_that_is_not_a_string(made: tuple[Path, Plan]) -> None:
+    # a document built in Python, not read from JSON: no check expects it, the net refuses it
+    odd: dict[Any, Any] = {**made[1], 1: "one"}
+    with pytest.raises(PlanMalformed, match=r"unexpected shape \(TypeError\)"):
+        validate_plan(odd)
+
+
+def test_whatever_a_check_misses_is_malformed_never_a_traceback(
+    made: tuple[Path, Plan], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every JSON shape meets a check first (the fuzz test says so); should one not, the
+    error it raises is still a refusal with the plan's code."""
+
+    def missed(plan: Any) -> str:
+        raise KeyError("a shape no check expected")
+
+    monkeypatch.setattr("hygiene_nb.plan.reader.plan_digest", missed)
+    with pytest.raises(PlanMalformed, match=r"unexpected shape \(KeyError\)") as info:
+        load_plan(made[0])
+    assert info.value.code == "plan-malformed"
+    assert refused_by_execute(made[0], tmp_path).code == "plan-malformed"
+
+
+def test_more_candidates_than_the_cap_are_malformed(
+    made: tuple[Path, Plan], tmp_path: Path
+) -> None:
+    plan = copy.deepcopy(made[1])
+    plan["candidates"] = []
+    head = json.dumps(plan, separators=(",", ":")).encode()
+    many = b"[" + b",".join([b"null"] * (MAX_CANDIDATES + 1)) + b"]"  # 50 MB: under the cap
+    path = save(tmp_path / "many.json", head.replace(b'"candidates":[]', b'"candidates":' + many))
+    refused = refused_by_execute(path, tmp_path)  # read once: it takes seconds
+    assert refused.code == "plan-malformed"
+    assert f"more than {MAX_CANDIDATES} candidates" in refused.message
+
+
+def test_a_plan_without_a_reference_check_record_loads(
+    made: tuple[Path, Plan], tmp_path: Path
+) -> None:
+    # the key is optional: plans written before the reference check have none
+    plan = copy.deepcopy(made[1])
+    del plan["reference_check"]
+    loaded = load_plan(save(tmp_path / "older.json", dump(plan)))
+    assert "reference_check" not in loaded.plan and loaded.parsed.plan_id == plan["plan_id"]
 
 
 def test_a_candidate_with_negative_mtime_or_int64_inode_is_accepted(

@@ -79,6 +79,23 @@ def test_a_baseline_that_times_out_refuses(world: dict[str, Path]) -> None:
     assert (world["root"] / "web" / "app.log").exists()
 
 
+def test_a_verify_command_that_cannot_start_fails_the_baseline(
+    world: dict[str, Path], tmp_path: Path
+) -> None:
+    plan = make_plan(world, "web/app.log")
+    missing = tmp_path / "not-installed" / "pytest"
+    configure(world, f'[["{missing}", "-q"]]')
+    store = Store(world["store"])
+    before = snapshot_of(world["root"])
+    with pytest.raises(HygieneError) as refused:
+        execute_plan(plan.plan_path, store=store, confirm=confirm_for(plan))
+    assert refused.value.code == "baseline-failed"
+    assert f"could not start '{missing}'" in refused.value.message
+    assert "No such file or directory" in refused.value.message
+    assert snapshot_of(world["root"]) == before
+    assert plan_state(world, plan.plan_id) == "issued"
+
+
 def test_a_failing_after_run_rolls_everything_back_and_the_receipt_says_so(
     world: dict[str, Path],
 ) -> None:

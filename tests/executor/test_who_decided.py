@@ -10,13 +10,13 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from hygiene_nb import api
 from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.ledger import Ledger, display_path
 from hygiene_nb.plan.schema import plan_digest
 from hygiene_nb.store import Store
+from tests.executor.helpers import forge_plan
 from tests.helpers import write
 
 
@@ -87,36 +87,6 @@ def test_a_rule_made_decision_is_marked_in_the_plan_its_markdown_and_the_dry_run
     assert {m.path: m.decided_by for m in dry.moved} == by
 
 
-def _forge(base: api.PlanResult, store: Path, root: Path, targets: list[Path]) -> dict[str, Any]:
-    """A plan for ``targets`` sealed with a fresh digest and registered by editing the ledger."""
-    doc = json.loads(Path(base.plan_path).read_text())
-    template = doc["candidates"][0]
-    doc["candidates"] = []
-    for target in targets:
-        st = os.lstat(target)
-        doc["candidates"].append(
-            {**template, "path": str(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-             "ctime_ns": st.st_ctime_ns, "inode": st.st_ino, "dev": st.st_dev, "nlink": st.st_nlink}
-        )  # fmt: skip
-    doc["summary"]["candidates"] = len(targets)
-    doc["plan_id"] = "plan-20260101T000000Z-0b0b0b0b"
-    doc["plan_digest"] = plan_digest(doc)
-    forged = root.parent / "forged.json"
-    forged.write_text(json.dumps(doc))
-    forged.chmod(0o600)
-    db = sqlite3.connect(Store(store).ledger)  # registered by hand, not by `hygiene-nb plan`
-    with db:
-        db.execute(
-            "INSERT INTO plans (plan_id, plan_digest, root, scan_id, path, created_at,"
-            " expires_at, candidates, reclaim_bytes, state)"
-            " VALUES (?, ?, ?, 's', ?, ?, ?, ?, 0, 'issued')",
-            (doc["plan_id"], doc["plan_digest"], doc["root"]["path"], str(forged),
-             doc["created_at"], doc["expires_at"], len(targets)),
-        )  # fmt: skip
-    db.close()
-    return {"path": str(forged), "doc": doc}
-
-
 def test_a_plan_registered_by_editing_the_ledger_cannot_move_home_dot_files(
     tmp_path: Path,
 ) -> None:
@@ -129,7 +99,7 @@ def test_a_plan_registered_by_editing_the_ledger_cannot_move_home_dot_files(
     api.annotate([str(junk)], store=store, decision="delete")
     base = api.make_plan(home, store=store)
     assert base.candidates == 1  # the person's decision; .bashrc was never planned
-    forged = _forge(base, store, home, [bashrc, settings])
+    forged = forge_plan(base, store, [bashrc, settings])
     doc = forged["doc"]
     confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
 
@@ -156,7 +126,7 @@ def test_a_registered_plan_whose_candidate_an_agent_decided_moves_nothing(
     log = root / "web" / "app.log"
     api.annotate([str(log)], store=store, decision="delete")
     base = api.make_plan(root, store=store)
-    forged = _forge(base, store, root, [log])
+    forged = forge_plan(base, store, [log])
     doc = forged["doc"]
     doc["candidates"][0]["decided_by"] = "agent"
     doc["plan_digest"] = plan_digest(doc)
