@@ -10,7 +10,7 @@ stages and hold no logic of their own. By noun, in the order of the pipeline:
   confidence) and ``summarize``.
 - ``decisions``: a person's decisions (``annotate``, ``annotate_paths``, ``annotations_at``,
   ``stale_decisions``).
-- ``rules``: the remembered rules (``remember_rule``, ``forget_rule``, ``list_rules``,
+- ``remembered``: the remembered rules (``remember_rule``, ``forget_rule``, ``list_rules``,
   ``apply_remembered_rules``).
 - ``plans``: ``preview_plan`` and ``make_plan``, which re-checks the disk and the references
   before it writes the plan file; ``within``.
@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     from hygiene_nb.api.plans import make_plan as make_plan
     from hygiene_nb.api.plans import preview_plan as preview_plan
     from hygiene_nb.api.plans import within as within
-    from hygiene_nb.api.rules import apply_remembered_rules as apply_remembered_rules
-    from hygiene_nb.api.rules import forget_rule as forget_rule
-    from hygiene_nb.api.rules import list_rules as list_rules
-    from hygiene_nb.api.rules import remember_rule as remember_rule
+    from hygiene_nb.api.remembered import apply_remembered_rules as apply_remembered_rules
+    from hygiene_nb.api.remembered import forget_rule as forget_rule
+    from hygiene_nb.api.remembered import list_rules as list_rules
+    from hygiene_nb.api.remembered import remember_rule as remember_rule
     from hygiene_nb.api.scan import Progress as Progress
     from hygiene_nb.api.scan import scan_root as scan_root
     from hygiene_nb.api.snapshots import StoreArg as StoreArg
@@ -86,10 +86,10 @@ _WHERE = {
     "annotate_paths": "decisions",
     "annotations_at": "decisions",
     "stale_decisions": "decisions",
-    "apply_remembered_rules": "rules",
-    "forget_rule": "rules",
-    "list_rules": "rules",
-    "remember_rule": "rules",
+    "apply_remembered_rules": "remembered",
+    "forget_rule": "remembered",
+    "list_rules": "remembered",
+    "remember_rule": "remembered",
     "PlanResult": "plans",
     "make_plan": "plans",
     "preview_plan": "plans",

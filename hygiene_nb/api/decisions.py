@@ -1,8 +1,8 @@
-"""A person's decisions: annotate paths, find stale decisions, and the remembered rules.
+"""A person's decisions: annotate paths, read them back, find the stale ones.
 
 Each decision records the snapshot and the entry's digest it was made on, so a plan can tell a
-decision on what changed since; a remembered rule fills the decision of a pattern group's
-unannotated entries (``by: rule``).
+decision on what changed since. The remembered rules, which fill the decision of a pattern
+group's unannotated entries (``by: rule``), are in ``hygiene_nb.api.remembered``.
 """
 
 from __future__ import annotations

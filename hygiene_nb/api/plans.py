@@ -23,7 +23,6 @@ from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.ledger import IssuedPlan, Ledger
 from hygiene_nb.plan.document import (
-    DEFAULT_TTL,
     Exclusion,
     Selection,
     assemble_plan,
@@ -32,6 +31,7 @@ from hygiene_nb.plan.document import (
     selection_summary,
 )
 from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
+from hygiene_nb.plan.schema import DEFAULT_TTL
 from hygiene_nb.recheck import Rechecker, Reviewed, acting_protection
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan

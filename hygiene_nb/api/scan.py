@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from hygiene_nb import __version__
 from hygiene_nb.api.bounds import MAX_ENTRIES, MAX_SECONDS, check_bounded
-from hygiene_nb.api.rules import apply_remembered_rules
+from hygiene_nb.api.remembered import apply_remembered_rules
 from hygiene_nb.api.snapshots import StoreArg, open_store
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options

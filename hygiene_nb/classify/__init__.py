@@ -1,8 +1,10 @@
 """The classify stage: each entry of a snapshot gets a risk, a rule, a claim, a confidence.
 
-``rules`` holds the rule table and user rules, ``protect`` what is never removable (keys, VCS
-data, a home's configuration, system directories), ``classification`` applies both to a
-snapshot's table, and ``summary`` totals it (risk mix, reclaimable bytes).
+``rules`` holds the built-in rule table and the user's rules from ``rules.toml`` (the rules
+remembered in the ledger are ``hygiene_nb.api.remembered``), ``protect`` what is never
+removable (credentials and keys, version-control data and git-tracked files, keep markers,
+homes and their configuration, the store, system directories), ``classification`` applies both
+to a snapshot's table, and ``summary`` totals it (risk mix, reclaimable bytes).
 """
 
 __all__: list[str] = []

@@ -10,6 +10,7 @@ import click
 
 from hygiene_nb import api, render
 from hygiene_nb.cli.app import common_options, emit, emit_result
+from hygiene_nb.plan.schema import DEFAULT_TTL
 
 __all__ = ["annotate", "plan", "rules"]
 
@@ -87,7 +88,7 @@ def rules_list(store: str | None, as_json: bool) -> None:
 @click.option(
     "--ttl",
     type=click.IntRange(min=1, max=api.MAX_TTL),
-    default=1800,
+    default=DEFAULT_TTL,
     show_default=True,
     help="Seconds valid.",
 )

@@ -27,7 +27,6 @@ from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
-    "DEFAULT_TTL",
     "Exclusion",
     "Selection",
     "SnapshotIndex",
@@ -38,7 +37,6 @@ __all__ = [
     "selection_summary",
 ]
 
-DEFAULT_TTL = 1800
 
 # code → what it means and what to do next (the message names the entry's specifics first).
 

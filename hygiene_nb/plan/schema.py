@@ -1,7 +1,8 @@
 """What a plan file is, apart from how one is built: its schema name, its digest, its codes.
 
 The builder (``hygiene_nb.plan.document``) and the reader (``hygiene_nb.plan.reader``) both
-hash a plan here, so the two cannot disagree on its bytes; nothing here reads a snapshot, so
+hash a plan here, so the two cannot disagree on its bytes; the CLI reads the default lifetime
+here; nothing here reads a snapshot, so
 the executor, which only reads plans, loads no Parquet library.
 """
 
@@ -14,9 +15,11 @@ from typing import Any
 
 from hygiene_nb.codes import texts_for
 
-__all__ = ["EXCLUSIONS", "PLAN_SCHEMA", "canonical_json", "plan_digest"]
+__all__ = ["DEFAULT_TTL", "EXCLUSIONS", "PLAN_SCHEMA", "canonical_json", "plan_digest"]
 
 PLAN_SCHEMA = "hygiene-nb/plan@1"
+
+DEFAULT_TTL = 1800  # seconds a plan is valid unless asked otherwise (`hygiene-nb plan --ttl`)
 
 EXCLUSIONS = texts_for("plan")  # code → what it means and what to do (``codes``)
 
