@@ -5,8 +5,9 @@ to exit codes in one place. The commands are grouped by stage: ``scanning`` (sca
 summary), ``deciding`` (annotate, rules, plan), ``executing`` (execute, verify, recover,
 quarantine, restore, purge; the only commands that reach the executor) and ``reporting``
 (report, suggest: the HTML report and the tidying suggestions; ``summary`` is in ``scanning``).
-The text and JSON each command prints come from ``hygiene_nb.render``. Each command imports the executor, the notebooks or the query layer when it
-runs, so a command that needs none of them starts without the data libraries.
+The text and JSON each command prints come from ``hygiene_nb.render``. Each command imports the
+executor, the notebooks or the query layer when it runs, so a command that needs none of them
+starts without the data libraries.
 """
 
 from __future__ import annotations
