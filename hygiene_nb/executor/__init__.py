@@ -3,6 +3,7 @@
 Only the CLI imports it (import-linter checks). ``execute_plan`` moves a plan's candidates into
 a quarantine batch; ``verify_receipt`` checks an execution; batches are listed, restored and
 purged (purge is the only destruction, and only with explicit confirmation).
+``list_store_batches``, defined here, joins the registry's problems to the batches it lists.
 
 Its modules, by what they do:
 
