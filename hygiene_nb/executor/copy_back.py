@@ -17,14 +17,12 @@ import secrets
 from hygiene_nb.executor.batches import Batch, ManifestItem, write_manifest
 from hygiene_nb.executor.crossdev import (
     CopyMismatch,
-    Entry,
-    Unverifiable,
     copy_verified,
-    inventory,
     verified_identities,
     verify_copy,
 )
 from hygiene_nb.executor.fileops import FileOps, remove_original_after_verified_copy
+from hygiene_nb.executor.inventory import Entry, Unverifiable, inventory
 from hygiene_nb.executor.restore_outcomes import OCCUPIED, Block, Left, record
 from hygiene_nb.fs.fingerprint import signed64
 

@@ -1,54 +1,37 @@
-"""Items on another filesystem than the store (docs/executor.md).
+"""Items on another filesystem, copied into the store's quarantine and verified (docs/executor.md).
 
-First choice: a quarantine directory ``.hygiene-nb-quarantine`` at the top of the item's own
-mount, so that the move stays a no-replace rename (a rename never crosses a mount, not even a
-bind mount of the same filesystem). The top is found by walking up from the item's parent
-handle through ``..`` until the mount (its mount id, or the device) changes; the directory is
-created 0700, or if it exists it must be a real directory (never a symlink) on that mount, owned
-by us and closed to group and others (else ``quarantine-untrusted``).
-
-Only when that quarantine cannot be used (not writable, read-only, not registrable) and the
-person passed ``--allow-copy``, an item is copied into the store's quarantine instead: copy →
-verify (count, bytes, extended attributes and ACLs, and a SHA-256 of every file, read back from
-both sides) → only then unlink the original through
-``fileops.remove_original_after_verified_copy`` (which refuses an original someone still
-writes to, ``in-use``, or that changed since, ``changed-since-review``). A tree holding a symlink,
-a hard link, a special file or a mount, or an extended attribute the copy's filesystem cannot
-keep, is not verifiable and stays where it is (``copy-unverifiable``). There is never a moment
-with zero copies.
+Only when the quarantine at the top of the item's own filesystem (``volume``) cannot be used
+(not writable, read-only, not registrable) and the person passed ``--allow-copy``, an item is
+copied into the store's quarantine instead: copy → verify (count, bytes, extended attributes and
+ACLs, and a SHA-256 of every file, read back from both sides) → only then unlink the original
+through ``fileops.remove_original_after_verified_copy`` (which refuses an original someone still
+writes to, ``in-use``, or that changed since, ``changed-since-review``). A tree holding a
+symlink, a hard link, a special file or a mount (``inventory``), or an extended attribute the
+copy's filesystem cannot keep, is not verifiable and stays where it is (``copy-unverifiable``).
+There is never a moment with zero copies.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 from hygiene_nb.codes import texts_for
-from hygiene_nb.executor.batches import QUARANTINE_NAME
-from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, Verified, open_dir_at
+from hygiene_nb.executor.fileops import FileOps, Verified, open_dir_at
 from hygiene_nb.executor.guards import Skip
+from hygiene_nb.executor.inventory import Entry, Unverifiable, inventory
 from hygiene_nb.fs.mounts import MountInside, mount_id, require_mount
 
 __all__ = [
     "CROSSDEV_HINTS",
     "CopyMismatch",
-    "Entry",
-    "QuarantineUntrusted",
-    "Unverifiable",
-    "VolumeQuarantine",
     "altered_modes",
     "copy_mode",
     "copy_verified",
     "crossdev_skip",
-    "inventory",
-    "open_volume_quarantine",
-    "predict_volume_quarantine",
     "verified_identities",
     "verify_copy",
 ]
@@ -66,253 +49,8 @@ def crossdev_skip(path: str, code: str, detail: str = "") -> Skip:
     return Skip(path, code, text[:1].upper() + text[1:] + ".")
 
 
-class QuarantineUntrusted(Exception):
-    """The quarantine at the top of a filesystem exists but must not be used."""
-
-
-class Unverifiable(Exception):
-    """A tree whose copy could not be verified (a link, a special file, a mount)."""
-
-
 class CopyMismatch(Exception):
     """The copy does not match the original, or the original changed while copying."""
-
-
-@dataclass
-class VolumeQuarantine:
-    """An open, checked ``.hygiene-nb-quarantine`` at the top of one filesystem."""
-
-    path: Path
-    fd: int
-    dev: int
-
-    def close(self) -> None:
-        """Close its directory handle."""
-        os.close(self.fd)
-
-
-def _top_of_filesystem(parent_fd: int) -> tuple[int, int]:
-    """(a handle on the top directory of ``parent_fd``'s mount, levels climbed).
-
-    Raises:
-        MountInside: the mount of a directory on the way cannot be told.
-    """
-    fd = os.dup(parent_fd)
-    levels = 0
-    try:
-        mount = mount_id(fd)
-        if mount is None:
-            raise MountInside(b".", "it cannot be told which mount it is on")
-        while True:
-            here = os.fstat(fd)
-            up = os.open(b"..", DIR_FLAGS, dir_fd=fd)
-            there = os.fstat(up)
-            if there.st_dev != here.st_dev or there.st_ino == here.st_ino or mount_id(up) != mount:
-                os.close(up)
-                return fd, levels
-            os.close(fd)
-            fd = up
-            levels += 1
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def open_volume_quarantine(parent_fd: int, parent_path: bytes, ops: FileOps) -> VolumeQuarantine:
-    """Open (creating it 0700 if absent) the quarantine at the top of ``parent_fd``'s filesystem.
-
-    ``parent_path`` is the absolute path of ``parent_fd`` (reached from the plan's root without
-    following a link); the quarantine's path is derived from it and checked against the handle.
-
-    Raises:
-        QuarantineUntrusted: it exists but is a symlink, not a directory, not on that
-            filesystem, not ours or open to group or others; or the top is writable by others
-            without the sticky bit; or its path does not lead to it.
-        OSError: it cannot be created or opened (read-only, no permission…): unusable.
-    """
-    path, qfd, top = _volume_quarantine(parent_fd, parent_path, ops)
-    assert qfd is not None  # with ops, it exists now or OSError was raised
-    return VolumeQuarantine(path, qfd, top.st_dev)
-
-
-def predict_volume_quarantine(parent_fd: int, parent_path: bytes) -> Path:
-    """Where ``open_volume_quarantine`` would put an item, found without changing anything.
-
-    For the dry run: the quarantine at the top of ``parent_fd``'s filesystem, if it exists and
-    is trusted, or if it could be created there (the top is writable by us on a writable
-    filesystem).
-
-    Raises:
-        QuarantineUntrusted: as ``open_volume_quarantine`` would.
-        OSError: no batch could be made there (``EROFS``, ``EACCES``).
-    """
-    path, qfd, _ = _volume_quarantine(parent_fd, parent_path, None)
-    if qfd is not None:
-        os.close(qfd)
-    return path
-
-
-def _volume_quarantine(
-    parent_fd: int, parent_path: bytes, ops: FileOps | None
-) -> tuple[Path, int | None, os.stat_result]:
-    """(path, handle, the top's stat) of the quarantine at the top of the filesystem.
-
-    With ``ops`` None nothing is changed, and a missing quarantine that could be made gives no
-    handle.
-    """
-    top_fd, levels = _top_of_filesystem(parent_fd)
-    try:
-        top = os.fstat(top_fd)
-        top_mount = mount_id(top_fd)
-        top_path = parent_path
-        for _ in range(levels):
-            top_path = os.path.dirname(top_path)
-        if top.st_mode & 0o002 and not top.st_mode & stat.S_ISVTX:
-            raise QuarantineUntrusted(f"{os.fsdecode(top_path)} is writable by anyone, not sticky")
-        name = QUARANTINE_NAME.encode()
-        path = Path(os.fsdecode(os.path.join(top_path, name)))
-        if ops is not None:
-            with contextlib.suppress(FileExistsError):
-                ops.make_dir(top_fd, name)
-        elif os.fstatvfs(top_fd).f_flag & os.ST_RDONLY:  # no batch could be made in it
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
-        try:
-            qfd = open_dir_at(top_fd, name)
-        except FileNotFoundError:
-            if ops is not None:
-                raise
-            if not os.access(".", os.W_OK | os.X_OK, dir_fd=top_fd, effective_ids=True):
-                raise OSError(errno.EACCES, os.strerror(errno.EACCES), path) from None
-            return path, None, top
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise QuarantineUntrusted(
-                    f"{QUARANTINE_NAME} is a symlink or not a directory"
-                ) from exc
-            raise
-    finally:
-        os.close(top_fd)
-    try:
-        _check_quarantine(qfd, top, path, top_mount)
-        if ops is None and not os.access(".", os.W_OK | os.X_OK, dir_fd=qfd, effective_ids=True):
-            raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)  # no batch fits in
-    except BaseException:
-        os.close(qfd)
-        raise
-    return path, qfd, top
-
-
-def _check_quarantine(qfd: int, top: os.stat_result, path: Path, top_mount: int | None) -> None:
-    st = os.fstat(qfd)
-    if st.st_dev != top.st_dev or top_mount is None or mount_id(qfd) != top_mount:
-        raise QuarantineUntrusted(f"{path} is on another filesystem or mount than its top")
-    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-        raise QuarantineUntrusted(f"{path} is not owned by you or is open to group or others")
-    try:
-        by_path = os.stat(path, follow_symlinks=False)
-    except OSError as exc:
-        raise QuarantineUntrusted(f"{path} cannot be reached by its path ({exc.strerror})") from exc
-    if (by_path.st_dev, by_path.st_ino) != (st.st_dev, st.st_ino):
-        raise QuarantineUntrusted(f"{path} does not lead to the quarantine that was opened")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One entry of a tree to copy: kind, identity, size, times, permission bits, owner, xattrs.
-
-    ``xattrs`` are its extended attributes (``user.*``, ``security.*``, ``trusted.*`` and the
-    ACLs, ``system.posix_acl_access``/``_default``) as sorted (name, value) pairs; ``digest`` is
-    the SHA-256 of a file's bytes once a copy of it was verified ("" before).
-    """
-
-    is_dir: bool
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    mode: int
-    uid: int = -1
-    gid: int = -1
-    ctime_ns: int = -1
-    xattrs: tuple[tuple[str, bytes], ...] = ()
-    digest: str = ""
-
-
-def inventory(dir_fd: int, name: bytes, dev: int) -> dict[bytes, Entry]:
-    """Every entry of ``name`` (``b""``) and below it (``b"a/b"``), by lstat only.
-
-    Raises:
-        Unverifiable: a symlink, special file, hard-linked file or other filesystem inside,
-            or a directory on another mount than ``dir_fd`` (a bind mount counts).
-        OSError: it cannot be read.
-    """
-    out: dict[bytes, Entry] = {}
-    _inventory(dir_fd, name, b"", dev, out)
-    return out
-
-
-def _inventory(dir_fd: int, name: bytes, rel: bytes, dev: int, out: dict[bytes, Entry]) -> None:
-    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    shown = (rel or name).decode("utf-8", "backslashreplace")
-    if stat.S_ISLNK(st.st_mode):
-        raise Unverifiable(f"{shown} is a symlink")
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-        raise Unverifiable(f"{shown} is a special file")
-    if st.st_dev != dev:
-        raise Unverifiable(f"{shown} is on another filesystem")
-    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        raise Unverifiable(f"{shown} has {st.st_nlink} hard links")
-    if st.st_uid != os.geteuid() and os.geteuid() != 0:
-        # only root can give a copy its owner back; a copy owned by us would lock them out
-        raise Unverifiable(f"{shown} belongs to another user")
-    is_dir = stat.S_ISDIR(st.st_mode)
-    out[rel] = Entry(
-        is_dir=is_dir,
-        dev=st.st_dev,
-        ino=st.st_ino,
-        size=st.st_size if not is_dir else -1,
-        mtime_ns=st.st_mtime_ns if not is_dir else -1,
-        mode=stat.S_IMODE(st.st_mode),
-        uid=st.st_uid,
-        gid=st.st_gid,
-        ctime_ns=st.st_ctime_ns,
-        xattrs=_xattrs(dir_fd, name, shown),
-    )
-    if not is_dir:
-        return
-    fd = open_dir_at(dir_fd, name)
-    try:
-        try:
-            require_mount(fd, mount_id(dir_fd), name)  # the same mount all the way down
-        except MountInside as exc:
-            raise Unverifiable(f"{shown} is a mount point ({exc.strerror})") from exc
-        with os.scandir(fd) as entries:
-            children = sorted(os.fsencode(e.name) for e in entries)
-        for child in children:
-            _inventory(fd, child, rel + b"/" + child if rel else child, dev, out)
-    finally:
-        os.close(fd)
-
-
-def _xattrs(dir_fd: int, name: bytes, shown: str) -> tuple[tuple[str, bytes], ...]:
-    """Every extended attribute of ``name`` under ``dir_fd`` (no link followed), sorted.
-
-    Read through ``/proc/self/fd`` so that nothing needs to be opened (a link is never followed:
-    the last component is looked up with ``follow_symlinks=False``).
-
-    Raises:
-        Unverifiable: they cannot be read (then a copy could not be shown to keep them).
-    """
-    path = os.fsencode(f"/proc/self/fd/{dir_fd}/") + name
-    try:
-        names = os.listxattr(path, follow_symlinks=False)
-        return tuple(sorted((n, os.getxattr(path, n, follow_symlinks=False)) for n in names))
-    except OSError as exc:
-        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
-            return ()  # a filesystem without extended attributes: the entry has none
-        raise Unverifiable(
-            f"the extended attributes of {shown} cannot be read ({exc.strerror})"
-        ) from exc
 
 
 def _set_xattrs(fd: int, entry: Entry, shown: str, *, acls: bool) -> None:

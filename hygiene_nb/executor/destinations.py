@@ -17,16 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hygiene_nb.executor.batches import Batch
-from hygiene_nb.executor.crossdev import (
-    Entry,
-    QuarantineUntrusted,
-    Unverifiable,
-    crossdev_skip,
-    inventory,
-    predict_volume_quarantine,
-)
+from hygiene_nb.executor.crossdev import crossdev_skip
 from hygiene_nb.executor.fileops import DIR_FLAGS
+from hygiene_nb.executor.inventory import Entry, Unverifiable, inventory
 from hygiene_nb.executor.records import Destination, Method, Skip
+from hygiene_nb.executor.volume import QuarantineUntrusted, predict_volume_quarantine
 from hygiene_nb.fs.fingerprint import signed64
 from hygiene_nb.fs.mounts import mount_id
 from hygiene_nb.plan.records import Candidate

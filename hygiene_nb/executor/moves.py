@@ -29,13 +29,9 @@ from hygiene_nb.executor.batches import write_manifest as write_batch_manifest
 from hygiene_nb.executor.changes import note_arrival, note_origin
 from hygiene_nb.executor.crossdev import (
     CopyMismatch,
-    Entry,
-    QuarantineUntrusted,
-    Unverifiable,
     altered_modes,
     copy_verified,
     crossdev_skip,
-    open_volume_quarantine,
     verified_identities,
 )
 from hygiene_nb.executor.destinations import (
@@ -58,8 +54,10 @@ from hygiene_nb.executor.fileops import (
 )
 from hygiene_nb.executor.guards import arrived_differs, check_candidate
 from hygiene_nb.executor.hooks import checkpoint
+from hygiene_nb.executor.inventory import Entry, Unverifiable
 from hygiene_nb.executor.records import Destination, ItemOutcome, Skip
 from hygiene_nb.executor.registry import register_quarantine
+from hygiene_nb.executor.volume import QuarantineUntrusted, open_volume_quarantine
 from hygiene_nb.executor.writers import tree_writer
 from hygiene_nb.fs.fingerprint import signed64
 from hygiene_nb.plan.records import Candidate, Plan

@@ -34,7 +34,7 @@ from hygiene_nb.executor.batches import (
     read_manifest,
     write_manifest,
 )
-from hygiene_nb.executor.crossdev import CopyMismatch, Unverifiable, inventory, verify_copy
+from hygiene_nb.executor.crossdev import CopyMismatch, verify_copy
 from hygiene_nb.executor.fileops import (
     DIR_FLAGS,
     LocalFileOps,
@@ -43,6 +43,7 @@ from hygiene_nb.executor.fileops import (
     remove_own_empty_dir,
     remove_own_file,
 )
+from hygiene_nb.executor.inventory import Unverifiable, inventory
 from hygiene_nb.executor.leftovers import (
     REMOVAL_INTERRUPTED,
     find_removal_leftovers,

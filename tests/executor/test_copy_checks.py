@@ -19,15 +19,9 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb.executor import crossdev
-from hygiene_nb.executor.crossdev import (
-    CopyMismatch,
-    Entry,
-    Unverifiable,
-    copy_verified,
-    inventory,
-    verify_copy,
-)
+from hygiene_nb.executor.crossdev import CopyMismatch, copy_verified, verify_copy
 from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor.inventory import Entry, Unverifiable, inventory
 from tests.executor.helpers import RaceAfterMkdir, contents
 from tests.helpers import (
     acting_as,

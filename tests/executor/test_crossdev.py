@@ -174,7 +174,7 @@ def test_a_read_only_bind_mount_inside_the_root_is_read_only_in_dry_run_and_exec
 def test_the_dry_runs_volume_quarantine_prediction_applies_permissions(
     quarantine_mode: int | None, top_mode: int, expected: str
 ) -> None:
-    from hygiene_nb.executor.crossdev import predict_volume_quarantine
+    from hygiene_nb.executor.volume import predict_volume_quarantine
 
     with world_readable_tmpdir() as base:
         mnt = base / "mnt"

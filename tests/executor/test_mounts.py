@@ -202,7 +202,7 @@ def test_a_mount_in_a_copied_tree_is_never_copied_or_removed(
     mworld: dict[str, Path],
 ) -> None:
     """The verified copy's own walks (inventory, removal) stop at another mount too."""
-    from hygiene_nb.executor.crossdev import Unverifiable, inventory
+    from hygiene_nb.executor.inventory import Unverifiable, inventory
 
     cache = mworld["root"] / "cache"
     with bind_mount(mworld["outside"], cache / "mnt"):

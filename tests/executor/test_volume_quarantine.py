@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb.executor.batches import QUARANTINE_NAME
-from hygiene_nb.executor.crossdev import (
+from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor.volume import (
     QuarantineUntrusted,
     open_volume_quarantine,
     predict_volume_quarantine,
 )
-from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
 from hygiene_nb.fs import mounts
 from hygiene_nb.fs.mounts import MountInside
 from tests.executor.helpers import RaceAfterMkdir

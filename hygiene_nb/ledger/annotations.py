@@ -1,0 +1,180 @@
+"""Decisions and notes on paths, and their history (the ``annotations`` tables).
+
+A path is its exact bytes (``path_raw``); its text form is for display and prefix queries.
+Every change appends a row to ``annotation_history``. A decision records what it was made on:
+the snapshot on screen and the entry's digest there (``made_on``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from hygiene_nb.errors import PathNotNormal, UsageError
+from hygiene_nb.ledger.connection import LedgerConnection, now
+from hygiene_nb.ledger.records import DECISIONS, Annotation, display_path
+
+__all__ = ["AnnotationLedger", "write_annotation"]
+
+_ANNOTATION_COLUMNS = "path, path_raw, decision, note, by, rule, at, snapshot_id, digest"
+_UNSET: Any = object()
+
+
+class AnnotationLedger(LedgerConnection):
+    """The ledger's decisions and notes."""
+
+    def annotate(
+        self,
+        paths: Iterable[bytes | str],
+        *,
+        decision: str | None = _UNSET,
+        note: str | None = _UNSET,
+        by: str = "human",
+        rule: str | None = None,
+        made_on: Mapping[bytes, tuple[str, str]] | None = None,
+    ) -> list[Annotation]:
+        """Set the decision and/or note of each path (a batch: deduplicated, all or nothing).
+
+        Args:
+            paths: absolute paths (bytes keep non-UTF-8 names exactly).
+            decision: ``keep``, ``delete``, ``unsure``, or ``None``/``"none"`` to clear it;
+                omitted: leave the decision as it is.
+            note: the note text (``""`` or ``None`` clears it); omitted: leave it as it is.
+            by: ``human``, ``rule`` or ``agent``.
+            rule: the remembered rule that made it (for ``by="rule"``).
+            made_on: path → (snapshot id, the entry's digest there): what each decision was
+                made on. A decision set without it records none, and cannot be planned until
+                it is set again with one. A note alone leaves what was recorded as it was.
+
+        Returns:
+            The annotations after the change (a path whose decision and note are both empty
+            has no annotation any more and is left out).
+
+        Raises:
+            UsageError: a path is relative, the decision or author is unknown, or nothing is
+                being changed.
+            PathNotNormal: a path has a ``.``, ``..`` or empty component.
+        """
+        if decision == "none":
+            decision = None
+        if decision is not _UNSET and decision is not None and decision not in DECISIONS:
+            raise UsageError(f"decision {decision!r} is not keep, delete, unsure or none.")
+        if by not in ("human", "rule", "agent"):
+            raise UsageError(f"author {by!r} is not human, rule or agent.")
+        if decision is _UNSET and note is _UNSET:
+            raise UsageError("say what to write: a decision, a note, or both.")
+        raws = list(dict.fromkeys(p if isinstance(p, bytes) else os.fsencode(p) for p in paths))
+        relative = [display_path(r) for r in raws if not r.startswith(b"/")]
+        if relative:
+            raise UsageError(
+                f"paths must be absolute, not {', '.join(relative[:3])}; nothing was written."
+            )
+        unnormal = [display_path(r) for r in raws if os.path.normpath(r) != r]
+        if unnormal:
+            raise PathNotNormal(
+                f"paths must be normalized (no '.', '..' or '//'), not {', '.join(unnormal[:3])};"
+                " nothing was written."
+            )
+        at = now()
+        out = []
+        with self._write() as db:
+            for raw in raws:
+                seen = (made_on or {}).get(raw)
+                result = write_annotation(db, raw, decision, note, by, rule, at, seen)
+                if result is not None:
+                    out.append(result)
+        return out
+
+    def annotations(self, *, under: str | None = None) -> list[Annotation]:
+        """Every annotation (only those at or under the absolute path ``under``, if given)."""
+        query = f"SELECT {_ANNOTATION_COLUMNS} FROM annotations"
+        args: tuple[Any, ...] = ()
+        if under is not None:
+            prefix = under.rstrip("/") + "/"  # compared exactly: LIKE would ignore ASCII case
+            query += " WHERE path = ? OR substr(path, 1, ?) = ?"
+            args = (under, len(prefix), prefix)
+        rows = self._read(query + " ORDER BY path", args)
+        return [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
+
+    def annotations_at(self, paths: Iterable[bytes | str]) -> list[Annotation]:
+        """The annotations of exactly these paths (those that have one), in path order."""
+        raws = list(dict.fromkeys(p if isinstance(p, bytes) else os.fsencode(p) for p in paths))
+        found: list[Annotation] = []
+        for start in range(0, len(raws), 500):  # SQLite's bound-parameter limit
+            chunk = raws[start : start + 500]
+            rows = self._read(
+                f"SELECT {_ANNOTATION_COLUMNS} FROM annotations"
+                f" WHERE path_raw IN ({', '.join('?' * len(chunk))})",
+                tuple(chunk),
+            )
+            found += [Annotation(r[0], bytes(r[1]), *r[2:]) for r in rows]
+        return sorted(found, key=lambda a: a.path_raw)
+
+    def history(self, path: bytes | str | None = None) -> list[dict[str, Any]]:
+        """The annotation history, oldest first (of one path, if given)."""
+        query = "SELECT path, decision, note, by, rule, at, action FROM annotation_history"
+        args: tuple[Any, ...] = ()
+        if path is not None:
+            raw = path if isinstance(path, bytes) else os.fsencode(path)
+            query += " WHERE path_raw = ?"
+            args = (raw,)
+        keys = ("path", "decision", "note", "by", "rule", "at", "action")
+        rows = self._read(query + " ORDER BY id", args)
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def write_annotation(
+    db: sqlite3.Connection,
+    raw: bytes,
+    decision: str | None,
+    note: str | None,
+    by: str,
+    rule: str | None,
+    at: str,
+    made_on: tuple[str, str] | None = None,
+) -> Annotation | None:
+    """Write one path's annotation and its history row in the open transaction ``db``.
+
+    ``decision`` and ``note`` as ``AnnotationLedger.annotate`` has checked them (``_UNSET``:
+    leave it as it is); ``made_on`` is (snapshot id, the entry's digest there).
+
+    Returns:
+        The annotation after the change, or None if the path has none any more.
+    """
+    row = db.execute(
+        "SELECT decision, note, snapshot_id, digest FROM annotations WHERE path_raw = ?",
+        (raw,),
+    ).fetchone()
+    old_decision, old_note, old_snapshot, old_digest = row if row else (None, None, None, None)
+    snapshot_id, digest = (
+        (old_snapshot, old_digest) if decision is _UNSET else (made_on or (None, None))
+    )
+    new_decision = old_decision if decision is _UNSET else decision
+    new_note = old_note if note is _UNSET else (note or None)
+    path = display_path(raw)
+    if new_decision is None and new_note is None:
+        if row is None:
+            return None  # nothing was there and nothing is set: no history to write
+        db.execute("DELETE FROM annotations WHERE path_raw = ?", (raw,))
+        db.execute(
+            "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at,"
+            " action) VALUES (?, ?, NULL, NULL, ?, ?, ?, 'removed')",
+            (raw, path, by, rule, at),
+        )
+        return None
+    db.execute(
+        "INSERT INTO annotations (path_raw, path, decision, note, by, rule, at, snapshot_id,"
+        " digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (path_raw) DO UPDATE SET"
+        " decision = excluded.decision, note = excluded.note, by = excluded.by,"
+        " rule = excluded.rule, at = excluded.at, snapshot_id = excluded.snapshot_id,"
+        " digest = excluded.digest",
+        (raw, path, new_decision, new_note, by, rule, at, snapshot_id, digest),
+    )
+    db.execute(
+        "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at, action,"
+        " snapshot_id, digest) VALUES (?, ?, ?, ?, ?, ?, ?, 'set', ?, ?)",
+        (raw, path, new_decision, new_note, by, rule, at, snapshot_id, digest),
+    )
+    return Annotation(path, raw, new_decision, new_note, by, rule, at, snapshot_id, digest)
