@@ -18,7 +18,7 @@ _CODE_ARGUMENT = {
     "Skip": 1,
     "crossdev_skip": 1,
     "_exclude": 2,
-    "_Block": 0,
+    "Block": 0,  # a restore refusal (hygiene_nb.executor.restore_outcomes)
     "Blocked": 1,
     "RemovalRefused": 0,
     "Finding": 0,  # the re-check's verdict (hygiene_nb.recheck)

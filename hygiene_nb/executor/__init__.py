@@ -15,7 +15,9 @@ Its modules, by what they do:
 - the quarantine: ``batches`` (a batch and its manifest), ``changes`` (what is recorded of an
   item and compared after), ``listing`` (``quarantine list``), ``registry`` (quarantines on
   other filesystems), ``crossdev`` (items on another filesystem: the verified copy),
-  ``filesystems`` (which filesystem, across remounts), ``leftovers`` (what a stopped run left);
+  ``inventory`` (what a copy is compared on), ``volume`` (the quarantine at another
+  filesystem's top), ``filesystems`` (which filesystem, across remounts), ``leftovers`` (what a
+  stopped run left);
 - afterwards: ``verify`` (a receipt against the disk), ``recover`` (finishing a stopped run's
   records), ``restore`` with ``batch_access``, ``restore_target``, ``copy_back`` and
   ``restore_outcomes`` (putting items back), ``purge`` (the one destruction);
