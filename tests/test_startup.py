@@ -59,12 +59,26 @@ def executed(tmp_path: Path) -> tuple[Path, str]:
     plan = api.make_plan(root, store=store)
     done = subprocess.run(
         [
-            sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store", str(store),
-            "--execute", "--confirm-plan-id", plan.plan_id, "--plan-digest", plan.plan_digest,
-            "--acknowledge-risk", "quarantine", "--json",
+            sys.executable,
+            "-m",
+            "hygiene_nb",
+            "execute",
+            plan.plan_path,
+            "--store",
+            str(store),
+            "--execute",
+            "--confirm-plan-id",
+            plan.plan_id,
+            "--plan-digest",
+            plan.plan_digest,
+            "--acknowledge-risk",
+            "quarantine",
+            "--json",
         ],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     result = json.loads(done.stdout)
     assert done.returncode == 0 and result["moved"], done.stdout + done.stderr
     return store, result["receipt_path"]

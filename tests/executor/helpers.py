@@ -96,14 +96,30 @@ def forge_plan(base: api.PlanResult, store: Path, targets: list[Path]) -> dict[s
     doc["candidates"] = []
     for target in targets:
         st = os.lstat(target)
-        cand = {**template, "path": str(target), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                "ctime_ns": st.st_ctime_ns, "inode": st.st_ino, "dev": st.st_dev,
-                "nlink": st.st_nlink, "kind": "file", "tree_bytes": None, "tree_alloc": None,
-                "tree_files": None, "fingerprint": None}  # fmt: skip
+        cand = {
+            **template,
+            "path": str(target),
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns,
+            "inode": st.st_ino,
+            "dev": st.st_dev,
+            "nlink": st.st_nlink,
+            "kind": "file",
+            "tree_bytes": None,
+            "tree_alloc": None,
+            "tree_files": None,
+            "fingerprint": None,
+        }
         if stat.S_ISDIR(st.st_mode):
             found = fingerprint(walk_subtree(root, os.fsencode(target)))
-            cand.update(kind="dir", tree_bytes=found.bytes, tree_alloc=found.bytes,
-                        tree_files=found.count, fingerprint=dataclasses.asdict(found))  # fmt: skip
+            cand.update(
+                kind="dir",
+                tree_bytes=found.bytes,
+                tree_alloc=found.bytes,
+                tree_files=found.count,
+                fingerprint=dataclasses.asdict(found),
+            )
         doc["candidates"].append(cand)
     doc["summary"]["candidates"] = len(targets)
     doc["folded"], doc["summary"]["folded"] = [], 0
@@ -118,9 +134,16 @@ def forge_plan(base: api.PlanResult, store: Path, targets: list[Path]) -> dict[s
             "INSERT INTO plans (plan_id, plan_digest, root, scan_id, path, created_at,"
             " expires_at, candidates, reclaim_bytes, state)"
             " VALUES (?, ?, ?, 's', ?, ?, ?, ?, 0, 'issued')",
-            (doc["plan_id"], doc["plan_digest"], doc["root"]["path"], str(forged),
-             doc["created_at"], doc["expires_at"], len(targets)),
-        )  # fmt: skip
+            (
+                doc["plan_id"],
+                doc["plan_digest"],
+                doc["root"]["path"],
+                str(forged),
+                doc["created_at"],
+                doc["expires_at"],
+                len(targets),
+            ),
+        )
     db.close()
     return {"path": str(forged), "doc": doc}
 

@@ -381,9 +381,15 @@ def _del(getter: Callable[[Plan], dict[str, Any]], key: str) -> Edit:
 def _workspace(plan: Plan, **changes: Any) -> dict[str, Any]:
     """A reference_check record as the planner writes one, with ``changes``."""
     return {
-        "workspace": _root(plan), "complete": True, "files_seen": 3, "text_files_read": 2,
-        "text_bytes_read": 100, "binary_files_skipped": 0, "reason": "", **changes,
-    }  # fmt: skip
+        "workspace": _root(plan),
+        "complete": True,
+        "files_seen": 3,
+        "text_files_read": 2,
+        "text_bytes_read": 100,
+        "binary_files_skipped": 0,
+        "reason": "",
+        **changes,
+    }
 
 
 def _only_under_a_backslash_root(plan: Plan) -> None:

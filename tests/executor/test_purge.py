@@ -324,8 +324,14 @@ def test_a_removal_that_fails_partway_stops_and_a_second_purge_finishes(
     stuck = Path(os.fsdecode(in_store_batch(qstore, bid, root / "d" / "sub" / "g")))
     with immutable(stuck):
         with pytest.raises(StoreError, match="stopped partway") as info:
-            purge_batch(qstore, bid, execute=True, confirm_batch_id=bid,
-                        acknowledge_risk="permanent-delete", include_changed=True)  # fmt: skip
+            purge_batch(
+                qstore,
+                bid,
+                execute=True,
+                confirm_batch_id=bid,
+                acknowledge_risk="permanent-delete",
+                include_changed=True,
+            )
         assert info.value.code == "store-unusable"
         assert stuck.read_bytes() == b"abc"
         assert (qstore.quarantine / bid / "manifest.json").exists()  # it goes last
@@ -333,8 +339,14 @@ def test_a_removal_that_fails_partway_stops_and_a_second_purge_finishes(
         inodes = {p.stat().st_ino: p.stat().st_size for p in files}  # hard links once
         shown = purge_batch(qstore, bid).would_destroy  # the dry run shows what is left
         assert (shown["files"], shown["bytes"]) == (len(files), sum(inodes.values()))
-    purge_batch(qstore, bid, execute=True, confirm_batch_id=bid,
-                acknowledge_risk="permanent-delete", include_changed=True)  # fmt: skip
+    purge_batch(
+        qstore,
+        bid,
+        execute=True,
+        confirm_batch_id=bid,
+        acknowledge_risk="permanent-delete",
+        include_changed=True,
+    )
     assert not (qstore.quarantine / bid).exists()
 
 

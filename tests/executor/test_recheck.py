@@ -276,9 +276,15 @@ def test_a_directory_reviewed_without_a_fingerprint_is_never_unchanged(tmp_path:
     write(root / "d" / "f", 3)
     st = os.lstat(root / "d")
     item = Reviewed(
-        str(root / "d"), os.fsencode(root / "d"), "dir", signed64(st.st_dev),
-        signed64(st.st_ino), st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-    )  # fmt: skip
+        str(root / "d"),
+        os.fsencode(root / "d"),
+        "dir",
+        signed64(st.st_dev),
+        signed64(st.st_ino),
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    )
     with Rechecker(str(root)) as checker:
         found = checker.check(item)
         checker.close()  # closing again, as leaving the block does, is harmless

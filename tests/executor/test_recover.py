@@ -320,8 +320,14 @@ def test_a_run_stopped_mid_move_is_recovered_from_its_manifest(world: dict[str, 
     odd = os.fsencode(root) + b"/web/caf\xe9.log"  # a name that is not UTF-8
     write(Path(os.fsdecode(odd)), data=b"bytes of a name that is not UTF-8")
     write(root / "gone.tmp", 5)
-    plan = make_plan(world, "web/node_modules", "web/app.log", "data/scratch.bin",
-                     os.fsdecode(b"web/caf\xe9.log"), "gone.tmp")  # fmt: skip
+    plan = make_plan(
+        world,
+        "web/node_modules",
+        "web/app.log",
+        "data/scratch.bin",
+        os.fsdecode(b"web/caf\xe9.log"),
+        "gone.tmp",
+    )
     (root / "gone.tmp").unlink()  # skipped by the run before any batch records it
     files = {p: read_bytes(p) for p in snapshot_of(root) if os.path.isfile(p)}
 
