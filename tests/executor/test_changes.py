@@ -266,3 +266,28 @@ def test_an_item_a_program_still_writes_to_counts_as_changed_for_a_purge(
         ]
     finally:
         os.close(fd)
+
+
+def test_an_entry_born_after_the_move_is_another_entry_even_with_the_same_inode_number(
+    qstore: Store, root: Path
+) -> None:
+    """A freed inode number goes to the next file made: the record is set to what such a reuse
+    gives (the number of a file made in the batch after the item moved), and the birth time
+    tells them apart."""
+    target = write(root / "f", 3)
+    bid = quarantine_items(qstore, [target])
+    item = held_record(qstore, bid, target)
+    inside = Path(os.fsdecode(in_store_batch(qstore, bid, target)))
+    moved_at = time.time_ns()
+    time.sleep(0.02)
+    inside.unlink()
+    write(inside, 3)  # a newcomer, born after the move
+    newcomer = os.lstat(inside)
+    item.inode, item.ctime_ns, item.mtime_ns = (
+        signed64(newcomer.st_ino),
+        moved_at,
+        newcomer.st_mtime_ns,
+    )
+    state, what = check(qstore, bid, item, None)
+    assert state == "replaced"
+    assert "a new entry with the same inode number (born after the move)" in what

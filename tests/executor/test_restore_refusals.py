@@ -340,8 +340,9 @@ def test_a_rename_that_fails_leaves_the_item_in_the_batch(
 # -- one item gone from the batch ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("keeps_mtime", [False, True])
 def test_a_new_file_given_the_lost_items_inode_number_is_not_taken_for_it(
-    qstore: Store, root: Path, tmp_path: Path
+    qstore: Store, root: Path, tmp_path: Path, keeps_mtime: bool
 ) -> None:
     """The kernel hands a freed inode number to the next file: the record is edited to what
     such a reuse gives (the item's number on a new file at its path), and restore must still
@@ -355,6 +356,8 @@ def test_a_new_file_given_the_lost_items_inode_number_is_not_taken_for_it(
     def reuse(doc: dict[str, Any]) -> None:
         (item,) = doc["items"]
         item["inode"] = newcomer.st_ino
+        if keeps_mtime:  # even the mtime it left with: the size still tells
+            item["mtime_ns"] = newcomer.st_mtime_ns
 
     edit_manifest(qstore.quarantine / bid, reuse)
     result = restore_batch(qstore, bid, execute=True)
