@@ -45,18 +45,18 @@ $(CHROMIUM):
 	  echo "make: cannot install chromium here (needs apt-get as root): the browser test will skip"; \
 	fi
 
-# Coverage floors (branches counted), just below what the suite measured on 2026-12-01
-# (safety path 89.55 %, package 90.59 %); they only ever rise. SAFETY_PATH is what moves
-# files and decides what may move: its floor is to reach 100 %.
-SAFETY_PATH := hygiene_nb/executor/*,hygiene_nb/recheck.py,hygiene_nb/plan/reader.py,hygiene_nb/plan/records.py
-SAFETY_FLOOR := 89
-PACKAGE_FLOOR := 90
+# Coverage floors (branches counted). The safety path, what moves files and decides what may
+# move, is covered whole: every line kept out says why (docs/testing.md). The package's floor
+# is just below what the suite measured on 2026-12-01 (95 %); it only ever rises.
+SAFETY_PATH := hygiene_nb/executor/*,hygiene_nb/recheck.py,hygiene_nb/plan/reader.py,hygiene_nb/plan/records.py,hygiene_nb/plan/schema.py
+SAFETY_FLOOR := 100
+PACKAGE_FLOOR := 94
 
 ## test: lint, the unit/executor/widget/report/browser tests under coverage, then nbval
 test: lint $(CHROMIUM)
 	rm -f .coverage
 	$(VENV)/bin/pytest --cov --cov-report=
-	$(VENV)/bin/coverage report --include='$(SAFETY_PATH)' --fail-under=$(SAFETY_FLOOR)
+	$(VENV)/bin/coverage report --show-missing --skip-covered --include='$(SAFETY_PATH)' --fail-under=$(SAFETY_FLOOR)
 	$(VENV)/bin/coverage report --format=total --fail-under=$(PACKAGE_FLOOR)
 	$(NBVAL) --nbval-lax --ignore=notebooks/golden notebooks/
 	$(PY) notebooks/golden/golden.py build
