@@ -250,10 +250,18 @@ def summary_json(s: Summary) -> dict[str, Any]:
     data["cleanliness_detail"] = data["cleanliness"]
     data["cleanliness"] = s.cleanliness.score if s.cleanliness else None
     data["largest"] = [
-        {"path": e.path, "bytes": e.bytes, "kind": e.kind, "risk": e.risk, "rule": e.rule,
-         "claim": e.claim, "confidence": e.confidence, "path_b64": e.path_b64}
+        {
+            "path": e.path,
+            "bytes": e.bytes,
+            "kind": e.kind,
+            "risk": e.risk,
+            "rule": e.rule,
+            "claim": e.claim,
+            "confidence": e.confidence,
+            "path_b64": e.path_b64,
+        }
         for e in s.largest
-    ]  # fmt: skip
+    ]
     for group in data["groups"]:
         group["entries"] = [
             {"path": e["path"], "bytes": e["bytes"], "risk": e["risk"], "claim": e["claim"],

@@ -52,7 +52,7 @@ def test_importing_the_package_loads_the_library_only_on_first_use() -> None:
         "print('pyarrow' in sys.modules, 'numpy' in sys.modules)\n"
         "print(hygiene_nb.scan_root.__module__, 'pyarrow' in sys.modules)\n"
     )
-    assert _python(code).splitlines() == ["False False", "hygiene_nb.api.scan True"]
+    assert _python(code).splitlines() == ["False False", "hygiene_nb.api True"]
 
 
 def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose() -> None:

@@ -23,6 +23,7 @@ rules never imports pyarrow (``tests/test_startup.py`` pins which commands stay 
 from __future__ import annotations
 
 import importlib
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -113,6 +114,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if isinstance(value, FunctionType):  # where callers find it (help, reprs), not where defined
+        value.__module__ = __name__
     globals()[name] = value
     return value
 

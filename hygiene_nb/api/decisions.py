@@ -92,8 +92,12 @@ class AnnotateResult:
         rows = []
         for a in self.annotations:
             row: dict[str, Any] = {
-                "path": a.path, "decision": a.decision, "note": a.note, "by": a.by, "at": a.at,
-            }  # fmt: skip
+                "path": a.path,
+                "decision": a.decision,
+                "note": a.note,
+                "by": a.by,
+                "at": a.at,
+            }
             exact = path_b64(a.path, a.path_raw)
             if exact is not None:  # a name that is not valid UTF-8: its exact bytes
                 row["path_b64"] = exact

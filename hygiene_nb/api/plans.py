@@ -98,9 +98,16 @@ def _recheck_on_disk(sel: Selection, root: str, homes: Sequence[str]) -> None:
     with Rechecker(root, acting_protection(root, homes)) as checker:
         for cand in sel.candidates:
             item = Reviewed(
-                cand["path"], cand["path_raw"], cand["kind"], cand["dev"], cand["inode"],
-                cand["size"], cand["mtime_ns"], cand["ctime_ns"], cand.get("fingerprint"),
-            )  # fmt: skip
+                cand["path"],
+                cand["path_raw"],
+                cand["kind"],
+                cand["dev"],
+                cand["inode"],
+                cand["size"],
+                cand["mtime_ns"],
+                cand["ctime_ns"],
+                cand.get("fingerprint"),
+            )
             found = checker.check(item)
             if found is None:
                 kept.append(cand)

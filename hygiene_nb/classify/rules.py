@@ -385,11 +385,17 @@ def _check_rule(raw: Mapping[str, Any], source: str, line: int) -> UserRule:
         if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
             raise _fail(source, line, f"`{key}` has the wrong type")
     return UserRule(
-        rule_id=raw["id"], risk=risk, claim=raw["claim"], confidence=float(confidence),
-        name=raw.get("name"), path=raw.get("path"), kind=kind,
-        min_age_days=raw.get("min_age_days"), min_bytes=raw.get("min_bytes"),
+        rule_id=raw["id"],
+        risk=risk,
+        claim=raw["claim"],
+        confidence=float(confidence),
+        name=raw.get("name"),
+        path=raw.get("path"),
+        kind=kind,
+        min_age_days=raw.get("min_age_days"),
+        min_bytes=raw.get("min_bytes"),
         sibling=raw.get("sibling"),
-    )  # fmt: skip
+    )
 
 
 def parse_user_rules(text: str, *, source: str = "rules.toml") -> tuple[UserRule, ...]:

@@ -24,7 +24,19 @@ __all__ = ["cli", "main"]
 
 # in the order `hygiene-nb --help` tells them
 for _command in (
-    scan, snapshots, summary, annotate, rules, plan, execute, verify, recover, quarantine,
-    restore, purge, report, suggest,
-):  # fmt: skip
+    scan,
+    snapshots,
+    summary,
+    annotate,
+    rules,
+    plan,
+    execute,
+    verify,
+    recover,
+    quarantine,
+    restore,
+    purge,
+    report,
+    suggest,
+):
     cli.add_command(_command)

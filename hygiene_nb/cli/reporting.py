@@ -59,9 +59,14 @@ def report(
     from hygiene_nb.notebook.report import make_report
 
     result = make_report(
-        root, store=store, scan_id=scan_id, out=out, scan=scan_first, redact=redact,
+        root,
+        store=store,
+        scan_id=scan_id,
+        out=out,
+        scan=scan_first,
+        redact=redact,
         timeout=timeout,
-    )  # fmt: skip
+    )
     emit_result(as_json, result, render.report_result(result))
 
 

@@ -299,10 +299,14 @@ def _abort_rest(result: ExecuteResult, run: Run, cands: Sequence[Candidate], rea
     for cand in cands:
         if cand.path not in seen:
             batch = pending.get(cand.raw)
-            why = reason if batch is None else (
-                f"{reason}; it was being moved, so it may be in batch {batch.batch_id} "
-                f"(recorded there): `hygiene-nb restore {batch.batch_id}` brings it back"
-            )  # fmt: skip
+            why = (
+                reason
+                if batch is None
+                else (
+                    f"{reason}; it was being moved, so it may be in batch {batch.batch_id} "
+                    f"(recorded there): `hygiene-nb restore {batch.batch_id}` brings it back"
+                )
+            )
             skip = Skip.of(cand.path, "aborted", why)
             _record(result, cand, skip)
             run.outcomes.append(_outcome(cand, skip))

@@ -373,11 +373,15 @@ def _items(
         for raw, item in sorted(batch.items.items()):
             seen.add(item.original_b64)
             entry: dict[str, Any] = {
-                "path": item.original, "kind": item.kind,
+                "path": item.original,
+                "kind": item.kind,
                 "bytes": item.tree_bytes if item.tree_bytes is not None else item.size,
-                "dev": item.dev, "inode": item.inode, "batch_id": batch.batch_id,
-                "batch_path": str(batch.path), "method": _method(raw, batch_dev),
-            }  # fmt: skip
+                "dev": item.dev,
+                "inode": item.inode,
+                "batch_id": batch.batch_id,
+                "batch_path": str(batch.path),
+                "method": _method(raw, batch_dev),
+            }
             if raw != item.original.encode("utf-8", "surrogateescape"):
                 entry["path_b64"] = item.original_b64  # a name that is not UTF-8: its bytes
             in_batch = _in_batch(batch, raw)

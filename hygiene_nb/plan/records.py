@@ -106,9 +106,16 @@ class Candidate:
     def reviewed(self) -> Reviewed:
         """What the re-check compares with the disk."""
         return Reviewed(
-            self.path, self.raw, self.kind, self.dev, self.inode, self.size, self.mtime_ns,
-            self.ctime_ns, self.fingerprint,
-        )  # fmt: skip
+            self.path,
+            self.raw,
+            self.kind,
+            self.dev,
+            self.inode,
+            self.size,
+            self.mtime_ns,
+            self.ctime_ns,
+            self.fingerprint,
+        )
 
 
 @dataclass(frozen=True)

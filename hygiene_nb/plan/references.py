@@ -274,9 +274,14 @@ class _Matcher:
             self.by_name.setdefault(name, []).append((index, head + b"/" if head else b""))
         names = sorted(self.by_name, key=lambda n: (-len(n), n))
         self.pattern = re.compile(
-            rb"(?<!" + _WORD_CLASS + rb")(?=(" + _alternation(names) + rb")(?!"
-            + _WORD_CLASS + rb"))"
-        )  # fmt: skip
+            rb"(?<!"
+            + _WORD_CLASS
+            + rb")(?=("
+            + _alternation(names)
+            + rb")(?!"
+            + _WORD_CLASS
+            + rb"))"
+        )
         known = set(names)  # names that are proper prefixes of a name: one set lookup each
         self.shorter = {
             n: sorted((n[:k] for k in range(1, len(n)) if n[:k] in known), key=len, reverse=True)

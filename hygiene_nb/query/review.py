@@ -145,9 +145,10 @@ def pending_decisions(
     info = resolve_scan(root, store=store, scan_id=scan_id)
     with Ledger.open(api.open_store(store)) as ledger:
         waiting = [
-            a for a in ledger.annotations(under=info.root)
+            a
+            for a in ledger.annotations(under=info.root)
             if a.decision in ("unsure", "delete") and a.by == "human"
-        ]  # fmt: skip
+        ]
     table = api.load(
         store=store, scan_id=info.scan_id, columns=["path", "kind", "size", "tree_bytes"]
     )
@@ -204,9 +205,20 @@ def executions(
         rows = ledger.executions()
     frame = pd.DataFrame(
         rows,
-        columns=["plan_id", "plan_digest", "authorization_id", "authorized_at", "finished_at",
-                 "batch_id", "receipt_path", "moved", "skipped", "moved_bytes", "status"],
-    )  # fmt: skip
+        columns=[
+            "plan_id",
+            "plan_digest",
+            "authorization_id",
+            "authorized_at",
+            "finished_at",
+            "batch_id",
+            "receipt_path",
+            "moved",
+            "skipped",
+            "moved_bytes",
+            "status",
+        ],
+    )
     frame["in_quarantine"] = [_batch_present(p) for p in frame["receipt_path"]]
     if redact:
         frame = frame.drop(columns=["receipt_path"])
