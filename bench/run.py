@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from bench.classify import classify_section
 from bench.executor import executor_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
+from bench.measure import MeasureError, Measurement, measure
+from bench.measure import tail as _tail
 from bench.plan import plan_section
 from bench.realism import STATISTICS, tree_statistics
 from bench.views import views_section
@@ -52,7 +53,6 @@ __all__ = [
 
 DEFAULT_DIR = "/tmp/hygiene-nb-bench"
 DEFAULT_ENTRIES = 1_000_000
-TRAMPOLINE = Path(__file__).resolve().with_name("_trampoline.py")
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 FIND_FORMAT = "%y %s %b %T@ %i %n %D %p\\0"
 SCAN_KEYS = (
@@ -76,71 +76,6 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
 # --------------------------------------------------------------------------- measuring
 
 
-class MeasureError(RuntimeError):
-    """A command could not be run or measured (not found, timed out, trampoline failed)."""
-
-
-@dataclass
-class Measurement:
-    """One run of one command: wall seconds, peak RSS of the command itself, its exit code."""
-
-    seconds: float
-    maxrss_kib: int
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-
-
-def measure(
-    argv: Sequence[str | os.PathLike[str]],
-    *,
-    capture_stdout: bool = False,
-    timeout: float | None = None,
-) -> Measurement:
-    """Run ``argv`` (no shell) through the trampoline; return its wall time and ``ru_maxrss``.
-
-    The trampoline (``bench/_trampoline.py``) forks the command and reads its rusage with
-    ``os.wait4``; see its docstring for why the benchmark process does not spawn it directly.
-    stdout goes to /dev/null unless ``capture_stdout``; stderr is always captured.
-
-    Raises:
-        MeasureError: the trampoline failed or the command timed out.
-    """
-    cmd = [os.fspath(a) for a in argv]
-    read_fd, write_fd = os.pipe()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(TRAMPOLINE), str(write_fd), *cmd],
-                stdin=subprocess.DEVNULL,
-                stdout=out if capture_stdout else subprocess.DEVNULL,
-                stderr=err,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-            )
-        except OSError:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as result:
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise MeasureError(f"{cmd[0]} timed out after {timeout:.0f} s") from None
-            line = result.read().decode()
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read() if capture_stdout else b""
-        stderr = err.read()
-    fields = line.split()
-    if proc.returncode != 0 or len(fields) != 3:
-        raise MeasureError(f"trampoline failed (exit {proc.returncode}): {_tail(stderr)}")
-    return Measurement(float(fields[0]), int(fields[1]), int(fields[2]), stdout, stderr)
-
-
 def drop_caches() -> None:
     """``sync; echo 3 > /proc/sys/vm/drop_caches`` (root only)."""
     os.sync()
@@ -157,11 +92,6 @@ def cold_cache_status() -> tuple[bool, str]:
     except OSError as exc:
         return False, f"cannot write {DROP_CACHES}: {exc.strerror or exc}"
     return True, f"sync; echo 3 > {DROP_CACHES} before each timed run"
-
-
-def _tail(data: bytes, lines: int = 8) -> str:
-    text = data.decode(errors="replace").strip()
-    return " | ".join(text.splitlines()[-lines:]) or "(no stderr)"
 
 
 # --------------------------------------------------------------------------- the report
