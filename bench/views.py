@@ -399,13 +399,19 @@ def _result_peaks(result: dict[str, Any]) -> dict[str, float]:
 
 
 _COMMANDS = {
-    "scan": "hygiene-nb scan",
-    "summary": "hygiene-nb summary",
+    "scan": "scan",
+    "summary": "summary",
     "annotator_open": "Annotator open",
-    "report_tree": "hygiene-nb report (process tree)",
+    "report_tree": "report (process tree)",
     "diff_risk": 'diff(by="risk")',
-    "help": "hygiene-nb --help",
+    "help": "--help",
 }
+
+
+def _size(entries: Any) -> str:
+    if not isinstance(entries, int):
+        return "the earlier"
+    return f"{entries / 1e6:g}M" if entries >= 1_000_000 else f"{entries:,}-entry"
 
 
 def _row(
@@ -580,7 +586,7 @@ def _flat_rows(report: Any, section: dict[str, Any] | None) -> dict[str, dict[st
     else:
         problem = ""
     base = _result_peaks(earlier) if earlier else {}
-    size = f"{earlier.get('entries', 0):,}" if earlier else "1M"
+    size = _size(earlier.get("entries")) if earlier else "1M"
     rows = {}
     for name, label in _COMMANDS.items():
         value, why = None, problem
@@ -591,7 +597,7 @@ def _flat_rows(report: Any, section: dict[str, Any] | None) -> dict[str, dict[st
         elif not why:
             value = current[name] / base[name]
         rows[f"views_flat_{name}"] = _row(
-            f"{label}: peak RSS / {size}-entry run",
+            f"flat: {label} RSS / {size} run",
             value,
             FLAT_GOAL,
             "x",
@@ -624,12 +630,16 @@ def print_views(report: Any, targets: dict[str, dict[str, Any]]) -> None:
     du_warm = du.warm_median() if du is not None else None
     section = report.sections.get("views") or {}
     print()
-    print(
-        f"views stage: du -s warm {_shown(du_warm, 's')} in this run; "
-        f"{section.get('rounds', '?')} rounds, each in a fresh process "
-        f"({section.get('clicks_per_round', '?')} decisions and drill-ins per round); "
-        "CLI peak RSS is the command's own ru_maxrss"
+    how = (
+        f"{section['rounds']} round(s), each in a fresh process ({section['clicks_per_round']} "
+        "decisions and drill-ins per round); CLI peak RSS is the command's own ru_maxrss"
+        if "rounds" in section
+        else "the views section measured nothing"
     )
+    print(f"views stage: du -s warm {_shown(du_warm, 's')} in this run; {how}")
+    baseline = getattr(report, "baseline", None)
+    if baseline is not None:
+        print(f"flat rows: peak RSS against {baseline}")
     header = f"{'row':<44} {'value':>10}  {'target':<24} {'result':<12} notes"
     print(header)
     print("-" * len(header))
