@@ -2,24 +2,37 @@
 
 ``measure`` starts the command through ``bench/_trampoline.py`` (see its docstring for why), so
 ``ru_maxrss`` is the command's own. With ``sample_every``, it also reads ``/proc`` while the
-command runs and keeps the largest sum of resident memory over the command and every process
-it started (a report runs a Jupyter kernel beside itself): a peak shorter than the interval can
+command runs and keeps the largest sum of RSS over the command and every process it started (a
+report runs a Jupyter kernel beside itself), and the largest sum of PSS (each shared page split
+between the processes that map it). A child vfork() started shares its parent's address space
+until it calls exec, and is counted once, in its parent. A peak shorter than the interval can
 be missed, so ``tree_peak_kib`` is never below the command's own ``ru_maxrss``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["TRAMPOLINE", "MeasureError", "Measurement", "measure", "tail", "tree_rss_kib"]
+__all__ = [
+    "TRAMPOLINE",
+    "MeasureError",
+    "Measurement",
+    "Member",
+    "measure",
+    "tail",
+    "tree_members",
+    "tree_rss_kib",
+]
 
 TRAMPOLINE = Path(__file__).resolve().with_name("_trampoline.py")
 _PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -33,8 +46,9 @@ class MeasureError(RuntimeError):
 class Measurement:
     """One run of one command: wall seconds, peak RSS of the command itself, its exit code.
 
-    ``tree_peak_kib`` is the largest sampled sum of RSS over the command's process tree (with
-    ``sample_every``; else None), ``samples`` how many samples were taken.
+    With ``sample_every`` (else None, empty, 0): ``tree_peak_kib`` is the largest sampled sum
+    of RSS over the command's process tree, ``tree_peak_members`` each process in that sample,
+    ``tree_peak_pss_kib`` the largest sampled sum of PSS, ``samples`` how many were taken.
     """
 
     seconds: float
@@ -43,6 +57,8 @@ class Measurement:
     stdout: bytes
     stderr: bytes
     tree_peak_kib: int | None = None
+    tree_peak_members: list[Member] = field(default_factory=list)
+    tree_peak_pss_kib: int | None = None
     samples: int = 0
 
 
@@ -69,29 +85,74 @@ def _parents() -> dict[int, int]:
     return found
 
 
-def tree_rss_kib(pid: int, *, include_self: bool = True) -> int:
-    """The summed resident memory (KiB) of ``pid`` and all its descendants, read from /proc.
+# kcmp(2) tells whether two processes share one address space: a child that vfork() started
+# shares its parent's until it calls exec, and /proc shows it with all of its parent's memory.
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272, "riscv64": 272, "i686": 349, "armv7l": 378}
+_KCMP_VM = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
-    Shared pages (the same libraries mapped by two processes) count in each, so the sum is an
-    upper bound of what the tree holds together.
+
+def _shares_vm(a: int, b: int) -> bool:
+    """Whether processes ``a`` and ``b`` share one address space (False where kcmp is absent)."""
+    number = _SYS_KCMP.get(platform.machine())
+    return number is not None and _LIBC.syscall(number, a, b, _KCMP_VM, 0, 0) == 0
+
+
+@dataclass(frozen=True)
+class Member:
+    """One process of a sampled tree: its name, RSS and PSS (shared pages split), in KiB."""
+
+    name: str
+    rss_kib: int
+    pss_kib: int
+
+
+def _pss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def tree_members(pid: int, *, include_self: bool = True) -> list[Member]:
+    """``pid`` and each of its descendants, as /proc shows them now.
+
+    A child that shares its parent's address space (started by vfork, not yet exec'd) is
+    left out: its memory is its parent's, counted there.
     """
+    parents = _parents()
     children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
+    for child, parent in parents.items():
         children.setdefault(parent, []).append(child)
     todo = list(children.get(pid, []))
     tree = [pid] if include_self else []
     while todo:
         current = todo.pop()
-        tree.append(current)
         todo.extend(children.get(current, []))
-    total = 0
+        if not _shares_vm(current, parents[current]):
+            tree.append(current)
+    found = []
     for member in tree:
         try:
             with open(f"/proc/{member}/statm", "rb") as fh:
-                total += int(fh.read().split()[1]) * _PAGE_KIB
+                rss = int(fh.read().split()[1]) * _PAGE_KIB
+            with open(f"/proc/{member}/comm", "rb") as fh:
+                name = fh.read().decode(errors="replace").strip()
+            pss = _pss_kib(member)
         except (OSError, IndexError, ValueError):
             continue  # it ended between the listing and now
-    return total
+        found.append(Member(name, rss, pss))
+    return found
+
+
+def tree_rss_kib(pid: int, *, include_self: bool = True) -> int:
+    """The summed RSS (KiB) of ``pid`` and all its descendants, read from /proc.
+
+    Pages two processes share (the same libraries, pages a fork left shared) count in each, so
+    the sum is an upper bound of what the tree holds together; the sum of PSS is not.
+    """
+    return sum(m.rss_kib for m in tree_members(pid, include_self=include_self))
 
 
 def measure(
@@ -115,7 +176,8 @@ def measure(
     """
     cmd = [os.fspath(a) for a in argv]
     read_fd, write_fd = os.pipe()
-    peak, samples = 0, 0
+    peak, pss_peak, samples = 0, 0, 0
+    members: list[Member] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(
@@ -146,7 +208,10 @@ def measure(
                         proc.wait()
                         raise MeasureError(f"{cmd[0]} timed out after {timeout:.0f} s") from None
                     if sample_every is not None:
-                        peak = max(peak, tree_rss_kib(proc.pid, include_self=False))
+                        now = tree_members(proc.pid, include_self=False)
+                        if sum(m.rss_kib for m in now) > peak:
+                            peak, members = sum(m.rss_kib for m in now), now
+                        pss_peak = max(pss_peak, sum(m.pss_kib for m in now))
                         samples += 1
             line = result.read().decode()
         out.seek(0)
@@ -157,5 +222,15 @@ def measure(
     if proc.returncode != 0 or len(fields) != 3:
         raise MeasureError(f"trampoline failed (exit {proc.returncode}): {tail(stderr)}")
     maxrss = int(fields[1])
-    tree_peak = max(peak, maxrss) if sample_every is not None else None
-    return Measurement(float(fields[0]), maxrss, int(fields[2]), stdout, stderr, tree_peak, samples)
+    sampled = sample_every is not None
+    return Measurement(
+        float(fields[0]),
+        maxrss,
+        int(fields[2]),
+        stdout,
+        stderr,
+        tree_peak_kib=max(peak, maxrss) if sampled else None,
+        tree_peak_members=members,
+        tree_peak_pss_kib=pss_peak if sampled else None,
+        samples=samples,
+    )

@@ -175,7 +175,8 @@ def _report(
     from hygiene_nb import api
 
     scans = len(api.list_snapshots(store=store, root=root))
-    seconds, rss, tree, samples = [], [], [], []
+    seconds, rss, tree, pss, samples = [], [], [], [], []
+    members: list[list[tuple[str, float]]] = []
     for _ in range(rounds):
         out = Path(tempfile.mkdtemp(prefix="report-", dir=store_dir))
         try:
@@ -183,25 +184,32 @@ def _report(
             m = _ok(measure(argv, timeout=timeout, sample_every=SAMPLE_EVERY))
         finally:
             shutil.rmtree(out, ignore_errors=True)
-        assert m.tree_peak_kib is not None  # sampled
+        assert m.tree_peak_kib is not None and m.tree_peak_pss_kib is not None  # sampled
         seconds.append(round(m.seconds, 4))
         rss.append(m.maxrss_kib)
         tree.append(m.tree_peak_kib)
+        pss.append(m.tree_peak_pss_kib)
         samples.append(m.samples)
+        at_peak = [(p.name, round(p.rss_kib / KIB_PER_MIB, 1)) for p in m.tree_peak_members]
+        members.append(at_peak)
         _line(
             "report",
             m.seconds,
             m.tree_peak_kib,
-            f" summed over its processes ({m.samples} "
-            f"samples); its own {m.maxrss_kib / KIB_PER_MIB:.1f} MiB",
+            f" summed over its processes ({m.samples} samples; at the peak: "
+            f"{', '.join(f'{n} {mib:.0f}' for n, mib in at_peak) or 'none sampled'}); "
+            f"PSS summed {m.tree_peak_pss_kib / KIB_PER_MIB:.0f}; its own "
+            f"{m.maxrss_kib / KIB_PER_MIB:.1f} MiB",
         )
     return {
         "scans": scans,
         "seconds": seconds,
         "rss_kib": rss,
         "tree_rss_kib": tree,
+        "tree_pss_kib": pss,
         "samples": samples,
         "sample_every_s": SAMPLE_EVERY,
+        "tree_at_peak_mib": members,
     }
 
 
@@ -489,8 +497,9 @@ ROWS = (
         du_factor=5.0, needs="scans"),
     Row("views_report_rss_mib", "report, peak RSS summed over processes", "report",
         "tree_rss_kib", "peak", "MiB", 600.0, needs="scans",
-        note=f"RSS of every process, sampled every {SAMPLE_EVERY * 1000:.0f} ms (a shorter peak "
-        "can be missed; never below the command's own ru_maxrss)"),
+        note=f"RSS of every process, sampled every {SAMPLE_EVERY * 1000:.0f} ms (shared pages in "
+        "each: an upper bound; a shorter peak can be missed; never below the command's own "
+        "ru_maxrss)"),
     Row("views_diff_risk_s", 'diff(by="risk") of two snapshots', "diff_risk", "seconds",
         "median", "s", 1.0),
     Row("views_help_s", "hygiene-nb --help", "help", "seconds", "median", "s", 0.15),
@@ -565,6 +574,11 @@ def views_targets(report: Any) -> dict[str, dict[str, Any]]:
             row.label, value, goal, row.unit, why=why, goal_note=goal_note,
             note="; ".join(n for n in notes if n), condition_unmet=condition,
         )  # fmt: skip
+    pss = measures.get("report", {}).get("tree_pss_kib")
+    if pss and rows["views_report_rss_mib"]["value"] is not None:
+        rows["views_report_rss_mib"]["note"] += (
+            f"; PSS summed (shared pages split): {max(pss) / KIB_PER_MIB:.1f} MiB"
+        )
     rows.update(_flat_rows(report, section or None))
     return rows
 

@@ -37,6 +37,20 @@ def test_a_process_trees_memory_is_summed_where_each_process_holds_less(tmp_path
     assert unsampled.tree_peak_kib is None and unsampled.samples == 0
 
 
+def test_pages_a_fork_left_shared_count_twice_in_the_rss_sum_and_once_in_the_pss_sum() -> None:
+    code = _HOLD.format(
+        mib=MIB,
+        then="import os\npid = os.fork()\nif pid == 0:\n    time.sleep(1.0)\n    os._exit(0)\n"
+        "os.waitpid(pid, 0)",
+    )
+    m = measure([sys.executable, "-c", code], timeout=60, sample_every=0.02)
+    assert m.returncode == 0 and m.samples > 0
+    assert m.tree_peak_kib is not None and m.tree_peak_pss_kib is not None
+    assert m.tree_peak_kib >= 2 * MIB * 1024  # the child maps the parent's buffer too
+    interpreters = m.tree_peak_kib - 2 * MIB * 1024  # what the RSS sum holds beside the buffers
+    assert m.tree_peak_pss_kib < MIB * 1024 + interpreters + MIB * 1024 // 2  # the buffer once
+
+
 def _report(du_warm: float | None, views: dict[str, Any] | None, **kwargs: Any) -> Report:
     report = Report(
         tree_root=Path("/nonexistent"),
