@@ -654,7 +654,8 @@ def print_views(report: Any, targets: dict[str, dict[str, Any]]) -> None:
     baseline = getattr(report, "baseline", None)
     if baseline is not None:
         print(f"flat rows: peak RSS against {baseline}")
-    header = f"{'row':<44} {'value':>10}  {'target':<24} {'result':<12} notes"
+    width = max(44, *(len(t["label"]) for t in rows.values()))
+    header = f"{'row':<{width}} {'value':>10}  {'target':<24} {'result':<12} notes"
     print(header)
     print("-" * len(header))
     for t in rows.values():
@@ -665,6 +666,6 @@ def print_views(report: Any, targets: dict[str, dict[str, Any]]) -> None:
         if t["goal_note"]:
             goal += f" ({t['goal_note']})"
         print(
-            f"{t['label']:<44} {_shown(t['value'], t['unit']):>10}  {goal:<24} "
+            f"{t['label']:<{width}} {_shown(t['value'], t['unit']):>10}  {goal:<24} "
             f"{t['status']:<12} {t['note']}"
         )
