@@ -571,9 +571,15 @@ def views_targets(report: Any) -> dict[str, dict[str, Any]]:
             if value is not None and du_warm:
                 notes.insert(0, f"{value / du_warm:.2f}x du -s")
         rows[row.key] = _row(
-            row.label, value, goal, row.unit, why=why, goal_note=goal_note,
-            note="; ".join(n for n in notes if n), condition_unmet=condition,
-        )  # fmt: skip
+            row.label,
+            value,
+            goal,
+            row.unit,
+            why=why,
+            goal_note=goal_note,
+            note="; ".join(n for n in notes if n),
+            condition_unmet=condition,
+        )
     pss = measures.get("report", {}).get("tree_pss_kib")
     if pss and rows["views_report_rss_mib"]["value"] is not None:
         rows["views_report_rss_mib"]["note"] += (
