@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,9 +31,11 @@ from bench.classify import classify_section
 from bench.executor import executor_section
 from bench.gen_tree import generate_tree
 from bench.load import load_section
+from bench.measure import MeasureError, Measurement, measure
+from bench.measure import tail as _tail
 from bench.plan import plan_section
 from bench.realism import STATISTICS, tree_statistics
-from bench.views import views_section
+from bench.views import NOT_MEASURED, print_views, views_section, views_targets
 
 __all__ = [
     "SECTIONS",
@@ -44,15 +45,16 @@ __all__ = [
     "Report",
     "Section",
     "ToolResult",
+    "choose_sections",
     "main",
     "measure",
     "scan_section",
+    "section_names",
     "timed_run",
 ]
 
 DEFAULT_DIR = "/tmp/hygiene-nb-bench"
 DEFAULT_ENTRIES = 1_000_000
-TRAMPOLINE = Path(__file__).resolve().with_name("_trampoline.py")
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 FIND_FORMAT = "%y %s %b %T@ %i %n %D %p\\0"
 SCAN_KEYS = (
@@ -76,71 +78,6 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
 # --------------------------------------------------------------------------- measuring
 
 
-class MeasureError(RuntimeError):
-    """A command could not be run or measured (not found, timed out, trampoline failed)."""
-
-
-@dataclass
-class Measurement:
-    """One run of one command: wall seconds, peak RSS of the command itself, its exit code."""
-
-    seconds: float
-    maxrss_kib: int
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-
-
-def measure(
-    argv: Sequence[str | os.PathLike[str]],
-    *,
-    capture_stdout: bool = False,
-    timeout: float | None = None,
-) -> Measurement:
-    """Run ``argv`` (no shell) through the trampoline; return its wall time and ``ru_maxrss``.
-
-    The trampoline (``bench/_trampoline.py``) forks the command and reads its rusage with
-    ``os.wait4``; see its docstring for why the benchmark process does not spawn it directly.
-    stdout goes to /dev/null unless ``capture_stdout``; stderr is always captured.
-
-    Raises:
-        MeasureError: the trampoline failed or the command timed out.
-    """
-    cmd = [os.fspath(a) for a in argv]
-    read_fd, write_fd = os.pipe()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(TRAMPOLINE), str(write_fd), *cmd],
-                stdin=subprocess.DEVNULL,
-                stdout=out if capture_stdout else subprocess.DEVNULL,
-                stderr=err,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-            )
-        except OSError:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as result:
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise MeasureError(f"{cmd[0]} timed out after {timeout:.0f} s") from None
-            line = result.read().decode()
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read() if capture_stdout else b""
-        stderr = err.read()
-    fields = line.split()
-    if proc.returncode != 0 or len(fields) != 3:
-        raise MeasureError(f"trampoline failed (exit {proc.returncode}): {_tail(stderr)}")
-    return Measurement(float(fields[0]), int(fields[1]), int(fields[2]), stdout, stderr)
-
-
 def drop_caches() -> None:
     """``sync; echo 3 > /proc/sys/vm/drop_caches`` (root only)."""
     os.sync()
@@ -157,11 +94,6 @@ def cold_cache_status() -> tuple[bool, str]:
     except OSError as exc:
         return False, f"cannot write {DROP_CACHES}: {exc.strerror or exc}"
     return True, f"sync; echo 3 > {DROP_CACHES} before each timed run"
-
-
-def _tail(data: bytes, lines: int = 8) -> str:
-    text = data.decode(errors="replace").strip()
-    return " | ".join(text.splitlines()[-lines:]) or "(no stderr)"
 
 
 # --------------------------------------------------------------------------- the report
@@ -225,6 +157,7 @@ class Report:
     cold_note: str
     timeout: float
     real_tree: Path | None = None  # a real directory whose snapshot size is shown beside
+    baseline: Path | None = None  # an earlier (1M) result whose peak RSS figures are compared
     tools: dict[str, ToolResult] = field(default_factory=dict)
     sections: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -487,6 +420,31 @@ SECTIONS: list[Section] = [
 ]
 
 
+def section_names() -> list[str]:
+    """The names ``--sections`` takes: each section's function name without ``_section``."""
+    return [_name(s) for s in SECTIONS if s is not scan_section]
+
+
+def _name(section: Section) -> str:
+    return getattr(section, "__name__", repr(section)).removesuffix("_section")
+
+
+def choose_sections(names: str) -> list[Section]:
+    """The scan section and the sections ``names`` lists (comma-separated; empty: all).
+
+    Raises:
+        ValueError: a name is not a section's.
+    """
+    wanted = {n.strip() for n in names.split(",") if n.strip()}
+    unknown = wanted - set(section_names())
+    if unknown:
+        raise ValueError(
+            f"unknown section {', '.join(sorted(unknown))}; the sections are "
+            f"{', '.join(section_names())} (the scan always runs)"
+        )
+    return [s for s in SECTIONS if s is scan_section or not wanted or _name(s) in wanted]
+
+
 # --------------------------------------------------------------------------- summary
 
 
@@ -514,6 +472,7 @@ def evaluate_targets(report: Report) -> dict[str, dict[str, Any]]:
         else:
             status = "PASS" if (value >= goal if op == ">=" else value <= goal) else "MISS"
         targets[key] = {"label": label, "op": op, "goal": goal, "value": value, "status": status}
+    targets.update(views_targets(report))  # keys "views_*"
     return targets
 
 
@@ -566,10 +525,13 @@ def print_report(report: Report, targets: dict[str, dict[str, Any]]) -> None:
         )
     print()
     print(f"{'target':<30} {'value':>9} {'goal':>9}  result")
-    for t in targets.values():
+    for key, t in targets.items():
+        if key.startswith("views_"):
+            continue  # the views stage's own table, below
         note = f" ({report.cold_note})" if t["status"] == "SKIP" else ""
         goal = f"{t['op']} {t['goal']}"
         print(f"{t['label']:<30} {num(t['value'], '9.2f')} {goal:>9}  {t['status']}{note}")
+    print_views(report, targets)
     for error in report.errors:
         print(f"error: {error}")
 
@@ -648,13 +610,47 @@ def main(argv: list[str] | None = None) -> int:
         help="a real directory whose snapshot bytes/entry is shown beside the generated tree's "
         "(default /usr; '' to skip)",
     )
-    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is MISS")
+    parser.add_argument(
+        "--sections",
+        default=os.environ.get("BENCH_SECTIONS", ""),
+        help="comma-separated sections to run after the baselines and the scan, which always run "
+        f"(default: $BENCH_SECTIONS, else all: {', '.join(section_names())})",
+    )
+    parser.add_argument(
+        "--results",
+        default=None,
+        help="where to write this run's BENCH_JSON as a file (default: DIR/bench-N-sSEED.json; "
+        "'' writes none)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=Path(os.environ["BENCH_BASELINE"]) if os.environ.get("BENCH_BASELINE") else None,
+        help="an earlier result (its --results file, or saved output with its BENCH_JSON line) "
+        "whose peak RSS figures each command's are compared with (default: $BENCH_BASELINE, "
+        "else DIR/bench-1000000-sSEED.json when --entries is over 1,000,000)",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 if any target is MISS or not measured"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
+    try:
+        sections = choose_sections(args.sections)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     bench_dir: Path = args.dir.resolve()
     bench_dir.mkdir(parents=True, exist_ok=True)
+    results = (
+        bench_dir / f"bench-{args.entries}-s{args.seed}.json"
+        if args.results is None
+        else (Path(args.results) if args.results else None)
+    )
+    baseline = args.baseline
+    if baseline is None and args.entries > DEFAULT_ENTRIES:
+        baseline = bench_dir / f"bench-{DEFAULT_ENTRIES}-s{args.seed}.json"
     tree_root = bench_dir / f"tree-{args.entries}-s{args.seed}"
     print(f"tree: {tree_root} ({args.entries:,} entries, seed {args.seed})", flush=True)
     tree = generate_tree(tree_root, args.entries, args.seed)
@@ -677,13 +673,14 @@ def main(argv: list[str] | None = None) -> int:
         cold_note=cold_note if cold else f"skipped: {cold_note}",
         timeout=args.timeout,
         real_tree=args.real_tree if str(args.real_tree) not in ("", ".") else None,
+        baseline=baseline,
     )
 
     store_dir = Path(tempfile.mkdtemp(prefix="stores-", dir=bench_dir))
     try:
         print("baselines:", flush=True)
         measure_baselines(report)
-        for section in SECTIONS:
+        for section in sections:
             name = getattr(section, "__name__", repr(section))
             print(f"{name}:", flush=True)
             try:
@@ -714,8 +711,12 @@ def main(argv: list[str] | None = None) -> int:
         "sections": report.sections,
         "errors": report.errors,
     }
-    print("BENCH_JSON " + json.dumps(payload, ensure_ascii=False, default=str), flush=True)
-    if args.strict and any(t["status"] == "MISS" for t in targets.values()):
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    if results is not None:
+        results.write_text(text + "\n")
+        print(f"results written to {results}")
+    print("BENCH_JSON " + text, flush=True)
+    if args.strict and any(t["status"] in ("MISS", NOT_MEASURED) for t in targets.values()):
         return 1
     return 0
 
