@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hygiene_nb import api
@@ -188,6 +188,50 @@ def test_each_path_gets_the_decision_of_its_nearest_decided_ancestor(
     shuffled = paths[::-1]
     got = views.decided_rows(pa.array(shuffled), decided)
     assert list(got) == [nearest(p) for p in shuffled]
+
+
+def _covering(path: str, decided: dict[str, str]) -> str | None:
+    """The definition: the longest key that is the path or an ancestor of it."""
+    keys = [k for k in decided if path == k or path.startswith(k.rstrip("/") + "/")]
+    return decided[max(keys, key=len)] if keys else None
+
+
+@settings(max_examples=200, deadline=None)
+@example(  # the same directory decided twice, with and without its slash: the longer is nearer
+    paths=[["a", "b"], ["a"], []], keys=[(["a"], False, "keep"), (["a"], True, "delete")]
+)
+@example(paths=[["a"], []], keys=[([], False, "unsure"), (["a", "b"], True, "keep")])  # the root
+@given(
+    paths=st.lists(st.lists(_SEGMENTS, min_size=0, max_size=4), min_size=1, max_size=40),
+    keys=st.lists(
+        st.tuples(
+            st.lists(_SEGMENTS, min_size=0, max_size=4),
+            st.booleans(),  # written with a trailing slash
+            st.sampled_from(["keep", "delete", "unsure"]),
+        ),
+        max_size=40,
+    ),
+)
+def test_both_ways_of_covering_agree_with_the_definition(
+    paths: list[list[str]], keys: list[tuple[list[str], bool, str]]
+) -> None:
+    """Walking each path's ancestors and sorting once give the same answer as the definition,
+    with keys at the root, with trailing slashes, and with as many keys as paths or more."""
+    import numpy as np
+    import pyarrow as pa
+
+    from hygiene_nb.query.review import _covering_sorted, _covering_walked
+
+    asked = ["/" + "/".join(parts) for parts in paths]
+    decided = {
+        ("/" + "/".join(parts)) + ("/" if slash and parts else ""): d for parts, slash, d in keys
+    }
+    want = [_covering(p, decided) for p in asked]
+    text = np.asarray(asked, dtype=object)
+    assert list(_covering_walked(text, decided)) == want
+    if decided:
+        assert list(_covering_sorted(text, pa.array(asked), decided)) == want
+    assert list(views.decided_rows(pa.array(asked), decided)) == want
 
 
 def test_pending_decisions_lists_unsure_and_deletes_still_present(
