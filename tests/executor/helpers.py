@@ -20,7 +20,8 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -375,7 +376,17 @@ def new_batch(quarantine: Path) -> Batch:
     return claim_batch(quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=LocalFileOps())
 
 
-def made_up_item(raw: bytes, state: str) -> ManifestItem:
+@contextmanager
+def dir_handle(path: Path) -> Iterator[int]:
+    """A directory handle on ``path`` (never through a final symlink), closed after the block."""
+    fd = os.open(path, DIR_FLAGS)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def made_up_item(raw: bytes, state: str = "pending") -> ManifestItem:
     """A manifest record of a file at ``raw`` that need not exist (its numbers made up)."""
     return ManifestItem(
         original=os.fsdecode(raw),

@@ -13,8 +13,6 @@ import re
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +24,12 @@ from hygiene_nb.executor.batches import (
     QUARANTINE_NAME,
     Batch,
     ManifestItem,
-    claim_batch,
     read_manifest,
     remove_unused_batch,
     write_manifest,
 )
 from hygiene_nb.executor.changes import changed_items, check_held
-from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, LocalFileOps, open_dirs_at
+from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, open_dirs_at
 from hygiene_nb.executor.leftovers import find_removal_leftovers
 from hygiene_nb.executor.listing import batch_dirs, batch_state, list_batches
 from hygiene_nb.executor.registry import (
@@ -47,42 +44,16 @@ from hygiene_nb.store import Store
 from tests.executor.helpers import (
     PLAN_DIGEST,
     PLAN_ID,
+    dir_handle,
     in_store_batch,
     manifest_of,
+    new_batch,
     quarantine_items,
 )
+from tests.executor.helpers import (
+    made_up_item as item,
+)
 from tests.helpers import write
-
-OPS = LocalFileOps()
-
-
-def claim(quarantine: Path) -> Batch:
-    return claim_batch(quarantine, plan_id=PLAN_ID, plan_digest=PLAN_DIGEST, ops=OPS)
-
-
-@contextmanager
-def opened(path: Path) -> Iterator[int]:
-    fd = os.open(path, DIR_FLAGS)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def item(raw: bytes, state: str = "pending") -> ManifestItem:
-    """A manifest record of a file at ``raw`` (its numbers made up)."""
-    return ManifestItem(
-        original=os.fsdecode(raw),
-        original_b64=base64.b64encode(raw).decode(),
-        kind="file",
-        size=3,
-        tree_bytes=None,
-        dev=1,
-        inode=2,
-        mtime_ns=3,
-        plan_id=PLAN_ID,
-        state=state,
-    )
 
 
 def put_manifest(batch_dir: Path, doc: Any) -> None:
@@ -90,7 +61,7 @@ def put_manifest(batch_dir: Path, doc: Any) -> None:
 
 
 def read(batch_dir: Path) -> dict[str, Any] | None:
-    with opened(batch_dir) as fd:
+    with dir_handle(batch_dir) as fd:
         return read_manifest(fd)
 
 
@@ -99,7 +70,7 @@ def read(batch_dir: Path) -> dict[str, Any] | None:
 
 def test_a_claim_makes_a_new_private_locked_batch_every_time(qstore: Store) -> None:
     quarantine = qstore.root / "fresh-quarantine"
-    first, second = claim(quarantine), claim(quarantine)
+    first, second = new_batch(quarantine), new_batch(quarantine)
     try:
         assert stat.S_IMODE(os.stat(quarantine).st_mode) == 0o700
         assert first.batch_id != second.batch_id
@@ -108,12 +79,12 @@ def test_a_claim_makes_a_new_private_locked_batch_every_time(qstore: Store) -> N
             assert batch.path == quarantine / batch.batch_id and batch.path.is_dir()
             assert os.listdir(batch.path) == []  # nothing is written before the first item
             assert batch.fs is not None
-            with opened(batch.path) as fd, pytest.raises(BlockingIOError):
+            with dir_handle(batch.path) as fd, pytest.raises(BlockingIOError):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the run holds it
     finally:
         first.close()
         second.close()
-    with opened(first.path) as fd:
+    with dir_handle(first.path) as fd:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # closed: free
 
 
@@ -124,7 +95,7 @@ def test_a_quarantine_that_is_not_private_to_us_is_refused(qstore: Store, how: s
     else:
         os.chown(qstore.quarantine, 65534, 65534)
     with pytest.raises(StoreError, match="not private to you"):
-        claim(qstore.quarantine)
+        new_batch(qstore.quarantine)
     assert os.listdir(qstore.quarantine) == []
 
 
@@ -156,7 +127,7 @@ def test_a_manifest_round_trips_with_exact_names_and_only_the_fields_used(
 def test_writing_a_manifest_merges_what_is_on_disk_and_never_drops_an_item(
     qstore: Store,
 ) -> None:
-    batch = claim(qstore.quarantine)
+    batch = new_batch(qstore.quarantine)
     batch.items[b"/r/a"] = item(b"/r/a", "moved")
     write_manifest(batch)
     batch.close()
@@ -195,7 +166,7 @@ def test_writing_a_manifest_merges_what_is_on_disk_and_never_drops_an_item(
     ],
 )  # fmt: skip
 def test_an_invalid_manifest_is_refused(qstore: Store, doc: Any, why: str) -> None:
-    batch = claim(qstore.quarantine)
+    batch = new_batch(qstore.quarantine)
     batch.close()
     put_manifest(batch.path, doc)
     with pytest.raises(ValueError, match=why):
@@ -207,7 +178,7 @@ def test_an_invalid_manifest_is_refused(qstore: Store, doc: Any, why: str) -> No
 def test_a_manifest_that_is_a_link_or_a_directory_is_not_read(
     qstore: Store, tmp_path: Path
 ) -> None:
-    batch = claim(qstore.quarantine)
+    batch = new_batch(qstore.quarantine)
     batch.close()
     assert read(batch.path) is None  # none yet
     good = write(
@@ -224,7 +195,7 @@ def test_a_manifest_that_is_a_link_or_a_directory_is_not_read(
 
 
 def test_a_version_1_manifest_is_still_read(qstore: Store) -> None:
-    batch = claim(qstore.quarantine)
+    batch = new_batch(qstore.quarantine)
     batch.close()
     legacy = {
         k: v
@@ -244,7 +215,7 @@ def test_a_version_1_manifest_is_still_read(qstore: Store) -> None:
 
 
 def _state(batch_dir: Path) -> tuple[str, dict[str, Any] | None, list[str]]:
-    with opened(batch_dir) as fd:
+    with dir_handle(batch_dir) as fd:
         return batch_state(fd)
 
 
@@ -277,7 +248,7 @@ def test_a_batch_with_an_unrecorded_entry_is_incomplete_and_one_without_manifest
     (qstore.quarantine / bid / "manifest.json").unlink()  # lost: the layout still tells
     (info,) = list_batches([qstore.quarantine])
     assert info.manifest == "incomplete" and info.plan_id is None
-    empty = claim(qstore.quarantine)
+    empty = new_batch(qstore.quarantine)
     empty.close()
     assert _state(empty.path) == ("ok", None, ["no manifest"])  # claimed, nothing in it yet
 
@@ -381,7 +352,7 @@ def test_concurrent_registrations_lose_nothing(qstore: Store) -> None:
 def test_an_unused_batch_is_removed_and_one_holding_anything_is_kept(
     qstore: Store, root: Path
 ) -> None:
-    batch = claim(qstore.quarantine)
+    batch = new_batch(qstore.quarantine)
     raw = os.fsencode(root / "d" / "f")
     batch.items[raw] = item(raw, "returned")  # moved back at once: nothing of it stays
     write_manifest(batch)
@@ -391,7 +362,7 @@ def test_an_unused_batch_is_removed_and_one_holding_anything_is_kept(
     finally:
         batch.close()
     assert not batch.path.exists()
-    kept = claim(qstore.quarantine)
+    kept = new_batch(qstore.quarantine)
     kept.items[raw] = item(raw, "returned")
     write_manifest(kept)
     write(Path(os.fsdecode(in_store_batch(qstore, kept.batch_id, root / "d" / "partial"))), 1)
@@ -425,7 +396,7 @@ def held(qstore: Store, bid: str, original: Path) -> tuple[str, list[str]]:
     doc = manifest_of(qstore.quarantine / bid)
     (record,) = [i for i in doc["items"] if i["original"] == str(original)]
     parts = os.fsencode(original).strip(b"/").split(b"/")
-    with opened(qstore.quarantine / bid) as batch_fd:
+    with dir_handle(qstore.quarantine / bid) as batch_fd:
         parent = open_dirs_at(batch_fd, [b"tree", *parts[:-1]])
         try:
             return check_held(parent, parts[-1], ManifestItem(**record), doc.get("fs"))
@@ -440,13 +411,13 @@ def test_check_held_tells_the_same_item_a_changed_one_and_a_replaced_one(
     bid = quarantine_items(qstore, [target, write(root / "g.log", 5)])
     inside = Path(os.fsdecode(in_store_batch(qstore, bid, target)))
     assert held(qstore, bid, target) == ("same", [])
-    with opened(qstore.quarantine / bid) as fd:
+    with dir_handle(qstore.quarantine / bid) as fd:
         assert changed_items(fd, manifest_of(qstore.quarantine / bid)) == []
     with inside.open("ab") as handle:
         handle.write(b"more")  # a program that kept it open wrote on
     state, what = held(qstore, bid, target)
     assert state == "changed" and any(w.startswith("size 10 → 14") for w in what)
-    with opened(qstore.quarantine / bid) as fd:
+    with dir_handle(qstore.quarantine / bid) as fd:
         changed = changed_items(fd, manifest_of(qstore.quarantine / bid))
     assert [c.original for c, _ in changed] == [str(target)]
     write(inside.with_name("other"), 10)
@@ -456,7 +427,7 @@ def test_check_held_tells_the_same_item_a_changed_one_and_a_replaced_one(
     inside.unlink()
     with pytest.raises(FileNotFoundError):
         held(qstore, bid, target)
-    with opened(qstore.quarantine / bid) as fd:  # missing: nothing of it to destroy
+    with dir_handle(qstore.quarantine / bid) as fd:  # missing: nothing of it to destroy
         assert changed_items(fd, manifest_of(qstore.quarantine / bid)) == []
 
 

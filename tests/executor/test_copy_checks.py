@@ -12,17 +12,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from hygiene_nb.executor import crossdev
 from hygiene_nb.executor.crossdev import CopyMismatch, copy_verified, verify_copy
-from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor.fileops import LocalFileOps
 from hygiene_nb.executor.inventory import Entry, Unverifiable, inventory
-from tests.executor.helpers import RaceAfterMkdir, contents
+from tests.executor.helpers import RaceAfterMkdir, contents, dir_handle
 from tests.helpers import (
     acting_as,
     bind_mount,
@@ -32,15 +31,6 @@ from tests.helpers import (
     world_readable_tmpdir,
     write,
 )
-
-
-@contextmanager
-def handle(path: Path) -> Iterator[int]:
-    fd = os.open(path, DIR_FLAGS)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def tree(at: Path) -> Path:
@@ -53,19 +43,19 @@ def tree(at: Path) -> Path:
 
 
 def inventory_of(path: Path) -> dict[bytes, Entry]:
-    with handle(path.parent) as fd:
+    with dir_handle(path.parent) as fd:
         return inventory(fd, os.fsencode(path.name), os.fstat(fd).st_dev)
 
 
 def copy(item: Path, into: Path, ops: LocalFileOps | None = None) -> dict[bytes, Entry]:
     """``copy_verified`` of ``item`` into the directory ``into``, as the executor calls it."""
     planned = inventory_of(item)
-    with handle(item.parent) as src, handle(into) as dst:
+    with dir_handle(item.parent) as src, dir_handle(into) as dst:
         return copy_verified(src, os.fsencode(item.name), dst, planned, ops or LocalFileOps())
 
 
 def verify(item: Path, copied: Path, planned: dict[bytes, Entry]) -> dict[bytes, Entry]:
-    with handle(item.parent) as src, handle(copied.parent) as dst:
+    with dir_handle(item.parent) as src, dir_handle(copied.parent) as dst:
         name, dst_name = os.fsencode(item.name), os.fsencode(copied.name)
         return verify_copy(src, name, dst, dst_name, planned)
 

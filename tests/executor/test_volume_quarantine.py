@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb.executor.batches import QUARANTINE_NAME
-from hygiene_nb.executor.fileops import DIR_FLAGS, LocalFileOps
+from hygiene_nb.executor.fileops import LocalFileOps
 from hygiene_nb.executor.volume import (
     QuarantineUntrusted,
     open_volume_quarantine,
@@ -28,17 +28,8 @@ from hygiene_nb.executor.volume import (
 )
 from hygiene_nb.fs import mounts
 from hygiene_nb.fs.mounts import MountInside
-from tests.executor.helpers import RaceAfterMkdir
+from tests.executor.helpers import RaceAfterMkdir, dir_handle
 from tests.helpers import acting_as, bind_mount, tmpfs, world_readable_tmpdir
-
-
-@contextmanager
-def handle(path: Path) -> Iterator[int]:
-    fd = os.open(path, DIR_FLAGS)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def names(path: Path) -> list[str]:
@@ -47,7 +38,7 @@ def names(path: Path) -> list[str]:
 
 def opened(parent: Path, ops: LocalFileOps | None = None) -> Path:
     """The path of the volume quarantine ``open_volume_quarantine`` opens from ``parent``."""
-    with handle(parent) as fd:
+    with dir_handle(parent) as fd:
         quarantine = open_volume_quarantine(fd, os.fsencode(parent), ops or LocalFileOps())
         try:
             st, by_path = os.fstat(quarantine.fd), os.lstat(quarantine.path)
@@ -59,7 +50,7 @@ def opened(parent: Path, ops: LocalFileOps | None = None) -> Path:
 
 
 def predicted(parent: Path) -> Path:
-    with handle(parent) as fd:
+    with dir_handle(parent) as fd:
         return predict_volume_quarantine(fd, os.fsencode(parent))
 
 
@@ -197,7 +188,7 @@ def test_a_quarantine_its_path_no_longer_leads_to_is_untrusted() -> None:
         mnt.mkdir(parents=True)
         with tmpfs(mnt, "size=1m,mode=755"):
             (mnt / "data").mkdir()
-            with handle(mnt / "data") as fd:
+            with dir_handle(mnt / "data") as fd:
                 given = os.fsencode(mnt / "data")
                 (base / "x").rename(base / "y")  # the mount goes along: the path is stale
                 moved = base / "y" / "mnt"
