@@ -41,6 +41,16 @@ def du_bytes(path: Path | bytes, *, apparent: bool) -> int:
     return int(out.split()[0])
 
 
+def confirmed_execute(plan: Any, store: Path | str) -> list[str]:
+    """``hygiene-nb execute``'s arguments that move ``plan``'s candidates, fully confirmed (the
+    plan id, its digest and the acknowledged risk, as a person would type them)."""
+    return [
+        "execute", plan.plan_path, "--store", str(store), "--execute",
+        "--confirm-plan-id", plan.plan_id, "--plan-digest", plan.plan_digest,
+        "--acknowledge-risk", "quarantine",
+    ]  # fmt: skip
+
+
 @contextmanager
 def world_readable_tmpdir() -> Iterator[Path]:
     """A scratch directory another user can reach (pytest's tmp_path is under a 0700 one)."""

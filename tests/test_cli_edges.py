@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
-from tests.helpers import tmpfs, write
+from tests.helpers import confirmed_execute, tmpfs, write
 
 
 def run(*args: str, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
@@ -121,10 +121,7 @@ def test_execute_on_a_nearly_full_store_is_a_coded_error(tmp_path: Path, left_ki
         finally:
             os.close(fd)
         os.truncate(filler, max(0, filler.stat().st_size - left_kib * 1024))
-        code, obj, err = run(
-            "execute", plan.plan_path, "--store", str(store), "--execute", "--confirm-plan-id",
-            plan.plan_id, "--plan-digest", plan.plan_digest, "--acknowledge-risk", "quarantine",
-        )  # fmt: skip
+        code, obj, err = run(*confirmed_execute(plan, store))
         assert "Traceback" not in err, err
         assert code == 1 and obj["status"] == "error", obj
         assert obj["error"]["code"] in ("store-full", "store-unusable")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api
-from tests.helpers import write
+from tests.helpers import confirmed_execute, write
 
 HEAVY = ("pyarrow", "numpy", "pandas", "duckdb")
 
@@ -58,23 +58,7 @@ def executed(tmp_path: Path) -> tuple[Path, str]:
     api.remember_rule("python-cache", "delete", store=store)
     plan = api.make_plan(root, store=store)
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hygiene_nb",
-            "execute",
-            plan.plan_path,
-            "--store",
-            str(store),
-            "--execute",
-            "--confirm-plan-id",
-            plan.plan_id,
-            "--plan-digest",
-            plan.plan_digest,
-            "--acknowledge-risk",
-            "quarantine",
-            "--json",
-        ],
+        [sys.executable, "-m", "hygiene_nb", *confirmed_execute(plan, store), "--json"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -30,7 +30,7 @@ from hygiene_nb.fs.mounts import MountInside, mount_points_below
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.store import Store
 from tests.executor.helpers import confirm_for, in_store_batch, quarantine_items, volume_unusable
-from tests.helpers import bind_mount, tmpfs, write
+from tests.helpers import bind_mount, confirmed_execute, tmpfs, write
 
 
 def hashes(path: Path) -> dict[str, str]:
@@ -337,22 +337,7 @@ def test_cli_a_run_that_moved_nothing_gives_the_plan_back(mworld: dict[str, Path
     plan = plan_of(mworld, "other.log", "cache")
     (mworld["root"] / "other.log").write_bytes(b"grew since the plan")
     write(mworld["root"] / "cache" / "new.tex", 9)
-    argv = [
-        sys.executable,
-        "-m",
-        "hygiene_nb",
-        "execute",
-        plan.plan_path,
-        "--store",
-        str(mworld["store"]),
-        "--execute",
-        "--confirm-plan-id",
-        plan.plan_id,
-        "--plan-digest",
-        plan.plan_digest,
-        "--acknowledge-risk",
-        "quarantine",
-    ]
+    argv = [sys.executable, "-m", "hygiene_nb", *confirmed_execute(plan, mworld["store"])]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert run.returncode == 4, run.stderr
     assert "not used up" in run.stdout and "Traceback" not in run.stderr

@@ -24,6 +24,7 @@ from tests.executor.helpers import (
     read_bytes,
     snapshot_of,
 )
+from tests.helpers import confirmed_execute
 
 
 def alive(pid: int) -> bool:
@@ -164,11 +165,10 @@ def test_the_cli_exits_4_on_a_rollback_and_shows_it(world: dict[str, Path]) -> N
     plan = make_plan(world, "web/app.log")
     configure(world, NEEDS_LOG)
     done = subprocess.run(
-        [sys.executable, "-m", "hygiene_nb", "execute", plan.plan_path, "--store",
-         str(world["store"]), "--execute", "--confirm-plan-id", plan.plan_id, "--plan-digest",
-         plan.plan_digest, "--acknowledge-risk", "quarantine"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "hygiene_nb", *confirmed_execute(plan, world["store"])],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 4, done.stderr
     assert "verification FAILED after the move: rolled back, 1 item restored" in done.stdout
 
