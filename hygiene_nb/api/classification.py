@@ -1,16 +1,18 @@
 """Classification of a snapshot: the protection context, risk and rules, and the summary.
 
-``classify_snapshot`` reuses its last table for a report's repeated calls at one time;
-``classify_scan`` always classifies afresh (the plans use it, never the cached table).
+``classify_snapshot`` and ``summarize`` use the classification kept beside the snapshot
+(computed the first time, ``classify.stored``); ``classify_scan`` always classifies afresh (the
+plans use it, never the kept verdicts).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,15 +24,34 @@ from hygiene_nb.classify.protect import (
     find_git_tracked,
     protection_above,
 )
+from hygiene_nb.classify.queries import open_entries, summarize_entries
 from hygiene_nb.classify.rules import UserRule, load_user_rules
-from hygiene_nb.classify.summary import summarize_table
+from hygiene_nb.classify.stored import (
+    classification_key,
+    keep_classification,
+    kept_classification,
+    with_verdicts,
+)
 from hygiene_nb.config import load_root_config
 from hygiene_nb.models import Summary
 from hygiene_nb.scan.index import ScanInfo, find_scan
-from hygiene_nb.scan.snapshot import load_snapshot
+from hygiene_nb.scan.snapshot import (
+    ROW_GROUP_ROWS,
+    load_snapshot,
+    named_rows,
+    snapshot_file,
+    snapshot_rows,
+)
 from hygiene_nb.store import Store
 
-__all__ = ["classify_scan", "classify_snapshot", "protect_context", "summarize"]
+__all__ = [
+    "StoredClassification",
+    "classify_scan",
+    "classify_snapshot",
+    "protect_context",
+    "stored_classification",
+    "summarize",
+]
 
 
 def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectContext:
@@ -83,10 +104,9 @@ def classify_snapshot(
     Ages are measured at ``now_ns`` (default: now); a report passes the scan's own time so that
     rerunning it later gives the same verdicts.
 
-    With an explicit ``now_ns`` the last result is reused while the snapshot, that time, the
-    rules files and the store's ``config.toml`` are the same (a report classifies one snapshot
-    for several sections). Plans never come from here: ``make_plan`` classifies afresh and
-    re-checks the disk.
+    The verdicts are computed once and kept beside the snapshot (``classify.stored``), reused
+    while the rules and the protection facts are the same. Plans never come from here:
+    ``make_plan`` classifies afresh and re-checks the disk.
 
     Raises:
         SnapshotNotFound: no snapshot matches.
@@ -94,32 +114,60 @@ def classify_snapshot(
     """
     st = existing_store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    if now_ns is None:
-        return classify_scan(st, info, rules)[0]
-    states = (
-        _file_state(st.rules),
-        _file_state(st.root / "config.toml"),  # its homes protect
-        _file_state(Path(rules)) if rules else None,
-    )
-    return _classified_at(str(st.root), info.scan_id, now_ns, str(rules) if rules else None, states)
+    when = time.time_ns() if now_ns is None else now_ns
+    return stored_classification(st, info, rules, now_ns=when).table
 
 
-@functools.lru_cache(maxsize=1)  # one table at a time: a 1M-row table is large
-def _classified_at(
-    store: str, scan_id: str, now_ns: int, rules: str | None, _states: tuple[object, ...]
-) -> pa.Table:
-    """The classified table of one snapshot at one time, with the rules files as they are."""
-    st = Store(Path(store))
-    return classify_scan(st, find_scan(st, scan_id=scan_id), rules, now_ns=now_ns)[0]
+@dataclass(frozen=True)
+class StoredClassification:
+    """A snapshot's classification as kept: where, and (once loaded) the classified rows."""
+
+    store: Store
+    info: ScanInfo
+    key: str
+    path: Path | None  # the kept verdicts (None: the store could not be written)
+    loaded: pa.Table | None = None  # the classified rows, when they were computed or loaded
+
+    @property
+    def snapshot_file(self) -> Path:
+        """The snapshot's Parquet file, which the verdicts are kept row for row beside."""
+        return snapshot_file(self.info)
+
+    @property
+    def table(self) -> pa.Table:
+        """The classified rows (``classify_table``'s columns), read from the kept verdicts."""
+        if self.loaded is not None:
+            return self.loaded
+        assert self.path is not None
+        rows = load_snapshot(self.store, scan_id=self.info.scan_id, columns=CLASSIFY_COLUMNS)
+        return with_verdicts(rows, self.path)
 
 
-def _file_state(path: Path) -> tuple[str, int, int, int] | None:
-    """What changes when a rules file is edited (None: there is none)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+def stored_classification(
+    st: Store,
+    info: ScanInfo,
+    rules: str | os.PathLike[str] | None,
+    *,
+    now_ns: int,
+    load: bool = True,
+) -> StoredClassification:
+    """The classification of one scan, kept beside it: read back, or computed and kept now.
+
+    The protection facts are read now (git's tracked files, homes, what is above the root):
+    with the rules they make the key the kept verdicts are found under. With ``load=False`` a
+    valid kept file is only located (a query reads it), not loaded.
+    """
+    user_rules = _user_rules(st, rules)
+    ctx = protect_context(named_rows(info, [".git"]), info, st)
+    key = classification_key(ctx, user_rules, now_ns)
+    path = kept_classification(st, info, key, snapshot_rows(info))
+    if path is not None:
+        found = StoredClassification(st, info, key, path)
+        return found if not load else StoredClassification(st, info, key, path, found.table)
+    table = load_snapshot(st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS)
+    classified = classify_table(table, ctx, user_rules=user_rules, now_ns=now_ns)
+    path = keep_classification(st, info, key, classified, group_rows=ROW_GROUP_ROWS)
+    return StoredClassification(st, info, key, path, classified)
 
 
 def classify_scan(
@@ -129,7 +177,7 @@ def classify_scan(
     *,
     now_ns: int | None = None,
 ) -> tuple[pa.Table, ProtectContext]:
-    """Classify one scan afresh (no cache), with the protection context it was classified in.
+    """Classify one scan afresh (nothing kept is used), with the protection context it was in.
 
     Ages are measured at ``now_ns`` (default: now); the store's rules file and ``rules`` apply.
     """
@@ -162,7 +210,15 @@ def summarize(
     st = existing_store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     now_ns = scan_time_ns(info) if as_of_scan else time.time_ns()
-    table = classify_snapshot(
-        store=st, scan_id=info.scan_id, rules=rules, now_ns=now_ns if as_of_scan else None
-    )
-    return summarize_table(table, info, top=top, now_ns=now_ns)
+    for attempt in (1, 2):
+        stored = stored_classification(st, info, rules, now_ns=now_ns, load=False)
+        verdicts = stored.path if stored.path is not None else stored.loaded
+        assert verdicts is not None
+        try:
+            with duckdb.connect() as con:
+                open_entries(con, stored.snapshot_file, verdicts)
+                return summarize_entries(con, info, top=top, now_ns=now_ns)
+        except duckdb.IOException:
+            if attempt == 2:
+                raise  # the kept file went away twice while being read: a broken store
+    raise AssertionError("unreachable")

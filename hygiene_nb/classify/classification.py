@@ -336,8 +336,7 @@ def _git_tracked(
     candidates = np.flatnonzero(in_tree[np.maximum(pidx, 0)] & (pidx >= 0))
     if candidates.size == 0:
         return out
-    subset = table.take(pa.array(candidates))
-    paths = entry_paths(subset)
+    paths = entry_paths(table.select(["parent", "name"]).take(pa.array(candidates)))
     tracked = pc.is_in(paths, pa.array(sorted(ctx.git.tracked), pa.string()))
     out[candidates] = np.asarray(tracked.to_numpy(zero_copy_only=False), dtype=bool)
     return out
@@ -432,7 +431,7 @@ def _walk_directories(
 ) -> dict[str, _DirState]:
     """One pass over directories, shallowest first: own verdicts, what children inherit."""
     rows = np.flatnonzero(is_dir)
-    dirs = table.take(pa.array(rows)).select(["parent", "name", "depth"])
+    dirs = table.select(["parent", "name", "depth"]).take(pa.array(rows))
     order = np.argsort(dirs.column("depth").to_numpy(), kind="stable")
     parents = dirs.column("parent").to_pylist()
     names = dirs.column("name").to_pylist()
@@ -487,7 +486,7 @@ def _mark_ancestors(table: pa.Table, is_dir: Mask, prot: Ids, t: _Table) -> None
     dir_rows = np.flatnonzero(is_dir & (prot < 0))
     if dir_rows.size == 0:
         return
-    subset = table.take(pa.array(dir_rows))
+    subset = table.select(["parent", "name"]).take(pa.array(dir_rows))
     hit = pc.is_in(entry_paths(subset), pa.array(sorted(above), pa.string()))
     mask = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
     prot[dir_rows[mask]] = t.protection(CONTAINS)

@@ -33,8 +33,11 @@ __all__ = [
     "DEPENDENCY_GROUPS",
     "RISKS",
     "STALE_BUCKETS",
+    "STALE_DAYS",
     "cleanliness",
+    "entries_of",
     "freed_bytes",
+    "group_index",
     "kept_bytes",
     "pattern_index",
     "reclaimable",
@@ -149,15 +152,19 @@ def _exact(columns: dict[str, list[Any]], i: int) -> str | None:
     return path_b64(columns["path"][i], raw_path(row))
 
 
-def _entries(rows: pa.Table, n: int) -> list[SizedEntry]:
+def entries_of(rows: pa.Table, n: int) -> list[SizedEntry]:
     """The ``n`` largest rows as ranked entries (largest first, ties by path)."""
     if rows.num_rows == 0 or n <= 0:
         return []
     rows = rows.append_column("bytes", pc.coalesce(rows.column("tree_bytes"), rows.column("size")))
     k = min(n, rows.num_rows)
-    rows = rows.take(pc.select_k_unstable(rows, k=k, sort_keys=[("bytes", "descending")]))
+    # every row as large as the k-th largest, so that ties at the edge are broken by path
+    top_k = rows.take(pc.select_k_unstable(rows, k=k, sort_keys=[("bytes", "descending")]))
+    edge = pc.min(top_k.column("bytes"))
+    if edge.is_valid:
+        rows = rows.filter(pc.fill_null(pc.greater_equal(rows.column("bytes"), edge), False))
     rows = rows.append_column("path", entry_paths(rows))
-    rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")])
+    rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")]).slice(0, k)
     get = {c: rows.column(c).to_pylist() for c in rows.column_names}
     return [
         SizedEntry(
@@ -182,7 +189,11 @@ def _entries(rows: pa.Table, n: int) -> list[SizedEntry]:
 def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
     """Per rule group: its outermost matching entries (nested ones removed) and their sums."""
     roots = table.filter(pc.fill_null(table.column("group_root"), False))
-    roots = roots.filter(pc.is_valid(roots.column("group")))
+    return group_index(roots.filter(pc.is_valid(roots.column("group"))), shown=shown)
+
+
+def group_index(roots: pa.Table, *, shown: int) -> list[GroupStats]:
+    """``pattern_index`` of the rows that are a match of their group (``group_root``)."""
     out = []
     for group in sorted(set(roots.column("group").to_pylist())):
         rows = _outermost(roots.filter(pc.equal(roots.column("group"), group)))
@@ -196,7 +207,7 @@ def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
                     pc.sum(pc.coalesce(rows.column("tree_bytes"), rows.column("size"))).as_py() or 0
                 ),
                 files=int(pc.sum(files).as_py() or 0),
-                entries=_entries(rows, shown),
+                entries=entries_of(rows, shown),
             )
         )
     return sorted(out, key=lambda g: (-g.bytes, g.group))
@@ -204,6 +215,8 @@ def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
 
 def _outermost(rows: pa.Table) -> pa.Table:
     """Drop rows that lie inside another row of the table (a photo inside ~/Pictures)."""
+    if not pc.any(pc.equal(rows.column("kind").cast(pa.string()), "dir")).as_py():
+        return rows  # only directories hold anything
     paths = entry_paths(rows).to_pylist()
     order = sorted(range(len(paths)), key=lambda i: paths[i])
     keep: list[int] = []
@@ -305,8 +318,8 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: i
         stale=stale,
         stale_bytes=sum(sum(b.bytes.values()) for b in stale if b.min_days >= STALE_DAYS),
         cleanliness=cleanliness(table, partial=partial),
-        largest=_entries(table.filter(not_root), top),
-        largest_files=_entries(table.filter(pc.equal(kind, "file")), top),
-        largest_dirs=_entries(table.filter(pc.and_(is_dir, not_root)), top),
-        children=_entries(table.filter(pc.equal(depth, 1)), top),
+        largest=entries_of(table.filter(not_root), top),
+        largest_files=entries_of(table.filter(pc.equal(kind, "file")), top),
+        largest_dirs=entries_of(table.filter(pc.and_(is_dir, not_root)), top),
+        children=entries_of(table.filter(pc.equal(depth, 1)), top),
     )

@@ -25,6 +25,7 @@ from hygiene_nb.store import FILE_MODE, Store, remove_store_path, write_private_
 __all__ = [
     "ScanInfo",
     "append_scan",
+    "classified_dir",
     "digest_dir",
     "find_scan",
     "list_scans",
@@ -91,6 +92,11 @@ def partition_dir(store: Store, info: ScanInfo) -> Path:
         / f"root={root_slug(info.root)}"
         / f"scan={info.scan_id}"
     )
+
+
+def classified_dir(store: Store, info: ScanInfo) -> Path:
+    """Where a scan's kept classification lives (``hygiene_nb.classify.stored``)."""
+    return store.root / "classified" / partition_dir(store, info).relative_to(store.snapshots)
 
 
 def digest_dir(store: Store, info: ScanInfo) -> Path:
@@ -210,8 +216,9 @@ def prune_scans(
         gone = {s.scan_id for s in doomed}
         for scan in doomed:
             remove_store_path(store, Path(scan.path))
-            if digest_dir(store, scan).exists():
-                remove_store_path(store, digest_dir(store, scan))
+            for derived in (digest_dir(store, scan), classified_dir(store, scan)):
+                if derived.exists():
+                    remove_store_path(store, derived)
         kept = [s for s in scans if s.scan_id not in gone]
         write_private_file(store.index, "".join(s.to_json() + "\n" for s in kept).encode())
         return doomed

@@ -30,12 +30,16 @@ __all__ = [
     "FORMAT_2_COLUMNS",
     "FORMAT_VERSION",
     "KINDS",
+    "ROW_GROUP_ROWS",
     "SNAPSHOT_SCHEMA",
     "SnapshotWriter",
     "entry_paths",
     "int_scalar",
     "load_snapshot",
+    "named_rows",
+    "snapshot_file",
     "snapshot_format",
+    "snapshot_rows",
 ]
 
 KINDS = ("file", "dir", "symlink", "other")
@@ -78,7 +82,7 @@ _KIND_NAMES = _string_array(KINDS)
 # padding a 256k group's dictionary past 32,768 entries shrank its indices the same way, from
 # 0.95 to 0.47 B/entry).
 # Measured on 1M rows: 15.85 -> 15.32 B/entry, +35 MiB peak RSS, no slower.
-_ROW_GROUP_ROWS = 512 * 1024
+ROW_GROUP_ROWS = 512 * 1024
 _DICTIONARY_PAGE_LIMIT = 64 * 1024 * 1024
 
 SNAPSHOT_SCHEMA = pa.schema(
@@ -283,7 +287,7 @@ class SnapshotWriter:
             if part.num_rows:
                 pending.append(convert_batch(part))
         self._pending_rows += walk_batch.num_rows
-        if self._pending_rows >= _ROW_GROUP_ROWS:
+        if self._pending_rows >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
@@ -359,7 +363,7 @@ def load_snapshot(
         read = [c for c in wanted if c != "path"]
         if "path" in wanted:
             read = list(dict.fromkeys([*read, "parent", "name"]))
-    file = Path(info.path) / "part-0.parquet"
+    file = snapshot_file(info)
     try:
         footer = pq.read_metadata(file)
         _check_format(footer, info)
@@ -384,6 +388,50 @@ def load_snapshot(
     if wanted is not None:
         table = table.select(wanted)
     return table.replace_schema_metadata({_META_KEY: info.to_json().encode()})
+
+
+def snapshot_file(info: ScanInfo) -> Path:
+    """A scan's Parquet file (one per scan)."""
+    return Path(info.path) / "part-0.parquet"
+
+
+def snapshot_rows(info: ScanInfo) -> int:
+    """How many rows a scan's snapshot holds (its footer's count).
+
+    Raises:
+        StoreError: the snapshot file cannot be read.
+    """
+    try:
+        return int(pq.read_metadata(snapshot_file(info)).num_rows)
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(
+            f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
+            "scan again, or prune the damaged snapshot."
+        ) from exc
+
+
+def named_rows(info: ScanInfo, names: Sequence[str]) -> pa.Table:
+    """``parent`` and ``name`` of the rows whose name is one of ``names`` (e.g. ``.git``).
+
+    A query that reads two columns and keeps a few rows: a tenth of the time of loading them.
+
+    Raises:
+        StoreError: the snapshot file cannot be read.
+    """
+    import duckdb  # only the commands that read snapshots pay for it
+
+    try:
+        with duckdb.connect() as con:
+            return con.sql(
+                "SELECT CAST(parent AS VARCHAR) AS parent, name FROM read_parquet($file) "
+                "WHERE list_contains($names, name) ORDER BY parent, name",
+                params={"file": str(snapshot_file(info)), "names": list(names)},
+            ).to_arrow_table()
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
+            "scan again, or prune the damaged snapshot."
+        ) from exc
 
 
 def snapshot_format(footer: pq.FileMetaData) -> int:

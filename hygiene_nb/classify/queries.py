@@ -1,0 +1,263 @@
+"""The summary as queries over a snapshot and its kept verdicts (DuckDB here, Spark SQL too).
+
+``open_entries`` makes the view ``entries``: every snapshot row with its verdict columns and
+``row_no``, its place in the snapshot file (the snapshot and the verdicts are joined row for row,
+which is the one engine-specific part). Everything else is SQL in the subset DuckDB and Spark SQL
+share (docs/format.md, "Queries": sums cast to ``BIGINT``, no engine-only functions), over that
+view, so a fleet can run the same texts on Spark. Only the columns a query names are read.
+
+The figures are the ones ``classify.summary`` defines over an Arrow table (a test holds the two
+equal on random trees): a row adds its own bytes, a hard-linked inode counts once (at its first
+name in the file), and reclaimable bytes count an inode only when every name of it is chosen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from hygiene_nb.classify.stored import VERDICT_COLUMNS
+from hygiene_nb.classify.summary import (
+    DEPENDENCY_GROUPS,
+    RISKS,
+    STALE_BUCKETS,
+    STALE_DAYS,
+    entries_of,
+    group_index,
+)
+from hygiene_nb.models import Cleanliness, RiskStats, StaleBucket, Summary
+from hygiene_nb.scan.index import ScanInfo
+
+__all__ = ["SUMMARY_QUERIES", "open_entries", "summarize_entries"]
+
+_NS_PER_DAY = 86_400 * 10**9
+
+# A non-directory with more than one name: counted once, at its first name (lowest row_no).
+_LINKED = "(coalesce(nlink, 1) > 1 AND kind <> 'dir')"
+_FIRST_NAMES = f"""
+    SELECT row_no, row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth
+    FROM entries WHERE {_LINKED}
+"""
+_PATH = (
+    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
+    "ELSE concat(parent, '/', name) END"
+)
+_ENTRY_COLUMNS = (
+    "parent, name, parent_raw, name_raw, kind, size, alloc, nlink, tree_bytes, tree_alloc, "
+    "tree_files, partial, error, risk, rule, claim, confidence"
+)
+
+SUMMARY_QUERIES: dict[str, str] = {
+    "counts": """
+        SELECT count(*) AS entries,
+               sum(CASE WHEN kind = 'dir' THEN 1 ELSE 0 END) AS dirs,
+               sum(CASE WHEN kind = 'file' THEN 1 ELSE 0 END) AS files,
+               sum(CASE WHEN kind = 'symlink' THEN 1 ELSE 0 END) AS symlinks,
+               sum(CASE WHEN kind = 'other' THEN 1 ELSE 0 END) AS others,
+               sum(CASE WHEN error IS NOT NULL THEN 1 ELSE 0 END) AS errors,
+               sum(CASE WHEN excluded THEN 1 ELSE 0 END) AS excluded
+        FROM entries
+    """,
+    "root": """
+        SELECT tree_bytes, tree_alloc, tree_files, partial FROM entries
+        WHERE depth = 0 ORDER BY row_no LIMIT 1
+    """,
+    # bytes per risk, a hard-linked inode once: at its first name
+    "risk": f"""
+        SELECT e.risk AS risk,
+               CAST(sum(CASE WHEN f.nth IS NULL OR f.nth = 1 THEN e.size ELSE 0 END) AS BIGINT)
+                   AS bytes,
+               CAST(sum(CASE WHEN f.nth IS NULL OR f.nth = 1 THEN e.alloc ELSE 0 END) AS BIGINT)
+                   AS alloc,
+               count(*) AS entries
+        FROM entries e LEFT JOIN ({_FIRST_NAMES}) f ON f.row_no = e.row_no
+        GROUP BY e.risk
+    """,
+    # what deleting every entry of the chosen risks frees: an inode only with all its names
+    "freed": f"""
+        WITH chosen AS (
+            SELECT row_no, kind, size, alloc, nlink, dev, inode FROM entries
+            WHERE risk IN ({{levels}})),
+        links AS (
+            SELECT dev, inode, count(*) AS names, min(row_no) AS first FROM chosen
+            WHERE {_LINKED} GROUP BY dev, inode)
+        SELECT CAST(coalesce(sum(CASE WHEN NOT {_LINKED} THEN c.size
+                                      WHEN l.names >= c.nlink THEN c.size ELSE 0 END), 0)
+                    AS BIGINT) AS bytes,
+               CAST(coalesce(sum(CASE WHEN NOT {_LINKED} THEN c.alloc
+                                      WHEN l.names >= c.nlink THEN c.alloc ELSE 0 END), 0)
+                    AS BIGINT) AS alloc,
+               count(*) AS entries
+        FROM chosen c LEFT JOIN links l ON l.first = c.row_no
+    """,
+    # bytes of non-directories by age bucket and risk, a hard-linked inode once
+    "stale": f"""
+        WITH aged AS (
+            SELECT e.risk AS risk, e.size AS size,
+                   CAST({{now_ns}} - e.mtime_ns AS DOUBLE) / {_NS_PER_DAY}.0 AS days
+            FROM entries e LEFT JOIN ({_FIRST_NAMES}) f ON f.row_no = e.row_no
+            WHERE e.kind <> 'dir' AND (f.nth IS NULL OR f.nth = 1))
+        SELECT bucket, risk, CAST(sum(size) AS BIGINT) AS bytes FROM (
+            SELECT risk, size, CASE {{buckets}} ELSE NULL END AS bucket FROM aged) b
+        WHERE bucket IS NOT NULL GROUP BY bucket, risk
+    """,
+    # the cleanliness score's counts: files not protected, not dependencies, not excluded
+    "clean": """
+        SELECT risk, count(*) AS n FROM entries
+        WHERE kind = 'file' AND risk <> 'high' AND NOT coalesce(excluded, false)
+              AND (\"group\" IS NULL OR \"group\" NOT IN ({dependencies}))
+        GROUP BY risk
+    """,
+    "group_roots": f"""
+        SELECT {_ENTRY_COLUMNS}, \"group\" FROM entries
+        WHERE coalesce(group_root, false) AND \"group\" IS NOT NULL
+    """,
+    # the largest entries of one kind of ranking, ties by path (paths made for the few only)
+    "largest": f"""
+        WITH ranked AS (
+            SELECT {_ENTRY_COLUMNS}, coalesce(tree_bytes, size) AS ranked_bytes
+            FROM entries WHERE {{where}}),
+        edge AS (
+            SELECT min(ranked_bytes) AS ranked_bytes FROM (
+                SELECT ranked_bytes FROM ranked ORDER BY ranked_bytes DESC LIMIT {{top}}) t)
+        SELECT {_ENTRY_COLUMNS} FROM ranked
+        WHERE ranked_bytes >= (SELECT ranked_bytes FROM edge)
+        ORDER BY ranked_bytes DESC, {_PATH} ASC LIMIT {{top}}
+    """,
+}
+
+_RANKINGS = {
+    "largest": "depth > 0",
+    "largest_files": "kind = 'file'",
+    "largest_dirs": "kind = 'dir' AND depth > 0",
+    "children": "depth = 1",
+}
+
+
+def _quoted(values: list[str]) -> str:
+    return ", ".join(_literal(v) for v in values)
+
+
+def _literal(value: object) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _int(value: object) -> int:
+    """A count or sum from a query (None, an empty sum, is 0)."""
+    if value is None:
+        return 0
+    assert isinstance(value, int | float), value
+    return int(value)
+
+
+def open_entries(con: duckdb.DuckDBPyConnection, snapshot: Path, verdicts: Path | pa.Table) -> None:
+    """Define the view ``entries`` on ``con``: the snapshot's rows, their verdicts, ``row_no``.
+
+    ``verdicts`` is the kept file (``classify.stored``) or, when the store could not keep one,
+    the classified table itself (its verdict columns are used).
+    """
+    if isinstance(verdicts, pa.Table):
+        con.register("classified_rows", verdicts.select(list(VERDICT_COLUMNS)))
+        right = "classified_rows"
+    else:
+        right = f"read_parquet({_literal(verdicts)})"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP VIEW entries AS
+        SELECT * EXCLUDE (file_row_number), s.file_row_number AS row_no
+        FROM read_parquet({_literal(snapshot)}, file_row_number = true) s
+        POSITIONAL JOIN {right} c
+        """
+    )
+
+
+def _stats(row: tuple[object, ...]) -> RiskStats:
+    return RiskStats(bytes=_int(row[0]), alloc=_int(row[1]), entries=_int(row[2]))
+
+
+def summarize_entries(
+    con: duckdb.DuckDBPyConnection, info: ScanInfo, *, top: int, now_ns: int
+) -> Summary:
+    """The summary of the view ``entries`` (see ``open_entries``) at ``now_ns``."""
+    q = SUMMARY_QUERIES
+
+    def one(sql: str) -> tuple[object, ...]:
+        row = con.execute(sql).fetchone()
+        return tuple(row) if row is not None else ()
+
+    counts = one(q["counts"])
+    root_rows = con.execute(q["root"]).fetchall()
+    tree_bytes, tree_alloc, tree_files, root_partial = root_rows[0] if root_rows else (None,) * 4
+    partial = True if root_partial is None else bool(root_partial)
+
+    by_risk = {r[0]: r[1:] for r in con.execute(q["risk"]).fetchall()}
+    risk = {level: _stats(by_risk.get(level, (0, 0, 0))) for level in RISKS}
+
+    reclaimable, levels = {}, []
+    for level in ("safe", "caution"):
+        levels.append(level)
+        freed = one(q["freed"].format(levels=_quoted(levels)))
+        reclaimable[level] = _stats(freed)
+
+    bounds = [b for _, b in STALE_BUCKETS[1:]] + [None]
+    cases = " ".join(
+        f"WHEN days >= {low} AND days < {high} THEN {i}"
+        if high is not None
+        else f"WHEN days >= {low} THEN {i}"
+        for i, ((_, low), high) in enumerate(zip(STALE_BUCKETS, bounds, strict=True))
+    )
+    aged: dict[int, dict[str, int]] = {}
+    for bucket, level, nbytes in con.execute(
+        q["stale"].format(now_ns=int(now_ns), buckets=cases)
+    ).fetchall():
+        aged.setdefault(int(bucket), {})[level] = int(nbytes)
+    stale = [
+        StaleBucket(label, low, {r: aged.get(i, {}).get(r, 0) for r in RISKS})
+        for i, (label, low) in enumerate(STALE_BUCKETS)
+    ]
+
+    clean = {
+        r: int(n)
+        for r, n in con.execute(
+            q["clean"].format(dependencies=_quoted(sorted(DEPENDENCY_GROUPS)))
+        ).fetchall()
+    }
+    n = sum(clean.values())
+    c, i, p, v = (clean.get(r, 0) for r in ("safe", "caution", "unknown", "personal"))
+    score = 100 if n == 0 else round(100 - 70 * c / n - 20 * i / n - 10 * p / n)
+
+    groups = group_index(con.sql(q["group_roots"]).to_arrow_table(), shown=top)
+    ranked = {}
+    for name, where in _RANKINGS.items():
+        rows = con.sql(q["largest"].format(where=where, top=int(top))).to_arrow_table()
+        ranked[name] = entries_of(rows, top)
+    return Summary(
+        root=info.root,
+        scan_id=info.scan_id,
+        scanned_at=info.started_at,
+        tree_bytes=None if tree_bytes is None else _int(tree_bytes),
+        tree_alloc=None if tree_alloc is None else _int(tree_alloc),
+        tree_files=None if tree_files is None else _int(tree_files),
+        entries=_int(counts[0]),
+        dirs=_int(counts[1]),
+        files=_int(counts[2]),
+        symlinks=_int(counts[3]),
+        others=_int(counts[4]),
+        errors=_int(counts[5]),
+        excluded=_int(counts[6]),
+        partial=partial,
+        fs_free=info.fs_free,
+        fs_total=info.fs_total,
+        risk=risk,
+        reclaimable=reclaimable,
+        groups=groups,
+        stale=stale,
+        stale_bytes=sum(sum(b.bytes.values()) for b in stale if b.min_days >= STALE_DAYS),
+        cleanliness=Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial),
+        largest=ranked["largest"],
+        largest_files=ranked["largest_files"],
+        largest_dirs=ranked["largest_dirs"],
+        children=ranked["children"],
+    )

@@ -1,0 +1,291 @@
+"""The classification kept beside a snapshot, and the summary as queries over it.
+
+The summary's queries are checked against ``classify.summary``'s definition over an Arrow table
+(the reference) on random trees; the kept verdicts against a fresh classification; and the key
+against each thing the verdicts rest on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from hygiene_nb import api
+from hygiene_nb.api.classification import classify_scan, stored_classification
+from hygiene_nb.api.snapshots import scan_time_ns
+from hygiene_nb.classify.stored import VERDICT_COLUMNS
+from hygiene_nb.classify.summary import summarize_table
+from hygiene_nb.scan.index import classified_dir, find_scan
+from hygiene_nb.store import Store
+from tests.helpers import write
+
+DAY = 86_400
+
+
+def kept_files(store: Path, root: Path) -> list[Path]:
+    st_ = Store(store)
+    info = find_scan(st_, root=str(root))
+    return sorted(classified_dir(st_, info).glob("*.parquet"))
+
+
+def reference(store: Path, root: Path, *, top: int = 5, rules: Path | None = None) -> Any:
+    """The summary by the in-memory definition: a fresh classification, summed in Arrow."""
+    st_ = Store(store)
+    info = find_scan(st_, root=str(root))
+    now = scan_time_ns(info)
+    table, _ = classify_scan(st_, info, rules, now_ns=now)
+    return summarize_table(table, info, top=top, now_ns=now)
+
+
+def project(root: Path) -> Path:
+    """A small home-like tree: rebuildable parts, a key, a log, personal files, a hard link."""
+    write(root / "web" / "package.json", 20)
+    write(root / "web" / "node_modules" / "pkg" / "index.js", 3000)
+    write(root / "web" / "app.log", 400)
+    write(root / "web" / "server.pem", 5)
+    write(root / "Documents" / "a.pdf", 200)
+    write(root / "src" / "__pycache__" / "m.pyc", 70)
+    os.link(root / "src" / "__pycache__" / "m.pyc", root / "src" / "twin")
+    return root
+
+
+# --------------------------------------------------------------------------- property
+
+
+_NAMES = st.sampled_from(
+    [
+        "node_modules", "__pycache__", ".cache", "build", "Documents", "src", "a", "b",
+        "app.log", "m.pyc", "key.pem", "notes.txt", "package.json", ".git", "x.tmp", "é",
+    ]
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    path: tuple[str, ...]
+    size: int
+    age_days: int
+    link_to: int | None  # a hard link to an earlier file
+
+
+_ENTRIES = st.lists(
+    st.builds(
+        Entry,
+        path=st.lists(_NAMES, min_size=1, max_size=4).map(tuple),
+        size=st.integers(0, 5000),
+        age_days=st.sampled_from([0, 10, 45, 200, 400, 800, -3]),
+        link_to=st.one_of(st.none(), st.integers(0, 40)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+def build(root: Path, entries: list[Entry]) -> None:
+    """Files at each path (a name already a directory is skipped), some hard-linked, aged."""
+    root.mkdir(parents=True)
+    made: list[Path] = []
+    now = time.time()
+    for entry in entries:
+        path = root.joinpath(*entry.path)
+        if any(p.exists() and not p.is_dir() for p in path.parents if root in p.parents) or (
+            path.exists()
+        ):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if entry.link_to is not None and entry.link_to < len(made):
+            os.link(made[entry.link_to], path)
+        else:
+            path.write_bytes(b"x" * entry.size)
+            made.append(path)
+        stamp = now - entry.age_days * DAY
+        os.utime(path, (stamp, stamp))
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(entries=_ENTRIES, top=st.integers(1, 6))
+# a safe name of an inode that also has an unknown name frees nothing; two safe names free it once
+@example(
+    entries=[Entry(("a", "notes.txt"), 100, 0, None), Entry(("__pycache__", "m.pyc"), 0, 0, 0)],
+    top=2,
+)
+@example(
+    entries=[Entry(("x.tmp",), 100, 400, None), Entry(("__pycache__", "m.pyc"), 0, 0, 0)],
+    top=1,
+)
+def test_the_summary_queries_agree_with_the_in_memory_definition(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry], top: int
+) -> None:
+    base = tmp_path_factory.mktemp("prop")
+    root, store = base / "tree", base / "store"
+    build(root, entries)
+    api.scan_root(root, store=store)
+    assert api.summarize(str(root), store=store, top=top, as_of_scan=True) == reference(
+        store, root, top=top
+    )
+    # and again from the kept verdicts
+    assert api.summarize(str(root), store=store, top=top, as_of_scan=True) == reference(
+        store, root, top=top
+    )
+
+
+# --------------------------------------------------------------------------- kept verdicts
+
+
+def test_verdicts_are_kept_once_and_read_back_equal_to_a_fresh_classification(
+    tmp_path: Path, store: Path
+) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    first = api.summarize(str(root), store=store)
+    [kept] = kept_files(store, root)
+    before = kept.stat()
+    assert api.summarize(str(root), store=store) == first
+    after = kept.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # reused
+    st_ = Store(store)
+    info = find_scan(st_, root=str(root))
+    now = time.time_ns()
+    fresh, _ = classify_scan(st_, info, None, now_ns=now)
+    read_back = stored_classification(st_, info, None, now_ns=now).table
+    assert (
+        read_back.select(list(VERDICT_COLUMNS)).to_pylist()
+        == fresh.select(list(VERDICT_COLUMNS)).to_pylist()
+    )
+    assert read_back.column("risk").type == pa.string()
+
+
+def test_a_changed_rules_file_gives_a_new_key_and_removes_the_old_file(
+    tmp_path: Path, store: Path
+) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    api.summarize(str(root), store=store)
+    [old] = kept_files(store, root)
+    Store(store).rules.write_text(
+        '[[rule]]\nid = "pdfs"\nname = "*.pdf"\nrisk = "safe"\nclaim = "Printed copies"\n'
+    )
+    s = api.summarize(str(root), store=store, as_of_scan=True)
+    [new] = kept_files(store, root)
+    assert new.name != old.name and not old.exists()
+    assert s == reference(store, root, top=20)
+    assert s.risk["safe"].entries >= 1
+
+
+def test_a_file_git_starts_tracking_is_protected_without_a_new_scan(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "r"
+    write(root / "repo" / "notes.log", 300)
+    subprocess.run(["git", "init", "-q", str(root / "repo")], check=True)
+    api.scan_root(root, store=store)
+    before = api.summarize(str(root), store=store)
+    subprocess.run(["git", "-C", str(root / "repo"), "add", "notes.log"], check=True)
+    after = api.summarize(str(root), store=store)
+    rows = api.classify_snapshot(str(root), store=store).to_pylist()
+    log = next(row for row in rows if row["name"] == "notes.log")
+    assert log["rule"] == "git-tracked" and log["risk"] == "high"
+    assert after.risk["high"].entries > before.risk["high"].entries
+    assert len(kept_files(store, root)) == 1
+
+
+def test_a_damaged_kept_file_is_computed_again(tmp_path: Path, store: Path) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    good = api.summarize(str(root), store=store)
+    [kept] = kept_files(store, root)
+    kept.write_bytes(kept.read_bytes()[:100])
+    assert api.summarize(str(root), store=store) == good
+    [again] = kept_files(store, root)
+    assert pq.read_metadata(again).num_rows > 0
+
+
+def test_kept_verdicts_of_another_shape_are_not_used(tmp_path: Path, store: Path) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    good = api.summarize(str(root), store=store)
+    [kept] = kept_files(store, root)
+    table = pq.read_table(kept)
+    pq.write_table(table.slice(0, table.num_rows - 1), kept)  # a row short
+    assert api.summarize(str(root), store=store) == good
+
+
+def test_a_store_that_cannot_keep_them_still_gives_the_summary(tmp_path: Path, store: Path) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    (store / "classified").write_text("not a directory")
+    assert api.summarize(str(root), store=store, as_of_scan=True) == reference(store, root, top=20)
+    assert (store / "classified").read_text() == "not a directory"
+
+
+def test_an_age_rule_measures_ages_at_the_time_asked(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "r"
+    write(root / "old.dat", 100)
+    stamp = time.time() - 10 * DAY
+    os.utime(root / "old.dat", (stamp, stamp))
+    api.scan_root(root, store=store)
+    Store(store).rules.write_text(
+        '[[rule]]\nid = "old"\nname = "*.dat"\nmin_age_days = 5\nrisk = "safe"\n'
+        'claim = "Old data"\n'
+    )
+    now = time.time_ns()
+    older = api.classify_snapshot(str(root), store=store, now_ns=now).to_pylist()
+    earlier = now - 9 * DAY * 10**9
+    younger = api.classify_snapshot(str(root), store=store, now_ns=earlier).to_pylist()
+    risk = {r["name"]: r["risk"] for r in older}
+    assert risk["old.dat"] == "safe"
+    assert {r["name"]: r["risk"] for r in younger}["old.dat"] != "safe"
+
+
+def test_pruning_a_snapshot_removes_its_kept_verdicts(tmp_path: Path, store: Path) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    api.summarize(str(root), store=store)
+    st_ = Store(store)
+    first = find_scan(st_, root=str(root))
+    directory = classified_dir(st_, first)
+    assert directory.is_dir()
+    api.scan_root(root, store=store)
+    api.prune_snapshots(store=store, keep=1)
+    assert not directory.exists()
+
+
+def test_a_plan_never_takes_its_verdicts_from_the_kept_file(tmp_path: Path, store: Path) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    api.summarize(str(root), store=store)
+    [kept] = kept_files(store, root)
+    forged = pq.read_table(kept)
+    schema = forged.schema
+    rows = forged.num_rows
+    forged = forged.set_column(
+        schema.get_field_index("risk"),
+        schema.field("risk"),
+        pa.array(["safe"] * rows).dictionary_encode().cast(schema.field("risk").type),
+    )
+    forged = forged.set_column(
+        schema.get_field_index("protected"), schema.field("protected"), pa.array([False] * rows)
+    )
+    pq.write_table(forged, kept)
+    key = str(root / "web" / "server.pem")
+    shown = api.classify_snapshot(str(root), store=store).to_pylist()
+    risk = {os.path.join(r["parent"] or "", r["name"]): r["risk"] for r in shown}
+    assert risk[key] == "safe"  # the views read what was kept ...
+    api.annotate([key], store=store, decision="delete")
+    plan = api.make_plan(root, store=store).plan
+    assert key not in [c["path"] for c in plan["candidates"]]  # ... a plan classifies afresh
+    assert any(e["path"] == key for e in plan["excluded"])
