@@ -289,3 +289,29 @@ def test_a_plan_never_takes_its_verdicts_from_the_kept_file(tmp_path: Path, stor
     plan = api.make_plan(root, store=store).plan
     assert key not in [c["path"] for c in plan["candidates"]]  # ... a plan classifies afresh
     assert any(e["path"] == key for e in plan["excluded"])
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(entries=_ENTRIES)
+def test_a_directory_contains_protected_exactly_when_something_below_it_is(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry]
+) -> None:
+    base = tmp_path_factory.mktemp("prop")
+    root, store = base / "tree", base / "store"
+    build(root, entries)
+    api.scan_root(root, store=store)
+    rows = api.classify_snapshot(str(root), store=store).to_pylist()
+    path = {id(r): os.path.join(r["parent"], r["name"]) if r["parent"] else r["name"] for r in rows}
+    protected = [path[id(r)] for r in rows if r["protected"]]
+    for row in rows:
+        if row["kind"] != "dir":
+            continue
+        below = any(p.startswith(path[id(row)] + "/") for p in protected)
+        if not row["protected"]:
+            assert not below, path[id(row)]
+        elif row["rule"] == "contains-protected":
+            assert below, path[id(row)]

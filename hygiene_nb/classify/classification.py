@@ -144,6 +144,27 @@ def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[in
 _DIR_RULES_BY_NAME, _DIR_RULES_BY_PLACE = _index_dir_rules()
 
 
+def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
+    """Per directory row of ``dirs``: whether any built-in directory rule could match it.
+
+    A rule matches by name, or by place (directly in a home-relative directory); the others are
+    known to match none without asking ``_dir_verdict``.
+    """
+    names = pa.array(sorted(_DIR_RULES_BY_NAME), pa.string())
+    hit = pc.is_in(dirs.column("name"), value_set=names)
+    places = {
+        h if not u else join_path(h, u)
+        for h in ctx.homes
+        for _, rule in _DIR_RULES_BY_PLACE
+        for u in rule.under_home
+    }
+    if places:
+        parent = dirs.column("parent").cast(pa.string())
+        hit = pc.or_(hit, pc.is_in(parent, value_set=pa.array(sorted(places), pa.string())))
+    flags: list[bool] = pc.fill_null(hit, False).to_pylist()
+    return flags
+
+
 def _dir_verdict(
     name: str, parent: str, ctx: ProtectContext, siblings: dict[str, set[str]], t: _Table
 ) -> tuple[int, bool]:
@@ -164,13 +185,30 @@ def _dir_verdict(
 
 
 @dataclass
-class _DirState:
-    """What a directory passes down to its children."""
+class _PassedDown:
+    """What each directory with children passes down, by its slot in the parent dictionary.
 
-    absorb: int = -1  # verdict id of the outermost absorbing rule covering it
-    protect: int = -1  # verdict id of a protection that covers everything inside
-    personal: bool = False
-    in_worktree: bool = False  # inside a git work tree whose tracked files are known
+    Lists one longer than the dictionary: the last slot (index -1, the root's missing parent)
+    passes nothing down.
+    """
+
+    absorb: list[int]  # verdict id of the outermost absorbing rule covering it
+    protect: list[int]  # verdict id of a protection that covers everything inside
+    personal: list[bool]
+    in_worktree: list[bool]  # inside a git work tree whose tracked files are known
+    up: list[int]  # its own parent's slot (-1: none)
+    slot: npt.NDArray[np.int64]  # per row: the directory's own slot (-1: not one, or no children)
+
+    @classmethod
+    def empty(cls, slots: int, rows: int) -> _PassedDown:
+        return cls(
+            [-1] * (slots + 1),
+            [-1] * (slots + 1),
+            [False] * (slots + 1),
+            [False] * (slots + 1),
+            [-1] * (slots + 1),
+            np.full(rows, -1, dtype=np.int64),
+        )
 
 
 def _column(table: pa.Table, name: str) -> npt.NDArray[np.generic]:
@@ -234,8 +272,11 @@ def _file_rules(table: pa.Table, t: _Table) -> Ids:
     return out
 
 
-def _file_protection(table: pa.Table, ctx: ProtectContext, t: _Table) -> Ids:
-    """Protection of non-directories by their own name (credentials, gitfiles, markers)."""
+def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Table) -> Ids:
+    """Protection of non-directories by their own name (credentials, gitfiles, markers).
+
+    ``in_home``: per row, whether its parent is one of the homes (its dotfiles are config).
+    """
     name = table.column("name")
     lower = pc.utf8_lower(name)
     out = np.full(table.num_rows, -1, dtype=np.int32)
@@ -251,9 +292,7 @@ def _file_protection(table: pa.Table, ctx: ProtectContext, t: _Table) -> Ids:
         put(pc.starts_with(name, prefix), CREDENTIAL)
     for ext in CREDENTIAL_EXTENSIONS:
         put(pc.ends_with(lower, ext), CREDENTIAL)
-    homes = pa.array(sorted(ctx.homes), pa.string())
-    in_home = pc.is_in(table.column("parent").cast(pa.string()), homes)
-    put(pc.and_(pc.fill_null(in_home, False), pc.starts_with(name, ".")), CONFIG)
+    put(pc.and_(pa.array(in_home), pc.starts_with(name, ".")), CONFIG)
     return out
 
 
@@ -381,20 +420,21 @@ def classify_table(
 
     own = np.full(n, -1, dtype=np.int32)
     prot = np.full(n, -1, dtype=np.int32)
-    states = _walk_directories(table, is_dir, own, prot, ctx, siblings, t)
+    down = _walk_directories(table, is_dir, pidx, parents, own, prot, ctx, siblings, t)
 
     # What each distinct parent passes down, then per row through the parent index.
-    absorb_p = np.array([states.get(p, _DirState()).absorb for p in parents] + [-1], np.int32)
-    protect_p = np.array([states.get(p, _DirState()).protect for p in parents] + [-1], np.int32)
-    personal_p = np.array([states.get(p, _DirState()).personal for p in parents] + [False])
-    tracked_tree = np.array([states.get(p, _DirState()).in_worktree for p in parents] + [False])
+    absorb_p = np.array(down.absorb, np.int32)
+    protect_p = np.array(down.protect, np.int32)
+    personal_p = np.array(down.personal, dtype=bool)
+    tracked_tree = np.array(down.in_worktree, dtype=bool)
     inherited_absorb = absorb_p[pidx]
     inherited_protect = protect_p[pidx]
 
     files = ~is_dir
     file_own = _file_rules(table, t)
     own[files] = file_own[files]
-    file_prot = _file_protection(table, ctx, t)
+    home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
+    file_prot = _file_protection(table, home_parent[pidx], ctx, t)
     prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
     tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
     prot[tracked & (prot < 0)] = t.protection(GIT_TRACKED)
@@ -414,7 +454,7 @@ def classify_table(
     group_root[user >= 0] = False
     verdict[_column(table, "excluded").astype(bool)] = t.id(EXCLUDED)
     verdict[~pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)] = t.id(UNREADABLE)
-    _mark_ancestors(table, is_dir, prot, t)
+    _mark_ancestors(is_dir, pidx, down, prot, t)
     protected = prot >= 0
     verdict[protected] = prot[protected]
     return _with_columns(table, verdict, group_root, protected, t)
@@ -423,46 +463,67 @@ def classify_table(
 def _walk_directories(
     table: pa.Table,
     is_dir: Mask,
+    pidx: npt.NDArray[np.int64],
+    parents: list[str],
     own: Ids,
     prot: Ids,
     ctx: ProtectContext,
     siblings: dict[str, set[str]],
     t: _Table,
-) -> dict[str, _DirState]:
-    """One pass over directories, shallowest first: own verdicts, what children inherit."""
+) -> _PassedDown:
+    """One pass over directories, shallowest first: own verdicts, what children inherit.
+
+    A directory's state is kept at its path's slot in the parent dictionary (only directories
+    with children have one); a directory reads its parent's at ``pidx``.
+    """
     rows = np.flatnonzero(is_dir)
     dirs = table.select(["parent", "name", "depth"]).take(pa.array(rows))
     order = np.argsort(dirs.column("depth").to_numpy(), kind="stable")
-    parents = dirs.column("parent").to_pylist()
+    dir_parents = dirs.column("parent").to_pylist()
     names = dirs.column("name").to_pylist()
-    states: dict[str, _DirState] = {}
-    no_state = _DirState()
+    paths = entry_paths(dirs).to_pylist()
+    candidate = _dir_rule_candidates(dirs, ctx)
+    up_slots = pidx[rows].tolist()
+    slot_of = {path: i for i, path in enumerate(parents)}
+    down = _PassedDown.empty(len(parents), table.num_rows)
+    absorb, protect, personal, worktree, up = (
+        down.absorb,
+        down.protect,
+        down.personal,
+        down.in_worktree,
+        down.up,
+    )
+    slot = down.slot
     passes_down = PASSES_DOWN
     trees = frozenset(ctx.git.worktrees)
-    for i in order:
-        parent, name, row = parents[i], names[i], int(rows[i])
-        path = name if parent is None else join_path(parent, name)
-        up = states.get(parent, no_state) if parent is not None else no_state
-        in_tree = up.in_worktree or path in trees or (parent is None and _under(path, trees))
-        state = _DirState(up.absorb, up.protect, up.personal, in_tree)
+    for i in order.tolist():
+        parent, name, row, above = dir_parents[i], names[i], int(rows[i]), up_slots[i]
+        path = paths[i]
+        # above is -1 for the root: the last slot, which holds what nothing passes down
+        s_absorb, s_protect, s_personal = absorb[above], protect[above], personal[above]
+        in_tree = worktree[above] or path in trees or (parent is None and _under(path, trees))
         found = protect_dir(path, name, ctx)
         if parent is None and ctx.above_root is not None:
             found = ctx.above_root  # the root sits inside something protected
-        if up.protect >= 0:
-            prot[row] = up.protect
+        if s_protect >= 0:
+            prot[row] = s_protect
         elif found is not None:
             prot[row] = t.protection(found)
             if found.rule in passes_down:
-                state.protect = prot[row]
-        if up.absorb < 0 and parent is not None:
+                s_protect = int(prot[row])
+        if s_absorb < 0 and parent is not None and candidate[i]:
             verdict, absorbs = _dir_verdict(name, parent, ctx, siblings, t)
             own[row] = verdict
             if absorbs:
-                state.absorb = verdict
+                s_absorb = verdict
             if verdict >= 0 and t.verdicts[verdict].risk is Risk.PERSONAL:
-                state.personal = True
-        states[path] = state
-    return states
+                s_personal = True
+        k = slot_of.get(path)
+        if k is not None:  # it has children: they read this
+            absorb[k], protect[k], personal[k] = s_absorb, s_protect, s_personal
+            worktree[k], up[k] = in_tree, above
+            slot[row] = k
+    return down
 
 
 def _under(path: str, trees: frozenset[str]) -> bool:
@@ -470,26 +531,27 @@ def _under(path: str, trees: frozenset[str]) -> bool:
     return any(path.startswith(t.rstrip("/") + "/") for t in trees)
 
 
-def _mark_ancestors(table: pa.Table, is_dir: Mask, prot: Ids, t: _Table) -> None:
-    """Every directory above a protected entry gets ``contains-protected`` (if not protected)."""
+def _mark_ancestors(
+    is_dir: Mask, pidx: npt.NDArray[np.int64], down: _PassedDown, prot: Ids, t: _Table
+) -> None:
+    """Every directory above a protected entry gets ``contains-protected`` (if not protected).
+
+    From the protected rows' parents up the parent slots, one level per step, for all at once.
+    """
     protected_rows = np.flatnonzero(prot >= 0)
     if protected_rows.size == 0:
         return
-    parents = set(table.column("parent").take(pa.array(protected_rows)).to_pylist())
-    parents.discard(None)
-    above: set[str] = set()
-    for path in parents:
-        while path and path not in above:
-            above.add(path)
-            head = path.rsplit("/", 1)[0]
-            path = head if head else ("/" if path != "/" else "")
-    dir_rows = np.flatnonzero(is_dir & (prot < 0))
-    if dir_rows.size == 0:
-        return
-    subset = table.select(["parent", "name"]).take(pa.array(dir_rows))
-    hit = pc.is_in(entry_paths(subset), pa.array(sorted(above), pa.string()))
-    mask = np.asarray(hit.to_numpy(zero_copy_only=False), dtype=bool)
-    prot[dir_rows[mask]] = t.protection(CONTAINS)
+    up = np.asarray(down.up[:-1], dtype=np.int64)
+    marked = np.zeros(up.size, dtype=bool)
+    frontier = np.unique(pidx[protected_rows])
+    frontier = frontier[frontier >= 0]
+    while frontier.size:
+        frontier = frontier[~marked[frontier]]
+        marked[frontier] = True
+        above = up[frontier]
+        frontier = np.unique(above[above >= 0])
+    dir_rows = np.flatnonzero(is_dir & (prot < 0) & (down.slot >= 0))
+    prot[dir_rows[marked[down.slot[dir_rows]]]] = t.protection(CONTAINS)
 
 
 def _with_columns(

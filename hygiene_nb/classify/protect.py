@@ -130,6 +130,11 @@ class ProtectContext:
         return self.other_homes | {self.home}
 
     @cached_property
+    def config_dirs(self) -> frozenset[str]:
+        """The paths ``HOME_CONFIG`` names in every home (a set to test before ``home_rel``)."""
+        return frozenset(h.rstrip("/") + "/" + c for h in self.homes for c in HOME_CONFIG)
+
+    @cached_property
     def _home_prefixes(self) -> tuple[tuple[str, str], ...]:
         """(home, home + "/"), the deepest first: the nearest home matches first."""
         return tuple((h, h.rstrip("/") + "/") for h in sorted(self.homes, key=len, reverse=True))
@@ -215,8 +220,7 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
         return STORE
     if path in ctx.keep_dirs:
         return KEEP
-    rel = ctx.home_rel(path)
-    if rel is not None and rel in HOME_CONFIG:
+    if path in ctx.config_dirs and ctx.home_rel(path) in HOME_CONFIG:
         return CONFIG
     return None
 
