@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hygiene_nb import api
 from hygiene_nb.api.classification import classify_scan, stored_classification
 from hygiene_nb.api.snapshots import scan_time_ns
-from hygiene_nb.classify.stored import VERDICT_COLUMNS
+from hygiene_nb.classify.classification import VERDICT_COLUMNS
 from hygiene_nb.classify.summary import summarize_table
 from hygiene_nb.scan.index import classified_dir, find_scan
 from hygiene_nb.store import Store

@@ -17,7 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb.api.snapshots import StoreArg, existing_store, scan_time_ns
-from hygiene_nb.classify.classification import CLASSIFY_COLUMNS, classify_table
+from hygiene_nb.classify.classification import (
+    CLASSIFY_COLUMNS,
+    classify_table,
+    classify_verdicts,
+    with_verdicts,
+)
 from hygiene_nb.classify.protect import (
     ProtectContext,
     account_homes,
@@ -30,7 +35,7 @@ from hygiene_nb.classify.stored import (
     classification_key,
     keep_classification,
     kept_classification,
-    with_verdicts,
+    read_verdicts,
 )
 from hygiene_nb.config import load_root_config
 from hygiene_nb.models import Summary
@@ -120,13 +125,14 @@ def classify_snapshot(
 
 @dataclass(frozen=True)
 class StoredClassification:
-    """A snapshot's classification as kept: where, and (once loaded) the classified rows."""
+    """A snapshot's classification as kept: where, and the verdicts when computed now."""
 
     store: Store
     info: ScanInfo
     key: str
     path: Path | None  # the kept verdicts (None: the store could not be written)
-    loaded: pa.Table | None = None  # the classified rows, when they were computed or loaded
+    computed: pa.Table | None = None  # the verdicts (VERDICT_SCHEMA), when computed now
+    loaded: pa.Table | None = None  # the classified rows, when asked for
 
     @property
     def snapshot_file(self) -> Path:
@@ -134,13 +140,21 @@ class StoredClassification:
         return snapshot_file(self.info)
 
     @property
+    def verdicts(self) -> Path | pa.Table:
+        """Where a query reads the verdicts: the kept file, or the table computed now."""
+        if self.path is not None:
+            return self.path
+        assert self.computed is not None
+        return self.computed
+
+    @property
     def table(self) -> pa.Table:
-        """The classified rows (``classify_table``'s columns), read from the kept verdicts."""
+        """The classified rows: the snapshot's ``CLASSIFY_COLUMNS`` and the verdicts."""
         if self.loaded is not None:
             return self.loaded
-        assert self.path is not None
         rows = load_snapshot(self.store, scan_id=self.info.scan_id, columns=CLASSIFY_COLUMNS)
-        return with_verdicts(rows, self.path)
+        verdicts = self.computed if self.computed is not None else read_verdicts(self.verdicts)
+        return with_verdicts(rows, verdicts)
 
 
 def stored_classification(
@@ -154,8 +168,8 @@ def stored_classification(
     """The classification of one scan, kept beside it: read back, or computed and kept now.
 
     The protection facts are read now (git's tracked files, homes, what is above the root):
-    with the rules they make the key the kept verdicts are found under. With ``load=False`` a
-    valid kept file is only located (a query reads it), not loaded.
+    with the rules they make the key the kept verdicts are found under. With ``load=False``
+    the classified rows are not built (a query reads the snapshot and the verdicts).
     """
     user_rules = _user_rules(st, rules)
     ctx = protect_context(named_rows(info, [".git"]), info, st)
@@ -163,11 +177,12 @@ def stored_classification(
     path = kept_classification(st, info, key, snapshot_rows(info))
     if path is not None:
         found = StoredClassification(st, info, key, path)
-        return found if not load else StoredClassification(st, info, key, path, found.table)
+        return found if not load else StoredClassification(st, info, key, path, None, found.table)
     table = load_snapshot(st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS)
-    classified = classify_table(table, ctx, user_rules=user_rules, now_ns=now_ns)
-    path = keep_classification(st, info, key, classified, group_rows=ROW_GROUP_ROWS)
-    return StoredClassification(st, info, key, path, classified)
+    verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
+    path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
+    loaded = with_verdicts(table, verdicts) if load else None
+    return StoredClassification(st, info, key, path, verdicts, loaded)
 
 
 def classify_scan(
@@ -212,11 +227,9 @@ def summarize(
     now_ns = scan_time_ns(info) if as_of_scan else time.time_ns()
     for attempt in (1, 2):
         stored = stored_classification(st, info, rules, now_ns=now_ns, load=False)
-        verdicts = stored.path if stored.path is not None else stored.loaded
-        assert verdicts is not None
         try:
             with duckdb.connect() as con:
-                open_entries(con, stored.snapshot_file, verdicts)
+                open_entries(con, stored.snapshot_file, stored.verdicts)
                 return summarize_entries(con, info, top=top, now_ns=now_ns)
         except duckdb.IOException:
             if attempt == 2:

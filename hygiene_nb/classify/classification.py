@@ -37,13 +37,37 @@ from hygiene_nb.classify.protect import (
 from hygiene_nb.classify.rules import BUILTIN_RULES, Risk, Rule, UserRule
 from hygiene_nb.scan.snapshot import entry_paths
 
-__all__ = ["CLASSIFY_COLUMNS", "Verdict", "classify_table", "join_path"]
+__all__ = [
+    "CLASSIFY_COLUMNS",
+    "VERDICT_COLUMNS",
+    "VERDICT_SCHEMA",
+    "Verdict",
+    "classify_table",
+    "classify_verdicts",
+    "join_path",
+    "with_verdicts",
+]
 
 CLASSIFY_COLUMNS = [
     "parent", "name", "parent_raw", "name_raw", "kind", "depth", "size", "alloc", "mtime_ns",
     "inode", "dev", "nlink", "tree_bytes", "tree_alloc", "tree_files", "tree_latest_mtime_ns",
     "partial", "error", "excluded", "mount_point", "budget_cut", "ctime_ns", "uid", "gid", "mode",
 ]  # fmt: skip
+
+# What classification adds to each row; risk, rule, group and claim are dictionary-encoded (a
+# few dozen distinct values), decoded to strings for callers that want plain columns.
+VERDICT_SCHEMA = pa.schema(
+    [
+        ("risk", pa.dictionary(pa.int32(), pa.string())),
+        ("rule", pa.dictionary(pa.int32(), pa.string())),
+        ("group", pa.dictionary(pa.int32(), pa.string())),
+        ("claim", pa.dictionary(pa.int32(), pa.string())),
+        ("confidence", pa.float32()),
+        ("group_root", pa.bool_()),
+        ("protected", pa.bool_()),
+    ]
+)
+VERDICT_COLUMNS = tuple(VERDICT_SCHEMA.names)
 
 Ids = npt.NDArray[np.int32]
 Mask = npt.NDArray[np.bool_]
@@ -388,6 +412,18 @@ def classify_table(
     user_rules: Sequence[UserRule] = (),
     now_ns: int,
 ) -> pa.Table:
+    """``table`` with the verdict columns of ``classify_verdicts``, as plain strings."""
+    verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
+    return with_verdicts(table, verdicts)
+
+
+def classify_verdicts(
+    table: pa.Table,
+    ctx: ProtectContext,
+    *,
+    user_rules: Sequence[UserRule] = (),
+    now_ns: int,
+) -> pa.Table:
     """Classify every row of a snapshot table (holding at least CLASSIFY_COLUMNS).
 
     Args:
@@ -397,9 +433,9 @@ def classify_table(
         now_ns: the current time, for age conditions.
 
     Returns:
-        ``table`` with ``risk``, ``rule``, ``group``, ``claim``, ``confidence`` (what decided
-        it), ``group_root`` (this entry is itself a match of its group, not inside one) and
-        ``protected`` added.
+        One row per row of ``table`` (``VERDICT_SCHEMA``): ``risk``, ``rule``, ``group``,
+        ``claim``, ``confidence`` (what decided it), ``group_root`` (this entry is itself a
+        match of its group, not inside one) and ``protected``.
     """
     t = _Table()
     n = table.num_rows
@@ -457,7 +493,7 @@ def classify_table(
     _mark_ancestors(is_dir, pidx, down, prot, t)
     protected = prot >= 0
     verdict[protected] = prot[protected]
-    return _with_columns(table, verdict, group_root, protected, t)
+    return _verdict_columns(verdict, group_root, protected, t)
 
 
 def _walk_directories(
@@ -554,22 +590,35 @@ def _mark_ancestors(
     prot[dir_rows[marked[down.slot[dir_rows]]]] = t.protection(CONTAINS)
 
 
-def _with_columns(
-    table: pa.Table, verdict: Ids, group_root: Mask, protected: Mask, t: _Table
-) -> pa.Table:
+def _encoded(ids: pa.Array, values: Sequence[object], dtype: pa.DataType) -> pa.Array:
+    """Per row, ``values[id]`` as a dictionary array of ``dtype`` values (None: null)."""
+    distinct = [v for v in dict.fromkeys(values) if v is not None]
+    where = {v: i for i, v in enumerate(distinct)}
+    codes = pa.array([where.get(v) for v in values], pa.int32()).take(ids)
+    return pa.DictionaryArray.from_arrays(codes, pa.array(distinct, dtype))
+
+
+def _verdict_columns(verdict: Ids, group_root: Mask, protected: Mask, t: _Table) -> pa.Table:
     ids = pa.array(verdict, pa.int32())
-
-    def pick(values: list[object], dtype: pa.DataType) -> pa.Array:
-        return pa.array(values, dtype).take(ids)
-
     v = t.verdicts
-    risk = pa.DictionaryArray.from_arrays(ids, pa.array([x.risk.value for x in v], pa.string()))
-    return (
-        table.append_column("risk", risk.cast(pa.string()))
-        .append_column("rule", pick([x.rule for x in v], pa.string()))
-        .append_column("group", pick([x.group for x in v], pa.string()))
-        .append_column("claim", pick([x.claim for x in v], pa.string()))
-        .append_column("confidence", pick([x.confidence for x in v], pa.float32()))
-        .append_column("group_root", pa.array(group_root & ~protected))
-        .append_column("protected", pa.array(protected))
-    )
+    columns = [
+        _encoded(ids, [x.risk.value for x in v], pa.string()),
+        _encoded(ids, [x.rule for x in v], pa.string()),
+        _encoded(ids, [x.group for x in v], pa.string()),
+        _encoded(ids, [x.claim for x in v], pa.string()),
+        pa.array([x.confidence for x in v], pa.float32()).take(ids),
+        pa.array(group_root & ~protected),
+        pa.array(protected),
+    ]
+    return pa.Table.from_arrays(columns, schema=VERDICT_SCHEMA)
+
+
+def with_verdicts(table: pa.Table, verdicts: pa.Table) -> pa.Table:
+    """``table`` with the columns of ``verdicts`` (row for row), their strings decoded."""
+    out = table
+    for field in VERDICT_SCHEMA:
+        column = verdicts.column(field.name)
+        if pa.types.is_dictionary(field.type):
+            column = column.cast(pa.string())
+        out = out.append_column(field.name, column)
+    return out

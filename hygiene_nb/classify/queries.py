@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from hygiene_nb.classify.stored import VERDICT_COLUMNS
+from hygiene_nb.classify.classification import VERDICT_COLUMNS
 from hygiene_nb.classify.summary import (
     DEPENDENCY_GROUPS,
     RISKS,
@@ -156,7 +156,7 @@ def open_entries(con: duckdb.DuckDBPyConnection, snapshot: Path, verdicts: Path 
     """Define the view ``entries`` on ``con``: the snapshot's rows, their verdicts, ``row_no``.
 
     ``verdicts`` is the kept file (``classify.stored``) or, when the store could not keep one,
-    the classified table itself (its verdict columns are used).
+    the verdicts computed now (``classify_verdicts``).
     """
     if isinstance(verdicts, pa.Table):
         con.register("classified_rows", verdicts.select(list(VERDICT_COLUMNS)))

@@ -29,6 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hygiene_nb.classify.classification import VERDICT_SCHEMA
 from hygiene_nb.classify.protect import ProtectContext
 from hygiene_nb.classify.rules import UserRule
 from hygiene_nb.errors import StoreError
@@ -36,27 +37,13 @@ from hygiene_nb.scan.index import ScanInfo, classified_dir
 from hygiene_nb.store import Store, make_private_dir, remove_store_path, write_private_file
 
 __all__ = [
-    "VERDICT_COLUMNS",
-    "VERDICT_SCHEMA",
     "classification_key",
     "depends_on_time",
     "keep_classification",
     "kept_classification",
-    "with_verdicts",
+    "read_verdicts",
 ]
 
-VERDICT_COLUMNS = ("risk", "rule", "group", "claim", "confidence", "group_root", "protected")
-VERDICT_SCHEMA = pa.schema(
-    [
-        ("risk", pa.dictionary(pa.int8(), pa.string())),
-        ("rule", pa.dictionary(pa.int32(), pa.string())),
-        ("group", pa.dictionary(pa.int32(), pa.string())),
-        ("claim", pa.dictionary(pa.int32(), pa.string())),
-        ("confidence", pa.float32()),
-        ("group_root", pa.bool_()),
-        ("protected", pa.bool_()),
-    ]
-)
 # The classification's own code: editing a built-in rule or a protection changes the key.
 _CODE = ("classification.py", "protect.py", "rules.py", "stored.py")
 _KEY_VERSION = 1
@@ -131,15 +118,10 @@ def kept_classification(store: Store, info: ScanInfo, key: str, rows: int) -> Pa
     return path
 
 
-def _verdicts(classified: pa.Table) -> pa.Table:
-    columns = [classified.column(f.name).cast(f.type) for f in VERDICT_SCHEMA]
-    return pa.Table.from_arrays(columns, schema=VERDICT_SCHEMA)
-
-
 def keep_classification(
-    store: Store, info: ScanInfo, key: str, classified: pa.Table, *, group_rows: int
+    store: Store, info: ScanInfo, key: str, verdicts: pa.Table, *, group_rows: int
 ) -> Path | None:
-    """Keep the verdicts of ``classified`` (a whole snapshot, in file order) under ``key``.
+    """Keep ``verdicts`` (``classify_verdicts`` of a whole snapshot, in file order) under ``key``.
 
     Written atomically, in the snapshot's row groups; the files of earlier keys are removed.
     Returns the file, or None when the store cannot be written (the verdicts are then only
@@ -147,9 +129,7 @@ def keep_classification(
     """
     path = classified_dir(store, info) / f"{key}.parquet"
     sink = io.BytesIO()
-    pq.write_table(
-        _verdicts(classified), sink, compression="zstd", row_group_size=max(1, group_rows)
-    )
+    pq.write_table(verdicts, sink, compression="zstd", row_group_size=max(1, group_rows))
     try:
         make_private_dir(path.parent)
         write_private_file(path, sink.getvalue())
@@ -162,13 +142,6 @@ def keep_classification(
     return path
 
 
-def with_verdicts(table: pa.Table, path: Path) -> pa.Table:
-    """``table`` (the snapshot's rows, in file order) with the verdicts kept at ``path``."""
-    kept = pq.read_table(path)
-    out = table
-    for field in VERDICT_SCHEMA:
-        column = kept.column(field.name)
-        out = out.append_column(
-            field.name, column.cast(pa.string()) if pa.types.is_dictionary(field.type) else column
-        )
-    return out
+def read_verdicts(path: Path) -> pa.Table:
+    """The verdicts kept at ``path`` (``VERDICT_SCHEMA``; see ``kept_classification``)."""
+    return pq.read_table(path)
