@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from hygiene_nb.api.snapshots import StoreArg, existing_store, scan_time_ns
 from hygiene_nb.classify.classification import (
     CLASSIFY_COLUMNS,
+    CLASSIFY_INPUTS,
     classify_table,
     classify_verdicts,
     with_verdicts,
@@ -178,7 +179,9 @@ def stored_classification(
     if path is not None:
         found = StoredClassification(st, info, key, path)
         return found if not load else StoredClassification(st, info, key, path, None, found.table)
-    table = load_snapshot(st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS)
+    table = load_snapshot(
+        st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS if load else CLASSIFY_INPUTS
+    )
     verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
     path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
     loaded = with_verdicts(table, verdicts) if load else None

@@ -39,6 +39,7 @@ from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "CLASSIFY_COLUMNS",
+    "CLASSIFY_INPUTS",
     "VERDICT_COLUMNS",
     "VERDICT_SCHEMA",
     "Verdict",
@@ -68,6 +69,12 @@ VERDICT_SCHEMA = pa.schema(
     ]
 )
 VERDICT_COLUMNS = tuple(VERDICT_SCHEMA.names)
+
+# The columns classification itself reads (CLASSIFY_COLUMNS are what its callers show).
+CLASSIFY_INPUTS = (
+    "parent", "name", "kind", "depth", "size", "mtime_ns", "tree_bytes",
+    "tree_latest_mtime_ns", "error", "excluded",
+)  # fmt: skip
 
 Ids = npt.NDArray[np.int32]
 Mask = npt.NDArray[np.bool_]
@@ -424,7 +431,7 @@ def classify_verdicts(
     user_rules: Sequence[UserRule] = (),
     now_ns: int,
 ) -> pa.Table:
-    """Classify every row of a snapshot table (holding at least CLASSIFY_COLUMNS).
+    """Classify every row of a snapshot table (holding at least CLASSIFY_INPUTS).
 
     Args:
         table: snapshot rows.
