@@ -7,7 +7,8 @@ stages and hold no logic of their own. By noun, in the order of the pipeline:
 - ``snapshots``: the store and its snapshots: ``existing_store``, ``open_store``,
   ``store_path``, ``list_snapshots``, ``load``, ``prune_snapshots``, ``scan_time_ns``.
 - ``classification``: ``protect_context``, ``classify_snapshot`` (risk, rule, claim,
-  confidence) and ``summarize``.
+  confidence), ``open_entries`` (a DuckDB view of a scan's rows and verdicts, which queries
+  read) and ``summarize``.
 - ``decisions``: a person's decisions (``annotate``, ``annotate_paths``, ``annotations_at``,
   ``stale_decisions``).
 - ``remembered``: the remembered rules (``remember_rule``, ``forget_rule``, ``list_rules``,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from hygiene_nb.api.bounds import MAX_SECONDS as MAX_SECONDS
     from hygiene_nb.api.bounds import MAX_TTL as MAX_TTL
     from hygiene_nb.api.classification import classify_snapshot as classify_snapshot
+    from hygiene_nb.api.classification import open_entries as open_entries
     from hygiene_nb.api.classification import protect_context as protect_context
     from hygiene_nb.api.classification import summarize as summarize
     from hygiene_nb.api.decisions import AnnotateResult as AnnotateResult
@@ -67,6 +69,7 @@ __all__ = [
     "list_snapshots",
     "load",
     "make_plan",
+    "open_entries",
     "preview_plan",
     "protect_context",
     "prune_snapshots",
@@ -80,6 +83,7 @@ _WHERE = {
     "MAX_SECONDS": "bounds",
     "MAX_TTL": "bounds",
     "classify_snapshot": "classification",
+    "open_entries": "classification",
     "protect_context": "classification",
     "summarize": "classification",
     "AnnotateResult": "decisions",

@@ -30,7 +30,8 @@ from hygiene_nb.classify.protect import (
     find_git_tracked,
     protection_above,
 )
-from hygiene_nb.classify.queries import open_entries, summarize_entries
+from hygiene_nb.classify.queries import open_entries as open_rows
+from hygiene_nb.classify.queries import summarize_entries
 from hygiene_nb.classify.rules import UserRule, load_user_rules
 from hygiene_nb.classify.stored import (
     classification_key,
@@ -54,6 +55,7 @@ __all__ = [
     "StoredClassification",
     "classify_scan",
     "classify_snapshot",
+    "open_entries",
     "protect_context",
     "stored_classification",
     "summarize",
@@ -188,6 +190,31 @@ def stored_classification(
     return StoredClassification(st, info, key, path, verdicts, loaded)
 
 
+def open_entries(
+    con: duckdb.DuckDBPyConnection,
+    info: ScanInfo,
+    *,
+    store: StoreArg = None,
+    classified: bool = True,
+    rules: str | os.PathLike[str] | None = None,
+    now_ns: int | None = None,
+    name: str = "entries",
+) -> None:
+    """Define the view ``name`` on a DuckDB connection: scan ``info``'s rows as its file has them.
+
+    With ``classified`` the verdicts (kept beside the snapshot, computed first if they are not)
+    are joined row for row, with ages measured at ``now_ns`` (default: now). Queries over the
+    view read only the columns they name.
+    """
+    st = existing_store(store)
+    if not classified:
+        open_rows(con, snapshot_file(info), None, name=name)
+        return
+    when = time.time_ns() if now_ns is None else now_ns
+    stored = stored_classification(st, info, rules, now_ns=when, load=False)
+    open_rows(con, stored.snapshot_file, stored.verdicts, name=name)
+
+
 def classify_scan(
     st: Store,
     info: ScanInfo,
@@ -232,7 +259,7 @@ def summarize(
         stored = stored_classification(st, info, rules, now_ns=now_ns, load=False)
         try:
             with duckdb.connect() as con:
-                open_entries(con, stored.snapshot_file, stored.verdicts)
+                open_rows(con, stored.snapshot_file, stored.verdicts)
                 return summarize_entries(con, info, top=top, now_ns=now_ns)
         except duckdb.IOException:
             if attempt == 2:

@@ -152,23 +152,30 @@ def _int(value: object) -> int:
     return int(value)
 
 
-def open_entries(con: duckdb.DuckDBPyConnection, snapshot: Path, verdicts: Path | pa.Table) -> None:
-    """Define the view ``entries`` on ``con``: the snapshot's rows, their verdicts, ``row_no``.
+def open_entries(
+    con: duckdb.DuckDBPyConnection,
+    snapshot: Path,
+    verdicts: Path | pa.Table | None,
+    *,
+    name: str = "entries",
+) -> None:
+    """Define the view ``name`` on ``con``: the snapshot's rows, their verdicts, ``row_no``.
 
-    ``verdicts`` is the kept file (``classify.stored``) or, when the store could not keep one,
-    the verdicts computed now (``classify_verdicts``).
+    ``verdicts`` is the kept file (``classify.stored``), the verdicts computed now
+    (``classify_verdicts``) when the store could not keep them, or None for the snapshot alone.
     """
-    if isinstance(verdicts, pa.Table):
-        con.register("classified_rows", verdicts.select(list(VERDICT_COLUMNS)))
-        right = "classified_rows"
+    rows = f"read_parquet({_literal(snapshot)}, file_row_number = true)"
+    if verdicts is None:
+        source = f"{rows} s"
+    elif isinstance(verdicts, pa.Table):
+        con.register(f"{name}_verdicts", verdicts.select(list(VERDICT_COLUMNS)))
+        source = f"{rows} s POSITIONAL JOIN {name}_verdicts c"
     else:
-        right = f"read_parquet({_literal(verdicts)})"
+        source = f"{rows} s POSITIONAL JOIN read_parquet({_literal(verdicts)}) c"
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP VIEW entries AS
-        SELECT * EXCLUDE (file_row_number), s.file_row_number AS row_no
-        FROM read_parquet({_literal(snapshot)}, file_row_number = true) s
-        POSITIONAL JOIN {right} c
+        CREATE OR REPLACE TEMP VIEW {name} AS
+        SELECT * EXCLUDE (file_row_number), s.file_row_number AS row_no FROM {source}
         """
     )
 

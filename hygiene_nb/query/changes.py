@@ -11,11 +11,10 @@ from typing import Literal
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
 
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
-from hygiene_nb.query.history import classified_as_of_scan, resolve_scan
+from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 
 __all__ = ["DIFF_BY", "DiffBy", "changed_entries", "diff"]
@@ -25,12 +24,23 @@ DIFF_BY: tuple[DiffBy, ...] = ("dir", "group", "risk")
 _DIFF_COLUMNS = ["parent", "name", "kind", "depth", "size", "alloc", "dev", "inode", "nlink"]
 
 
-def _side(store: api.StoreArg, info: ScanInfo, classified: bool, rules: str | None) -> pa.Table:
-    """One snapshot's rows for a diff: the diff columns, plus risk and group if classified."""
-    if not classified:
-        return api.load(store=store, scan_id=info.scan_id, columns=_DIFF_COLUMNS)
-    return classified_as_of_scan(info, store=store, rules=rules).select(
-        [*_DIFF_COLUMNS, "risk", "group"]
+def _open_side(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    store: api.StoreArg,
+    info: ScanInfo,
+    classified: bool,
+    rules: str | None,
+) -> None:
+    """One snapshot's rows as view ``name``, read from its file (verdicts as of its scan)."""
+    api.open_entries(
+        con,
+        info,
+        store=store,
+        classified=classified,
+        rules=rules,
+        now_ns=api.scan_time_ns(info),
+        name=name,
     )
 
 
@@ -101,7 +111,11 @@ _ENTRY_DIFF = """
 
 
 def _entry_diff(
-    old_rows: pa.Table, new_rows: pa.Table, root: str, classified: bool
+    store: api.StoreArg,
+    old_info: ScanInfo,
+    new_info: ScanInfo,
+    classified: bool,
+    rules: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection holding view ``j``: one row per path in either scan, with its change.
 
@@ -113,11 +127,11 @@ def _entry_diff(
     query = _ENTRY_DIFF.format(
         extra=extra if classified else "",
         extra_out="risk, grp," if classified else "",
-        start=len(root) + (1 if root.endswith("/") else 2),
+        start=len(old_info.root) + (1 if old_info.root.endswith("/") else 2),
     )
     con = duckdb.connect()
-    con.register("old_rows", old_rows)
-    con.register("new_rows", new_rows)
+    _open_side(con, "old_rows", store, old_info, classified, rules)
+    _open_side(con, "new_rows", store, new_info, classified, rules)
     con.execute("CREATE TEMP VIEW j AS " + query)
     return con
 
@@ -157,10 +171,8 @@ def diff(
         raise UsageError(f"by must be one of {', '.join(DIFF_BY)}, not {by!r}.")
     old_info, new_info = _pair(root, store, old, new)
     classified = by != "dir"
-    old_rows = _side(store, old_info, classified, rules)
-    new_rows = _side(store, new_info, classified, rules)
     key = {"dir": "top", "group": "coalesce(grp, '(none)')", "risk": "risk"}[by]
-    with _entry_diff(old_rows, new_rows, old_info.root, classified) as con:
+    with _entry_diff(store, old_info, new_info, classified, rules) as con:
         frame = con.execute(
             f"""
             SELECT {key} AS {by},
@@ -203,9 +215,7 @@ def changed_entries(
     shrank), ``old_bytes``, ``new_bytes``, ``delta``. Hard-linked names count once.
     """
     old_info, new_info = _pair(root, store, old, new)
-    old_rows = _side(store, old_info, False, None)
-    new_rows = _side(store, new_info, False, None)
-    with _entry_diff(old_rows, new_rows, old_info.root, False) as con:
+    with _entry_diff(store, old_info, new_info, False) as con:
         frame = con.execute(
             """
             SELECT CASE WHEN parent IS NULL THEN name
