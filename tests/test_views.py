@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hygiene_nb import api
+from hygiene_nb.classify.summary import cleanliness, risk_mix
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.query import views
 from tests.helpers import write
@@ -127,6 +128,16 @@ def test_risk_history_classifies_every_scan(changed: tuple[Path, str, str], stor
     infos = {s.scan_id: s for s in api.list_snapshots(store=store)}
     assert entries[first] == infos[first].entries and entries[second] == infos[second].entries
     assert frame["score"].between(0, 100).all()
+    for scan_id in (first, second):  # the queries' figures are the in-memory definition's
+        table = views.classified_as_of_scan(infos[scan_id], store=store)
+        got = frame[frame["scan_id"] == scan_id].set_index("risk")
+        for level, stats in risk_mix(table).items():
+            assert tuple(got.loc[level, ["bytes", "alloc", "entries"]]) == (
+                stats.bytes,
+                stats.alloc,
+                stats.entries,
+            )
+        assert set(got["score"]) == {cleanliness(table, partial=infos[scan_id].partial).score}
 
 
 def test_review_coverage_counts_a_directory_decision_for_its_whole_subtree(

@@ -30,7 +30,7 @@ from hygiene_nb.classify.summary import (
 from hygiene_nb.models import Cleanliness, RiskStats, StaleBucket, Summary
 from hygiene_nb.scan.index import ScanInfo
 
-__all__ = ["SUMMARY_QUERIES", "open_entries", "summarize_entries"]
+__all__ = ["SUMMARY_QUERIES", "cleanliness_of", "open_entries", "risk_of", "summarize_entries"]
 
 _NS_PER_DAY = 86_400 * 10**9
 
@@ -184,6 +184,22 @@ def _stats(row: tuple[object, ...]) -> RiskStats:
     return RiskStats(bytes=_int(row[0]), alloc=_int(row[1]), entries=_int(row[2]))
 
 
+def risk_of(con: duckdb.DuckDBPyConnection) -> dict[str, RiskStats]:
+    """Bytes (a hard-linked inode once, at its first name) and entries per risk of ``entries``."""
+    by_risk = {r[0]: r[1:] for r in con.execute(SUMMARY_QUERIES["risk"]).fetchall()}
+    return {level: _stats(by_risk.get(level, (0, 0, 0))) for level in RISKS}
+
+
+def cleanliness_of(con: duckdb.DuckDBPyConnection, *, partial: bool) -> Cleanliness:
+    """The cleanliness score of ``entries`` (``classify.summary.cleanliness``)."""
+    query = SUMMARY_QUERIES["clean"].format(dependencies=_quoted(sorted(DEPENDENCY_GROUPS)))
+    clean = {r: int(n) for r, n in con.execute(query).fetchall()}
+    n = sum(clean.values())
+    c, i, p, v = (clean.get(r, 0) for r in ("safe", "caution", "unknown", "personal"))
+    score = 100 if n == 0 else round(100 - 70 * c / n - 20 * i / n - 10 * p / n)
+    return Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial)
+
+
 def summarize_entries(
     con: duckdb.DuckDBPyConnection, info: ScanInfo, *, top: int, now_ns: int
 ) -> Summary:
@@ -199,8 +215,7 @@ def summarize_entries(
     tree_bytes, tree_alloc, tree_files, root_partial = root_rows[0] if root_rows else (None,) * 4
     partial = True if root_partial is None else bool(root_partial)
 
-    by_risk = {r[0]: r[1:] for r in con.execute(q["risk"]).fetchall()}
-    risk = {level: _stats(by_risk.get(level, (0, 0, 0))) for level in RISKS}
+    risk = risk_of(con)
 
     reclaimable, levels = {}, []
     for level in ("safe", "caution"):
@@ -224,16 +239,6 @@ def summarize_entries(
         StaleBucket(label, low, {r: aged.get(i, {}).get(r, 0) for r in RISKS})
         for i, (label, low) in enumerate(STALE_BUCKETS)
     ]
-
-    clean = {
-        r: int(n)
-        for r, n in con.execute(
-            q["clean"].format(dependencies=_quoted(sorted(DEPENDENCY_GROUPS)))
-        ).fetchall()
-    }
-    n = sum(clean.values())
-    c, i, p, v = (clean.get(r, 0) for r in ("safe", "caution", "unknown", "personal"))
-    score = 100 if n == 0 else round(100 - 70 * c / n - 20 * i / n - 10 * p / n)
 
     groups = group_index(con.sql(q["group_roots"]).to_arrow_table(), shown=top)
     ranked = {}
@@ -262,7 +267,7 @@ def summarize_entries(
         groups=groups,
         stale=stale,
         stale_bytes=sum(sum(b.bytes.values()) for b in stale if b.min_days >= STALE_DAYS),
-        cleanliness=Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial),
+        cleanliness=cleanliness_of(con, partial=partial),
         largest=ranked["largest"],
         largest_files=ranked["largest_files"],
         largest_dirs=ranked["largest_dirs"],

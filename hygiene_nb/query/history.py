@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hygiene_nb import api
-from hygiene_nb.classify.summary import cleanliness, risk_mix
+from hygiene_nb.classify.queries import cleanliness_of, risk_of
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 
 __all__ = [
@@ -168,9 +168,11 @@ def risk_history(
     """
     rows = []
     for info in _scans_of(root, store, scan_id):
-        table = classified_as_of_scan(info, store=store, rules=rules)
-        score = cleanliness(table, partial=info.partial).score
-        for level, stats in risk_mix(table).items():
+        with duckdb.connect() as con:
+            api.open_entries(con, info, store=store, rules=rules, now_ns=api.scan_time_ns(info))
+            score = cleanliness_of(con, partial=info.partial).score
+            mix = risk_of(con)
+        for level, stats in mix.items():
             rows.append(
                 {
                     "scan_id": info.scan_id,
