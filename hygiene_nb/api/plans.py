@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import shlex
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb.api.bounds import MAX_TTL, check_bounded
-from hygiene_nb.api.classification import classify_scan
+from hygiene_nb.api.classification import classify_scan, stored_classification
 from hygiene_nb.api.snapshots import StoreArg, existing_store, open_store
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
@@ -182,7 +183,9 @@ def preview_plan(
     st = existing_store(store)
     path = os.path.abspath(root)
     info = find_scan(st, root=path if scan_id is None else None, scan_id=scan_id)
-    table, _ = classify_scan(st, info, rules)
+    # a preview authorizes nothing: the kept verdicts (the same as classifying afresh under
+    # the same key) are enough; make_plan classifies afresh
+    table = stored_classification(st, info, rules, now_ns=time.time_ns()).table
     with Ledger.open(st) as ledger:
         sel = select_candidates(table, ledger.annotations(under=info.root), root=info.root)
     return selection_summary(sel, table)
