@@ -25,6 +25,7 @@ from hygiene_nb.api.classification import classify_scan, stored_classification
 from hygiene_nb.api.snapshots import scan_time_ns
 from hygiene_nb.classify.classification import VERDICT_COLUMNS
 from hygiene_nb.classify.summary import summarize_table
+from hygiene_nb.query import views
 from hygiene_nb.scan.index import classified_dir, find_scan
 from hygiene_nb.store import Store
 from tests.helpers import write
@@ -315,3 +316,25 @@ def test_a_directory_contains_protected_exactly_when_something_below_it_is(
             assert not below, path[id(row)]
         elif row["rule"] == "contains-protected":
             assert below, path[id(row)]
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(entries=_ENTRIES, children=st.integers(1, 4), deeper=st.booleans())
+def test_the_treemap_query_draws_what_the_whole_table_draws(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry], children: int, deeper: bool
+) -> None:
+    base = tmp_path_factory.mktemp("prop")
+    root, store = base / "tree", base / "store"
+    build(root, entries)
+    api.scan_root(root, store=store)
+    info = find_scan(Store(store), root=str(root))
+    dirs = sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())
+    under = str(dirs[0]) if deeper and dirs else str(root)
+    whole = views.browse_frame(views.classified_as_of_scan(info, store=store))
+    expected = views.treemap_nodes(whole, under, children=children)
+    got = views.treemap_of(str(root), store=store, under=under, children=children)
+    assert got.to_dict("records") == expected.to_dict("records")

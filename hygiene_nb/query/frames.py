@@ -7,18 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
-from hygiene_nb.query.history import classified_as_of_scan, resolve_scan
+from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "BROWSE_COLUMNS",
+    "TREEMAP_ROWS",
     "browse_frame",
     "entries_frame",
     "groups_frame",
@@ -242,16 +244,49 @@ def risk_frame(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
 
 
+_PATH = (
+    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
+    "ELSE concat(parent, '/', name) END"
+)
+_SHOWN = "coalesce(CASE WHEN kind = 'dir' THEN tree_bytes ELSE size END, 0)"
+# The rows a treemap of ``under`` draws: the directory, its children, and the children of the
+# directories among its ``children`` largest (the same order treemap_nodes ranks them in).
+TREEMAP_ROWS = f"""
+    WITH named AS (
+        SELECT {_PATH} AS path, kind FROM entries WHERE parent = {{under}}
+        ORDER BY {_SHOWN} DESC, name ASC LIMIT {{children}})
+    SELECT parent, name, kind, size, alloc, mtime_ns, tree_bytes, tree_alloc, tree_files,
+           tree_latest_mtime_ns, partial, error, risk, rule, "group", claim, confidence
+    FROM entries
+    WHERE parent = {{under}} OR {_PATH} = {{under}}
+       OR parent IN (SELECT path FROM named WHERE kind = 'dir')
+"""
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def treemap_of(
     root: str | None = None,
     *,
     store: api.StoreArg = None,
     scan_id: str | None = None,
     under: str | None = None,
+    children: int = 50,
 ) -> pd.DataFrame:
-    """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root)."""
+    """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root).
+
+    Only the rows the treemap draws are read (``TREEMAP_ROWS``), from the snapshot's file and
+    its kept verdicts.
+    """
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    table = classified_as_of_scan(info, store=store)
+    top = under or info.root
+    with duckdb.connect() as con:
+        api.open_entries(con, info, store=store, now_ns=api.scan_time_ns(info))
+        rows = con.sql(
+            TREEMAP_ROWS.format(under=_literal(top), children=int(children))
+        ).to_arrow_table()
     return treemap_nodes(
-        browse_frame(table), under or info.root, decisions=human_decisions(store, info.root)
+        browse_frame(rows), top, decisions=human_decisions(store, info.root), children=children
     )
