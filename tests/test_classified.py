@@ -27,6 +27,7 @@ from hygiene_nb.classify.classification import VERDICT_COLUMNS
 from hygiene_nb.classify.summary import summarize_table
 from hygiene_nb.query import views
 from hygiene_nb.scan.index import classified_dir, find_scan
+from hygiene_nb.scan.snapshot import query_engine
 from hygiene_nb.store import Store
 from tests.helpers import write
 
@@ -338,3 +339,9 @@ def test_the_treemap_query_draws_what_the_whole_table_draws(
     expected = views.treemap_nodes(whole, under, children=children)
     got = views.treemap_of(str(root), store=store, under=under, children=children)
     assert got.to_dict("records") == expected.to_dict("records")
+
+
+def test_queries_draw_no_progress_bar_of_their_own() -> None:
+    with query_engine() as con:
+        row = con.execute("SELECT current_setting('enable_progress_bar')").fetchone()
+    assert row is not None and row[0] is False

@@ -46,6 +46,7 @@ from hygiene_nb.scan.snapshot import (
     ROW_GROUP_ROWS,
     load_snapshot,
     named_rows,
+    query_engine,
     snapshot_file,
     snapshot_rows,
 )
@@ -258,7 +259,7 @@ def summarize(
     for attempt in (1, 2):
         stored = stored_classification(st, info, rules, now_ns=now_ns, load=False)
         try:
-            with duckdb.connect() as con:
+            with query_engine() as con:
                 open_rows(con, stored.snapshot_file, stored.verdicts)
                 return summarize_entries(con, info, top=top, now_ns=now_ns)
         except duckdb.IOException:

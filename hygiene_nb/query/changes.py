@@ -16,6 +16,7 @@ from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
+from hygiene_nb.scan.snapshot import query_engine
 
 __all__ = ["DIFF_BY", "DiffBy", "changed_entries", "diff"]
 
@@ -129,7 +130,7 @@ def _entry_diff(
         extra_out="risk, grp," if classified else "",
         start=len(old_info.root) + (1 if old_info.root.endswith("/") else 2),
     )
-    con = duckdb.connect()
+    con = query_engine()
     _open_side(con, "old_rows", store, old_info, classified, rules)
     _open_side(con, "new_rows", store, new_info, classified, rules)
     con.execute("CREATE TEMP VIEW j AS " + query)

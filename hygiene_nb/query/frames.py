@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,7 +15,7 @@ from hygiene_nb import api
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
-from hygiene_nb.scan.snapshot import entry_paths
+from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
 __all__ = [
     "BROWSE_COLUMNS",
@@ -282,7 +281,7 @@ def treemap_of(
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
     top = under or info.root
-    with duckdb.connect() as con:
+    with query_engine() as con:
         api.open_entries(con, info, store=store, now_ns=api.scan_time_ns(info))
         rows = con.sql(
             TREEMAP_ROWS.format(under=_literal(top), children=int(children))

@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pyarrow as pa
 
 from hygiene_nb import api
 from hygiene_nb.classify.queries import cleanliness_of, risk_of
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
+from hygiene_nb.scan.snapshot import query_engine
 
 __all__ = [
     "child_growth",
@@ -139,7 +139,7 @@ def child_growth(
         FROM kids k LEFT JOIN ranked r ON k.child = r.child
         GROUP BY 1, 2
     """
-    with duckdb.connect() as con:
+    with query_engine() as con:
         frame = con.execute(query, [_part_file(scans[-1]), top]).df()
     ids = {_part_file(s): s.scan_id for s in scans}
     when = {s.scan_id: pd.Timestamp(s.finished_at or s.started_at) for s in scans}
@@ -168,7 +168,7 @@ def risk_history(
     """
     rows = []
     for info in _scans_of(root, store, scan_id):
-        with duckdb.connect() as con:
+        with query_engine() as con:
             api.open_entries(con, info, store=store, rules=rules, now_ns=api.scan_time_ns(info))
             score = cleanliness_of(con, partial=info.partial).score
             mix = risk_of(con)

@@ -23,12 +23,11 @@ import hashlib
 import io
 from collections.abc import Sequence
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hygiene_nb.scan.index import ScanInfo, digest_dir, partition_dir
-from hygiene_nb.scan.snapshot import FORMAT_VERSION
+from hygiene_nb.scan.snapshot import FORMAT_VERSION, query_engine
 from hygiene_nb.store import Store, make_private_dir, write_private_file
 
 __all__ = ["entry_digests"]
@@ -61,7 +60,7 @@ def _directory_digests(store: Store, info: ScanInfo) -> pa.Table:
     target = digest_dir(store, info) / _FILE
     if target.exists():
         return pq.read_table(target)
-    with duckdb.connect() as con:
+    with query_engine() as con:
         con.execute(f"CREATE TEMP TABLE e AS {_ENTRIES}", [_snapshot_file(store, info)])
         con.execute("CREATE TEMP TABLE d (self BLOB, digest VARCHAR, depth INTEGER)")
         deepest = con.execute("SELECT coalesce(max(depth), 0) FROM e").fetchone()
@@ -109,7 +108,7 @@ def entry_digests(store: Store, info: ScanInfo, raws: Sequence[bytes]) -> dict[b
         return {}  # a format-1 snapshot records no ctimes: what it shows cannot be vouched for
     dirs = _directory_digests(store, info)
     asked = pa.table({"self": pa.array(wanted, pa.binary())})
-    with duckdb.connect() as con:
+    with query_engine() as con:
         con.register("asked", asked)
         con.register("dirs", dirs)
         rows = con.execute(

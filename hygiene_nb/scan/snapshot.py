@@ -16,6 +16,7 @@ import errno as errno_mod
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +26,9 @@ from hygiene_nb.errors import SnapshotTooNew, StoreError
 from hygiene_nb.scan.index import ScanInfo, append_scan, find_scan, partition_dir
 from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "FORMAT_2_COLUMNS",
@@ -37,6 +41,7 @@ __all__ = [
     "int_scalar",
     "load_snapshot",
     "named_rows",
+    "query_engine",
     "snapshot_file",
     "snapshot_format",
     "snapshot_rows",
@@ -410,6 +415,19 @@ def snapshot_rows(info: ScanInfo) -> int:
         ) from exc
 
 
+def query_engine() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for queries over snapshot files, without DuckDB's progress bar.
+
+    Views are library calls: a bar drawn on stderr (or in a notebook cell) by the engine would
+    be noise in a report, a CLI command's output or a test log.
+    """
+    import duckdb  # only the commands that read snapshots pay for it
+
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def named_rows(info: ScanInfo, names: Sequence[str]) -> pa.Table:
     """``parent`` and ``name`` of the rows whose name is one of ``names`` (e.g. ``.git``).
 
@@ -421,7 +439,7 @@ def named_rows(info: ScanInfo, names: Sequence[str]) -> pa.Table:
     import duckdb  # only the commands that read snapshots pay for it
 
     try:
-        with duckdb.connect() as con:
+        with query_engine() as con:
             return con.sql(
                 "SELECT CAST(parent AS VARCHAR) AS parent, name FROM read_parquet($file) "
                 "WHERE list_contains($names, name) ORDER BY parent, name",
