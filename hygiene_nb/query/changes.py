@@ -84,15 +84,20 @@ _ENTRY_DIFF = """
                o.dev AS o_dev, o.inode AS o_inode, n.dev AS n_dev, n.inode AS n_inode
         FROM old_rows o FULL OUTER JOIN new_rows n
           ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
+    -- the rank of each name of a hard-linked inode, over the linked rows only (a few)
+    lo AS (
+        SELECT parent, name, row_number() OVER (
+                   PARTITION BY o_dev, o_inode ORDER BY in_new DESC, parent, name) AS o_nth
+        FROM j0 WHERE o_linked),
+    ln AS (
+        SELECT parent, name, row_number() OVER (
+                   PARTITION BY n_dev, n_inode ORDER BY in_old DESC, parent, name) AS n_nth
+        FROM j0 WHERE n_linked),
     j1 AS (
-        SELECT *,
-               CASE WHEN o_linked THEN row_number() OVER (
-                   PARTITION BY o_linked, o_dev, o_inode ORDER BY in_new DESC, parent, name)
-                   ELSE 1 END AS o_nth,
-               CASE WHEN n_linked THEN row_number() OVER (
-                   PARTITION BY n_linked, n_dev, n_inode ORDER BY in_old DESC, parent, name)
-                   ELSE 1 END AS n_nth
-        FROM j0),
+        SELECT j0.*, coalesce(lo.o_nth, 1) AS o_nth, coalesce(ln.n_nth, 1) AS n_nth
+        FROM j0
+        LEFT JOIN lo ON lo.parent = j0.parent AND lo.name = j0.name
+        LEFT JOIN ln ON ln.parent = j0.parent AND ln.name = j0.name),
     j2 AS (
         SELECT parent, name, depth, kind, {extra_out} in_old, in_new,
                CAST(CASE WHEN in_old AND o_nth = 1 THEN o_size ELSE 0 END AS BIGINT) AS old_bytes,
