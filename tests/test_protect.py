@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -339,3 +340,25 @@ def test_without_git_every_work_tree_is_protected_whole(
 
 def test_no_work_trees_no_git() -> None:
     assert find_git_tracked([]) == GitInfo()
+
+
+def test_a_git_directory_without_head_is_protected_whole_without_asking_git(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = repo / "vendor" / "copied"
+    write(fake / ".git" / "config", 10)  # a copied .git directory with no HEAD
+    write(fake / "lib.py", 10)
+    asked: list[str] = []
+    real_run = subprocess.run
+
+    def run(argv: list[str], **kwargs: Any) -> Any:
+        asked.append(argv[argv.index("-C") + 1])
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    info = find_git_tracked([str(repo), str(fake)])
+    assert asked == [str(repo)]
+    assert info.unreadable == {str(fake)}
+    assert str(repo / "src" / "main.py") in info.tracked
+    ctx = ProtectContext(root=str(tmp_path), home="/nonexistent", store="/nonexistent", git=info)
+    assert rule_of_dir(str(fake), ctx) == "git-unreadable"

@@ -267,6 +267,17 @@ def account_homes(root: str) -> frozenset[str]:
 _GIT_PARALLEL = 4  # git ls-files processes at a time
 
 
+def _may_be_repository(tree: str) -> bool:
+    """Whether git could take ``tree/.git`` for a repository (else it is not asked).
+
+    A ``.git`` directory without ``HEAD`` is no repository to git: listing it would fail, or
+    list some enclosing repository instead; either way the work tree is protected whole.
+    A ``.git`` file (a submodule's or a linked work tree's pointer) is left to git.
+    """
+    git = os.path.join(tree, ".git")
+    return not os.path.isdir(git) or os.path.lexists(os.path.join(git, "HEAD"))
+
+
 def find_git_tracked(worktrees: Iterable[str], *, timeout: float = 60.0) -> GitInfo:
     """Ask git which files each work tree tracks (read-only: ``ls-files``, no optional locks).
 
@@ -296,6 +307,8 @@ def find_git_tracked(worktrees: Iterable[str], *, timeout: float = 60.0) -> GitI
     ]
 
     def ls_files(tree: str) -> subprocess.CompletedProcess[bytes] | str:
+        if not _may_be_repository(tree):
+            return "not a repository"  # protected whole, as git's own refusal would be
         try:
             return subprocess.run(
                 ["git", *safe, "-C", tree, "ls-files", "-z", "--full-name"],
