@@ -12,7 +12,7 @@ from hygiene_nb import api
 from hygiene_nb.cli import main
 from hygiene_nb.config import load_root_config
 from hygiene_nb.errors import ConfigInvalid, UsageError
-from hygiene_nb.query import suggest
+from hygiene_nb.query import suggest, views
 from hygiene_nb.store import Store
 from tests.helpers import write
 
@@ -270,3 +270,31 @@ def test_roots_must_be_tables_of_absolute_paths(tmp_path: Path, store: Path) -> 
         (store / "config.toml").chmod(0o600)
         with pytest.raises(ConfigInvalid, match=says):
             load_root_config(Store(store), str(tmp_path))
+
+
+def test_the_tidy_query_suggests_what_the_whole_table_does(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "w_s%!x"  # LIKE's wildcards and the escape character in the root itself
+    write(root / "pyproject.toml", 10)
+    for name in ("TRAIN.LOG", "results_a.csv", "resultsXa.csv", "Scratch_1.txt", "a_%.log"):
+        write(root / name, 100)
+    write(root / "sub" / "draft.txt", 10)
+    write(root / "sub" / "run.log", 10)
+    write(root / "sub" / "logs" / "x.log", 10)
+    write(root / ".ssh" / "agent.log", 10)  # protected: never moved
+    write(root / "w_sX" / "temp_1.json", 10)
+    write(root / "a_b" / "one.log", 10)
+    write(root / "aXb" / "two.log", 10)  # "a_b" taken as a LIKE pattern would match it
+    api.scan_root(root, store=store)
+    api.annotate([str(root / "a_%.log")], store=store, decision="delete")
+    info = views.resolve_scan(str(root), store=store)
+    table = views.classified_as_of_scan(info, store=store)
+    decisions = views.human_decisions(store, info.root)
+    for under in (None, str(root / "sub"), str(root / "a_b")):
+        expected = suggest.organize(
+            table, views.browse_frame(table), decisions, info.root, under=under
+        )
+        got = suggest.organization_suggestions(str(root), store=store, under=under)
+        assert got.sort_values("path").to_dict("records") == expected.sort_values("path").to_dict(
+            "records"
+        )
+        assert len(expected) > 0

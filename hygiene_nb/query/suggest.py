@@ -33,7 +33,7 @@ from hygiene_nb.ledger import Ledger
 from hygiene_nb.plan.references import PROJECT_MARKERS
 from hygiene_nb.query import views
 from hygiene_nb.render import counted, human_bytes, shown
-from hygiene_nb.scan.snapshot import entry_paths
+from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
 __all__ = [
     "ORGANIZE",
@@ -348,9 +348,53 @@ def organization_suggestions(
     """
     st = api.open_store(store)
     info = views.resolve_scan(root, store=st, scan_id=scan_id)
-    table = views.classified_as_of_scan(info, store=st)
     decisions = views.human_decisions(st, info.root)
-    return organize(table, views.browse_frame(table), decisions, info.root, under=under)
+    scope = _like_prefix((under or info.root).rstrip("/") + "/")
+    prefixes = ORGANIZE["exports"][2] + ORGANIZE["scratch"][2]
+    with query_engine() as con:
+        api.open_entries(con, info, store=st, now_ns=api.scan_time_ns(info))
+        maybe = con.sql(
+            TIDY_CANDIDATES.format(
+                scope=scope,
+                prefixes=" OR ".join(
+                    f"lower(name) LIKE {_like_prefix(p)} ESCAPE '!'" for p in prefixes
+                ),
+            )
+        ).df()
+        markers = {
+            str(p)
+            for (p,) in con.execute(
+                TIDY_MARKERS.format(markers=", ".join(_quoted(m) for m in PROJECT_MARKERS))
+            ).fetchall()
+        }
+    return _tidy(maybe, markers, decisions, info.root)
+
+
+_PATH = (
+    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
+    "ELSE concat(parent, '/', name) END"
+)
+# A superset of the files ``_category`` accepts, within the scope: unprotected files named
+# like logs, exports or scratch outputs (the case-folding test is repeated in Python).
+TIDY_CANDIDATES = f"""
+    SELECT {_PATH} AS path, parent, name, mtime_ns AS latest_mtime_ns FROM entries
+    WHERE kind = 'file' AND NOT coalesce(protected, false)
+      AND (lower(name) LIKE '%.log' OR {{prefixes}})
+      AND {_PATH} LIKE {{scope}} ESCAPE '!'
+"""
+TIDY_MARKERS = (
+    "SELECT DISTINCT parent FROM entries WHERE parent IS NOT NULL AND name IN ({markers})"
+)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _like_prefix(text: str) -> str:
+    """A quoted LIKE pattern (escape ``!``) of what starts with ``text``, taken literally."""
+    escaped = text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return _quoted(escaped + "%")
 
 
 def organize(
@@ -373,6 +417,16 @@ def organize(
         & (lower.str.endswith(".log") | lower.str.startswith(prefixes)).to_numpy()
         & frame["path"].str.startswith(scope).to_numpy()
     ]
+    return _tidy(maybe, markers, decisions, root)
+
+
+def _tidy(
+    maybe: pd.DataFrame, markers: set[str], decisions: dict[str, str], root: str
+) -> pd.DataFrame:
+    """Suggestions for the candidate files ``maybe``, given the directories with a marker.
+
+    ``maybe`` has ``path``, ``parent``, ``name`` and ``latest_mtime_ns``.
+    """
     decided = views.decided_rows(pa.array(maybe["path"], pa.string()), decisions)
     rows = []
     for path, parent, name, mtime, decision in zip(
