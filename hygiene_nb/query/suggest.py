@@ -349,13 +349,14 @@ def organization_suggestions(
     st = api.open_store(store)
     info = views.resolve_scan(root, store=st, scan_id=scan_id)
     decisions = views.human_decisions(st, info.root)
-    scope = _like_prefix((under or info.root).rstrip("/") + "/")
+    scope = (under or info.root).rstrip("/") or "/"
     prefixes = ORGANIZE["exports"][2] + ORGANIZE["scratch"][2]
     with query_engine() as con:
         api.open_entries(con, info, store=st, now_ns=api.scan_time_ns(info))
         maybe = con.sql(
             TIDY_CANDIDATES.format(
-                scope=scope,
+                under=_quoted(scope),
+                below=_like_prefix(scope.rstrip("/") + "/"),
                 prefixes=" OR ".join(
                     f"lower(name) LIKE {_like_prefix(p)} ESCAPE '!'" for p in prefixes
                 ),
@@ -380,7 +381,7 @@ TIDY_CANDIDATES = f"""
     SELECT {_PATH} AS path, parent, name, mtime_ns AS latest_mtime_ns FROM entries
     WHERE kind = 'file' AND NOT coalesce(protected, false)
       AND (lower(name) LIKE '%.log' OR {{prefixes}})
-      AND {_PATH} LIKE {{scope}} ESCAPE '!'
+      AND (parent = {{under}} OR parent LIKE {{below}} ESCAPE '!')
 """
 TIDY_MARKERS = (
     "SELECT DISTINCT parent FROM entries WHERE parent IS NOT NULL AND name IN ({markers})"
@@ -429,12 +430,13 @@ def _tidy(
     """
     decided = views.decided_rows(pa.array(maybe["path"], pa.string()), decisions)
     rows = []
+    workspaces: dict[str, str] = {}  # many candidates share a directory
     for path, parent, name, mtime, decision in zip(
-        maybe["path"],
-        maybe["parent"],
-        maybe["name"],
-        maybe["latest_mtime_ns"],
-        decided,
+        maybe["path"].tolist(),
+        maybe["parent"].tolist(),
+        maybe["name"].tolist(),
+        maybe["latest_mtime_ns"].tolist(),
+        decided.tolist(),
         strict=True,
     ):
         if decision == "delete":
@@ -445,12 +447,14 @@ def _tidy(
         what, target, _, homes = ORGANIZE[category]
         if posixpath.basename(parent) in homes:
             continue  # already where it belongs
-        workspace = _workspace(parent, markers, root)
+        workspace = workspaces.get(parent)
+        if workspace is None:
+            workspace = workspaces[parent] = _workspace(parent, markers, root)
         month = datetime.fromtimestamp(int(mtime) / 1e9, UTC).strftime("%Y-%m")
-        suggested = posixpath.join(workspace, target.format(month=month), name)
+        rel = posixpath.join(target.format(month=month), name)  # a name holds no "/"
+        suggested = posixpath.join(workspace, rel)
         if suggested == path:
             continue
-        rel = posixpath.relpath(suggested, workspace)
         rows.append(
             {
                 "path": path,
