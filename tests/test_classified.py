@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -24,7 +25,7 @@ from hygiene_nb import api
 from hygiene_nb.api.classification import classify_scan, stored_classification
 from hygiene_nb.api.snapshots import scan_time_ns
 from hygiene_nb.classify.classification import VERDICT_COLUMNS
-from hygiene_nb.classify.summary import summarize_table
+from hygiene_nb.classify.summary import kept_bytes, summarize_table
 from hygiene_nb.query import views
 from hygiene_nb.scan.index import classified_dir, find_scan
 from hygiene_nb.scan.snapshot import query_engine
@@ -345,3 +346,43 @@ def test_queries_draw_no_progress_bar_of_their_own() -> None:
     with query_engine() as con:
         row = con.execute("SELECT current_setting('enable_progress_bar')").fetchone()
     assert row is not None and row[0] is False
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    entries=_ENTRIES,
+    picks=st.lists(
+        st.tuples(st.integers(0, 60), st.sampled_from(["keep", "delete", "unsure"])), max_size=8
+    ),
+)
+def test_the_coverage_query_counts_what_the_whole_table_counts(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry], picks: list[tuple[int, str]]
+) -> None:
+    base = tmp_path_factory.mktemp("prop")
+    root, store = base / "tree", base / "store"
+    build(root, entries)
+    api.scan_root(root, store=store)
+    everything = [root, *sorted(root.rglob("*"))]
+    for i, decision in picks:  # on files, directories and the root itself
+        api.annotate([str(everything[i % len(everything)])], store=store, decision=decision)
+    info = find_scan(Store(store), root=str(root))
+    table = api.load(
+        store=store,
+        scan_id=info.scan_id,
+        columns=["path", "size", "alloc", "kind", "dev", "inode", "nlink"],
+    )
+    covering = views.decided_rows(table.column("path"), views.human_decisions(store, str(root)))
+    reviewed = np.array([c is not None for c in covering], dtype=bool)
+    got = views.review_coverage(str(root), store=store)
+    assert (got.entries, got.bytes) == (table.num_rows, kept_bytes(table, ~np.zeros_like(reviewed)))
+    assert (got.reviewed_entries, got.reviewed_bytes) == (
+        int(reviewed.sum()),
+        kept_bytes(table, reviewed),
+    )
+    for decision in ("keep", "delete", "unsure"):
+        mask = covering == decision
+        assert got.by_decision[decision] == (int(mask.sum()), kept_bytes(table, mask))
