@@ -19,6 +19,7 @@ from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.ledger.annotations import AnnotationLedger
 from hygiene_nb.notebook.demo import DemoStore, make_demo_store
+from hygiene_nb.notebook.figures import DECISION_BORDER, treemap_trace
 from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.plan.document import select_candidates, selection_summary
 from hygiene_nb.scan.digests import entry_digests
@@ -371,3 +372,16 @@ def test_a_row_shown_again_acts_on_the_entry_it_shows_now(demo: DemoStore) -> No
         str(demo.root / "projects"): (None, "big", "human"),
         inside: ("keep", "inside", "human"),
     }  # showing rows again wrote nothing
+
+
+def test_after_decisions_the_treemap_is_what_drawing_it_anew_gives(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    row(panel, "Pictures").buttons["keep"].click()
+    row(panel, ".cache").buttons["delete"].click()
+    row(panel, "Pictures").buttons["clear"].click()
+    drawn = panel.fig.data[0].to_plotly_json()
+    fresh = treemap_trace(panel.tree_nodes()).to_plotly_json()
+    for prop in ("ids", "labels", "parents", "values", "customdata", "marker"):
+        assert drawn[prop] == fresh[prop], prop
+    at = list(drawn["ids"]).index(str(demo.root / ".cache"))
+    assert drawn["marker"]["line"]["color"][at] == DECISION_BORDER["delete"][0]

@@ -35,7 +35,7 @@ from hygiene_nb import api
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
-from hygiene_nb.notebook.figures import RISK_COLORS, treemap_trace
+from hygiene_nb.notebook.figures import RISK_COLORS, treemap_decisions, treemap_trace
 from hygiene_nb.pathnames import raw_path
 from hygiene_nb.plan.document import SnapshotIndex
 from hygiene_nb.plan.tally import PlanTally
@@ -230,6 +230,7 @@ class Annotator:
         self._digests = SnapshotDigests(self.store, self.info)
         self._nodes: tuple[str, pd.DataFrame] | None = None  # cwd, its treemap nodes
         self._decided_nodes: tuple[tuple[str, int], pd.DataFrame] | None = None
+        self._drawn: str | None = None  # the directory whose boxes the treemap shows
         self._version = 0  # counts decision changes
         self._load_ledger()
         self.rows: list[_Row] = []  # the rows listed now: the first ones of ``_pool``
@@ -664,12 +665,20 @@ class Annotator:
         self.breadcrumb.children = [self.up_button, *self._crumbs[: len(targets)]]
 
     def _redraw_tree(self) -> None:
-        new = treemap_trace(self.tree_nodes())
+        nodes = self.tree_nodes()
         trace = self.fig.data[0]
+        if self._drawn == self.cwd:  # the same boxes: only what decisions change
+            customdata, line = treemap_decisions(nodes)
+            with self.fig.batch_update():
+                trace.customdata = customdata
+                trace.marker.line = line
+            return
+        new = treemap_trace(nodes)
         with self.fig.batch_update():
             for prop in ("ids", "labels", "parents", "values", "customdata", "marker"):
                 trace[prop] = new[prop]
             trace.level = self.cwd
+        self._drawn = self.cwd
 
     @property
     def widget(self) -> W.Widget:
