@@ -56,6 +56,24 @@ def _segments(starts: Rows, ends: Rows) -> Rows:
     return out
 
 
+def _union(sets: Sequence[Rows], n: int) -> Rows:
+    """The rows in any of ``sets`` (each a set of distinct rows below ``n``), once each."""
+    if len(sets) == 1:
+        return sets[0]
+    mask = np.zeros(n, dtype=bool)  # one pass over a mask of every row (1M: about 1 ms)
+    for rows in sets:
+        mask[rows] = True
+    return np.flatnonzero(mask)
+
+
+def _add(times: npt.NDArray[np.int32], sets: Sequence[Rows], step: int) -> None:
+    """Count each of ``sets`` (each a set of distinct rows) once more in ``times`` (or less)."""
+    if len(sets) == 1:
+        times[sets[0]] += step  # distinct rows: a plain fancy index adds once to each
+    elif sets:
+        np.add.at(times, np.concatenate(sets), step)
+
+
 class _Links:
     """The hard-link groups of a snapshot: non-directories with ``nlink > 1``, by (dev, inode).
 
@@ -98,29 +116,20 @@ class _Cover:
         self.group_bytes = np.zeros(links.count, dtype=np.int64)
         self.group_alloc = np.zeros(links.count, dtype=np.int64)
 
-    def change(self, plus: Sequence[Rows], minus: Sequence[Rows]) -> tuple[Rows, Rows, Rows]:
-        """Cover ``plus`` once more and ``minus`` once less; recount what changed.
-
-        Returns:
-            The rows touched, how many times each was covered before, and after.
-        """
+    def change(self, plus: Sequence[Rows], minus: Sequence[Rows]) -> None:
+        """Cover each of ``plus`` once more and each of ``minus`` once less; recount."""
         if not plus and not minus:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        touched = np.unique(np.concatenate([*plus, *minus]))
-        before = self.times[touched].astype(np.int64)
-        if plus:
-            np.add.at(self.times, np.concatenate(plus), 1)
-        if minus:
-            np.add.at(self.times, np.concatenate(minus), -1)
-        after = self.times[touched].astype(np.int64)
-        flipped = touched[(before > 0) != (after > 0)]
+            return
+        touched = _union([*plus, *minus], self.times.size)
+        before = self.times[touched] > 0
+        _add(self.times, plus, 1)
+        _add(self.times, minus, -1)
+        flipped = touched[before != (self.times[touched] > 0)]
         sign = np.where(self.times[flipped] > 0, 1, -1)
         plain = ~self.links.linked[flipped]
         self.bytes += int((self.size[flipped[plain]] * sign[plain]).sum())
         self.alloc_bytes += int((self.alloc[flipped[plain]] * sign[plain]).sum())
         self._regroup(np.unique(self.links.group[flipped[~plain]]))
-        return touched, before, after
 
     def _regroup(self, groups: Rows) -> None:
         """Recount the bytes of these hard-link groups from their covered names."""
@@ -322,9 +331,9 @@ class PlanTally:
 
     def _move_candidates(self, plus: list[Rows], minus: list[Rows]) -> None:
         """Cover the new candidates' rows and uncover the old ones'; recount the folded."""
-        touched = np.unique(np.concatenate([*plus, *minus])) if plus or minus else None
-        if touched is None:
+        if not plus and not minus:
             return
+        touched = _union([*plus, *minus], self._candidate_row.size)
         was = self._candidate_row[touched] & (self._freed_cover.times[touched] >= 2)
         # a candidate's own row comes first in its rows
         self._candidate_row[np.array([rows[0] for rows in minus], dtype=np.int64)] = False
