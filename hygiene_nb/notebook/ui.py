@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import os
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -225,6 +226,7 @@ class Annotator:
         # kept open for the widget's life: every write goes through it, so its data_version
         # changes only when someone else writes (then the tally reads the ledger again)
         self._ledger = Ledger.open(self.store)
+        weakref.finalize(self, self._ledger.close)  # closed with the widget, never left open
         self._ledger_version = -1
         # the directory digests, read once (computed once per snapshot, the first time)
         self._digests = SnapshotDigests(self.store, self.info)
