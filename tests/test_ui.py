@@ -385,3 +385,17 @@ def test_after_decisions_the_treemap_is_what_drawing_it_anew_gives(demo: DemoSto
         assert drawn[prop] == fresh[prop], prop
     at = list(drawn["ids"]).index(str(demo.root / ".cache"))
     assert drawn["marker"]["line"]["color"][at] == DECISION_BORDER["delete"][0]
+
+
+def test_a_decision_outside_the_root_is_not_in_its_plan_summary(
+    linked: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, store = linked
+    panel = Annotator(str(root), store=store, figure_widget=False)
+    before = panel.plan_summary()
+    elsewhere = tmp_path / "elsewhere"
+    assert panel.decide([str(elsewhere)], "keep")
+    assert [a.decision for a in api.annotations_at([str(elsewhere)], store=store)] == ["keep"]
+    assert panel.plan_summary() == before == from_scratch(panel, store)
+    panel.set_note(str(elsewhere), "not here")
+    assert panel.plan_summary() == before

@@ -489,7 +489,7 @@ class Annotator:
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return False
-        self._tally.update(written, gone=exact)
+        self._tallied(exact, written)
         self._version += 1  # the treemap's borders change
         self._organized = None  # a delete decision takes a file out of the suggestions
         for raw in exact:
@@ -509,6 +509,12 @@ class Annotator:
         self._tidy()
         self._show_summary()
         return True
+
+    def _tallied(self, exact: list[bytes], written: list[Annotation]) -> None:
+        """Tally what was just written for ``exact``, as the ledger read under the root has it."""
+        inside = self.root.rstrip("/") + "/"  # what ``annotations(under=root)`` matches
+        here = [a for a in written if a.path == self.root or a.path.startswith(inside)]
+        self._tally.update(here, gone=exact)
 
     def _digests_of(self, exact: list[bytes]) -> dict[bytes, str]:
         """The digests of these entries in the snapshot on screen, from its rows."""
@@ -550,7 +556,7 @@ class Annotator:
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return
-        self._tally.update(written, gone=[exact])  # a note rewrites who decided (``by``)
+        self._tallied([exact], written)  # a note rewrites who decided (``by``)
         text = display_path(exact)
         if note:
             self.notes[text] = note
