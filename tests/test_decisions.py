@@ -8,13 +8,18 @@ count as stale once.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from hygiene_nb import api
+from hygiene_nb.errors import UsageError
 from hygiene_nb.ledger import Ledger
+from hygiene_nb.pathnames import raw_path
+from hygiene_nb.scan.digests import SnapshotDigests, entry_digests
 from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.snapshot import entry_paths
 from hygiene_nb.store import Store
@@ -195,3 +200,44 @@ def test_a_safe_file_that_changed_is_still_changed_since_decision(tree: Path, st
     pyc.write_bytes(b"z" * 41)
     api.scan_root(tree, store=store)
     assert codes(api.make_plan(tree, store=store)) == {str(pyc): "changed-since-decision"}
+
+
+def test_digests_hashed_from_the_rows_are_the_ones_the_snapshot_scan_gives(
+    tricky_tree: Path, store: Path
+) -> None:
+    """Every kind of entry, a name that is not UTF-8, an excluded subtree (no digest), format 1."""
+    write(tricky_tree / "skipme" / "x", 3)
+    info = api.scan_root(tricky_tree, store=store, excludes=("skipme/",))
+    st = Store(store)
+    table = api.classify_snapshot(str(tricky_tree), store=store)
+    raws = [raw_path(row) for row in table.to_pylist()]
+    scanned = entry_digests(st, info, raws)
+    hashed = SnapshotDigests(st, info).of_rows(table)
+    assert hashed == scanned
+    assert os.fsencode(tricky_tree / "skipme") not in hashed  # excluded: not seen whole
+    assert os.fsencode(tricky_tree) not in hashed  # and so not the root holding it
+    assert os.fsencode(tricky_tree) + b"/bad/name-\xff\xfe" in hashed
+    assert len(hashed) > len(raws) // 2
+    old = dataclasses.replace(info, format_version=1)
+    assert SnapshotDigests(st, old).of_rows(table) == entry_digests(st, old, raws) == {}
+
+
+def test_given_digests_are_recorded_and_need_their_snapshot(tree: Path, store: Path) -> None:
+    info = api.scan_root(tree, store=store)
+    drafts = str(tree / "drafts").encode()
+    with pytest.raises(UsageError, match="snapshot"):
+        api.annotate([drafts], store=store, decision="delete", digests={drafts: "sha256:x"})
+    assert api.annotations_at([drafts], store=store) == []
+    with Ledger.open(Store(store)) as ledger:
+        [ann] = api.annotate(
+            [drafts, str(tree / "scratch.bin")],
+            store=store,
+            decision="delete",
+            snapshot=info.scan_id,
+            digests={drafts: "sha256:given"},
+            ledger=ledger,
+        )[:1]
+        assert ledger.annotations_at([drafts]) == [ann]  # written through it, still open
+    assert (ann.snapshot_id, ann.digest) == (info.scan_id, "sha256:given")
+    [other] = api.annotations_at([str(tree / "scratch.bin")], store=store)
+    assert other.digest is None  # not given: no digest recorded (a plan leaves it out)

@@ -214,3 +214,16 @@ def test_a_damaged_ledger_is_a_clear_store_error(store: Path) -> None:
     db.close()
     with pytest.raises(StoreError, match="damaged"):
         Ledger.open(Store(store))
+
+
+def test_data_version_changes_only_when_another_connection_writes(store: Path) -> None:
+    watching = Ledger.open(Store(store))
+    seen = watching.data_version()
+    watching.annotate(["/r/mine"], decision="keep")
+    assert watching.data_version() == seen  # its own write: what it read plus what it wrote
+    with Ledger.open(Store(store)) as other:
+        other.annotate(["/r/theirs"], decision="delete")
+    assert watching.data_version() != seen
+    again = watching.data_version()
+    assert watching.data_version() == again  # nothing more was written
+    watching.close()

@@ -12,12 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
+from hygiene_nb.ledger.annotations import AnnotationLedger
 from hygiene_nb.notebook.demo import DemoStore, make_demo_store
+from hygiene_nb.notebook.figures import DECISION_BORDER, treemap_trace
 from hygiene_nb.notebook.ui import Annotator
+from hygiene_nb.plan.document import select_candidates, selection_summary
+from hygiene_nb.scan.digests import entry_digests
+from hygiene_nb.scan.index import find_scan
 from hygiene_nb.store import Store
+from tests.helpers import write
 
 
 @pytest.fixture
@@ -225,3 +233,169 @@ def test_a_decision_on_a_name_that_is_not_utf8_reaches_the_plan(tmp_path: Path) 
     plan = api.make_plan(root, store=store)
     assert plan.candidates == 1 and plan.excluded == 0
     assert panel.decisions == {only.path: "delete"}
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Nested directories and hard links across them, scanned once for the module."""
+    base = tmp_path_factory.mktemp("linked")
+    root = base / "r"
+    write(root / "a" / "f1", 5000)
+    os.link(root / "a" / "f1", root / "a" / "f1-again")
+    write(root / "a" / "b" / "own", 40)
+    os.link(root / "a" / "f1", root / "a" / "b" / "f1-nested")
+    write(root / "d" / "e" / "g", 123)
+    os.link(root / "a" / "f1", root / "d" / "e" / "f1-cousin")
+    os.link(root / "d" / "e" / "g", root / "a" / "b" / "g-link")
+    write(root / "d" / "h", 300)
+    write(root / "cache" / "c.tmp", 2000)
+    store = base / "store"
+    api.scan_root(root, store=store)
+    return root, store
+
+
+def from_scratch(panel: Annotator, store: Path) -> dict[str, int]:
+    """The plan summary by its definition, from the whole ledger and the whole snapshot."""
+    with Ledger.open(Store(store)) as ledger:
+        found = ledger.annotations(under=panel.root)
+    selection = select_candidates(panel.table, found, root=panel.root)
+    return selection_summary(selection, panel.table)
+
+
+_LINKED = (
+    "a", "a/f1", "a/f1-again", "a/b", "a/b/own", "a/b/f1-nested", "a/b/g-link", "d", "d/e",
+    "d/e/g", "d/e/f1-cousin", "d/h", "cache", "cache/c.tmp",
+)  # fmt: skip
+_CLICKS = st.lists(
+    st.tuples(
+        st.sampled_from(_LINKED),
+        st.sampled_from(["keep", "delete", "unsure", "clear", "elsewhere"]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(clicks=_CLICKS)
+def test_after_any_clicks_the_plan_summary_is_the_one_computed_from_scratch(
+    linked: tuple[Path, Path], clicks: list[tuple[str, str]]
+) -> None:
+    """Clicks on rows (nested, hard-linked), and decisions written by another process."""
+    root, store = linked
+    with Ledger.open(Store(store)) as ledger:  # each example starts from an empty ledger
+        left = [a.path_raw for a in ledger.annotations()]
+        if left:
+            ledger.annotate(left, decision=None, note=None)
+    panel = Annotator(str(root), store=store, figure_widget=False)
+    assert panel.plan_summary() == from_scratch(panel, store)
+    for name, decision in clicks:
+        path = root / name
+        if decision == "elsewhere":  # another process decides: the widget catches up
+            api.annotate([str(path)], store=store, decision="delete")
+        else:
+            panel.open(os.fsencode(path.parent))
+            row(panel, path.name).buttons[decision].click()
+            assert panel.status.value.startswith("cleared" if decision == "clear" else decision)
+        expected = from_scratch(panel, store)
+        if decision != "elsewhere":  # shown as it was clicked (another's: at the next redraw)
+            assert f"({expected['reclaim_bytes']} bytes, each inode once)" in panel.summary.value
+        assert panel.plan_summary() == expected
+
+
+def test_a_click_reads_neither_the_whole_ledger_nor_the_whole_snapshot(
+    linked: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, store = linked
+    panel = Annotator(str(root), store=store)
+    reads: list[str] = []
+    whole_ledger = AnnotationLedger.annotations
+
+    def read_ledger(self: AnnotationLedger, **kw: Any) -> Any:
+        reads.append("ledger")
+        return whole_ledger(self, **kw)
+
+    def read_snapshot(*args: Any, **kw: Any) -> Any:
+        reads.append("snapshot")
+        return entry_digests(*args, **kw)
+
+    monkeypatch.setattr(AnnotationLedger, "annotations", read_ledger)
+    monkeypatch.setattr("hygiene_nb.api.decisions.entry_digests", read_snapshot)
+    panel.open(os.fsencode(root / "d"))
+    row(panel, "h").buttons["delete"].click()
+    row(panel, "e").buttons["keep"].click()
+    assert reads == []
+    st = Store(store)
+    h, e = os.fsencode(root / "d" / "h"), os.fsencode(root / "d" / "e")
+    digests = {a.path_raw: a.digest for a in api.annotations_at([h, e], store=store)}
+    assert digests == entry_digests(st, find_scan(st, scan_id=panel.info.scan_id), [h, e])
+    api.annotate([str(root / "cache")], store=store, decision="delete")  # someone else
+    reads.clear()
+    summary = panel.plan_summary()
+    assert reads == ["ledger"]  # read again once, because another connection wrote
+    assert panel.plan_summary() == summary and reads == ["ledger"]
+    assert summary == from_scratch(panel, store)
+
+
+def test_a_decision_redraws_its_row_in_place_and_leaves_the_listing(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    before = list(panel.rows)
+    boxes = panel.listing.children
+    row(panel, "Downloads").buttons["delete"].click()
+    assert panel.rows == before and panel.listing.children == boxes
+    assert row(panel, "Downloads").buttons["delete"].button_style == "danger"
+    assert all(
+        r.buttons["delete"].button_style == ""
+        for r in panel.rows
+        if r.path != str(demo.root / "Downloads")
+    )
+
+
+def test_a_row_shown_again_acts_on_the_entry_it_shows_now(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    first = row(panel, "projects")
+    first.note.value = "big"
+    first.name.click()  # the same widgets now show the children of projects
+    assert panel.cwd == str(demo.root / "projects")
+    assert ledger_rows(demo) == {str(demo.root / "projects"): (None, "big", "human")}
+    shown = panel.rows[0]
+    assert shown.note.value == "" and not shown.check.value
+    shown.note.value = "inside"
+    shown.check.value = True
+    shown.buttons["keep"].click()
+    inside = shown.path
+    assert ledger_rows(demo)[inside] == ("keep", "inside", "human")
+    assert panel.selected == {shown.path_raw}
+    panel.up_button.click()
+    assert row(panel, "projects").note.value == "big"
+    assert ledger_rows(demo) == {
+        str(demo.root / "projects"): (None, "big", "human"),
+        inside: ("keep", "inside", "human"),
+    }  # showing rows again wrote nothing
+
+
+def test_after_decisions_the_treemap_is_what_drawing_it_anew_gives(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    row(panel, "Pictures").buttons["keep"].click()
+    row(panel, ".cache").buttons["delete"].click()
+    row(panel, "Pictures").buttons["clear"].click()
+    drawn = panel.fig.data[0].to_plotly_json()
+    fresh = treemap_trace(panel.tree_nodes()).to_plotly_json()
+    for prop in ("ids", "labels", "parents", "values", "customdata", "marker"):
+        assert drawn[prop] == fresh[prop], prop
+    at = list(drawn["ids"]).index(str(demo.root / ".cache"))
+    assert drawn["marker"]["line"]["color"][at] == DECISION_BORDER["delete"][0]
+
+
+def test_a_decision_outside_the_root_is_not_in_its_plan_summary(
+    linked: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, store = linked
+    panel = Annotator(str(root), store=store, figure_widget=False)
+    before = panel.plan_summary()
+    elsewhere = tmp_path / "elsewhere"
+    assert panel.decide([str(elsewhere)], "keep")
+    assert [a.decision for a in api.annotations_at([str(elsewhere)], store=store)] == ["keep"]
+    assert panel.plan_summary() == before == from_scratch(panel, store)
+    panel.set_note(str(elsewhere), "not here")
+    assert panel.plan_summary() == before

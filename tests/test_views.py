@@ -356,3 +356,38 @@ def test_a_report_classifies_a_snapshot_once_until_the_rules_change(
     assert again is not first
     kept = again.filter(pc.equal(again.column("name"), "kept.bin"))
     assert kept.column("rule").to_pylist() == ["user:mine"]  # the new rules are in force
+
+
+def test_the_frame_index_draws_every_directory_as_the_whole_frame_does(
+    tricky_tree: Path, store: Path
+) -> None:
+    """Look-alike directories too: ``caf\\xe9`` typed out and the byte 0xE9 read the same."""
+    for name in (b"caf\\xe9", b"caf\xe9"):
+        folder = os.fsencode(tricky_tree) + b"/look/" + name
+        os.makedirs(folder)
+        for i in range(3):
+            write(Path(os.fsdecode(folder + b"/f%d" % i)), len(name) * 10 + i)
+    for i in range(60):  # more children than are named: an "(other)" box
+        write(tricky_tree / "wide" / f"w{i:02d}", i)
+    scan(tricky_tree, store)
+    frame = views.browse_frame(api.classify_snapshot(str(tricky_tree), store=store))
+    index = views.FrameIndex(frame)
+    folders = [str(p) for p in frame.loc[frame["kind"] == "dir", "path"]]
+    assert str(tricky_tree / "look" / "caf\\xe9") in folders
+    for shown in folders:
+        whole = views.treemap_nodes(frame, shown, max_nodes=200, children=10)
+        indexed = views.treemap_nodes(frame, shown, max_nodes=200, children=10, index=index)
+        pd.testing.assert_frame_equal(indexed, whole)
+        drawn = whole[(whole["parent"] == "") | (whole["parent"] == shown)]
+        for by_parent in (None, index):
+            one = views.treemap_nodes(
+                frame, shown, max_nodes=200, children=10, index=by_parent, levels=1
+            )
+            pd.testing.assert_frame_equal(one, drawn)
+        listed = frame[frame["parent"] == shown]
+        pd.testing.assert_frame_equal(index.children(shown), listed)
+    assert (
+        views.treemap_nodes(frame, str(tricky_tree / "wide"), children=10)["label"] == "(50 more)"
+    ).any()
+    with pytest.raises(ValueError, match="another frame"):
+        views.treemap_nodes(frame.copy(), str(tricky_tree), index=index)

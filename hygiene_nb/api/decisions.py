@@ -8,7 +8,8 @@ group's unannotated entries (``by: rule``), are in ``hygiene_nb.api.remembered``
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ def annotate(
     set_decision: bool = True,
     set_note: bool = True,
     snapshot: str | None = None,
+    digests: Mapping[bytes, str] | None = None,
+    ledger: Ledger | None = None,
 ) -> list[Annotation]:
     """Write a person's decision and/or note on each absolute path (one batch, all or nothing).
 
@@ -55,19 +58,32 @@ def annotate(
         set_decision: False to leave decisions as they are (a note-only write).
         set_note: False to leave notes as they are (a decision-only write).
         snapshot: the id of the scan the decision was made on.
+        digests: the entries' digests in ``snapshot`` (exact path → digest), where the caller
+            holds the snapshot's rows and has them already (``scan.digests.SnapshotDigests``,
+            as the widget does): nothing is looked up then, and a path it leaves out records
+            no digest, as one ``entry_digests`` does not find.
+        ledger: an open ledger to write through (default: one opened for this call); the
+            widget writes through the connection it watches for other writers.
 
     Raises:
-        UsageError: a path is relative or the decision is unknown.
+        UsageError: a path is relative or the decision is unknown, or ``digests`` is given
+            without ``snapshot``.
     """
+    if digests is not None and snapshot is None:
+        raise UsageError("digests are of one snapshot: give its id as snapshot too.")
     st = existing_store(store)
     kwargs: dict[str, Any] = {}
     if set_decision:
         kwargs["decision"] = decision
-        kwargs["made_on"] = _made_on(st, paths, snapshot)
+        kwargs["made_on"] = (
+            _made_on(st, paths, snapshot)
+            if digests is None or snapshot is None
+            else {raw: (snapshot, digest) for raw, digest in digests.items()}
+        )
     if set_note:
         kwargs["note"] = note
-    with Ledger.open(st) as ledger:
-        return ledger.annotate(paths, by="human", **kwargs)
+    with Ledger.open(st) if ledger is None else nullcontext(ledger) as writing:
+        return writing.annotate(paths, by="human", **kwargs)
 
 
 @dataclass(frozen=True)

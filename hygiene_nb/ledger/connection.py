@@ -112,6 +112,15 @@ class LedgerConnection:
         """The schema version recorded in the file."""
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
+    def data_version(self) -> int:
+        """A number that changes when another connection commits to the file, and only then.
+
+        SQLite's ``PRAGMA data_version``: what this connection writes leaves it as it was, so a
+        reader that keeps its connection (the widget) knows cheaply whether what it read is
+        still what the file holds, whoever else wrote (another process, another connection).
+        """
+        return int(self._read("PRAGMA data_version")[0][0])
+
     def _damaged(self, exc: sqlite3.Error) -> StoreError:
         return StoreError(
             f"the ledger {self.path} is damaged or unreadable ({exc}); move it aside and run "

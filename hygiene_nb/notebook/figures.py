@@ -220,9 +220,19 @@ def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
     )
 
 
+def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
+    """What decisions set on the treemap of ``nodes``: its ``customdata`` and ``marker.line``.
+
+    All a decision changes on a treemap already drawn (the widget sets only these after a click).
+    """
+    borders = [DECISION_BORDER.get(d, DECISION_BORDER[None]) for d in nodes["decision"]]
+    customdata = list(zip(nodes["risk"], nodes["decision"].fillna(""), strict=True))
+    return customdata, {"color": [b[0] for b in borders], "width": [b[1] for b in borders]}
+
+
 def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
     """Treemap of ``views.treemap_nodes``: area = bytes, colour = risk, border = decision."""
-    borders = [DECISION_BORDER.get(d, DECISION_BORDER[None]) for d in nodes["decision"]]
+    customdata, line = treemap_decisions(nodes)
     return go.Treemap(
         ids=list(nodes["id"]),
         labels=list(nodes["label"]),
@@ -230,7 +240,7 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         values=[int(v) for v in nodes["bytes"]],
         branchvalues="total",
         maxdepth=3,
-        customdata=list(zip(nodes["risk"], nodes["decision"].fillna(""), strict=True)),
+        customdata=customdata,
         hovertemplate="%{id}<br>%{value} bytes<br>risk: %{customdata[0]}"
         "<br>decision: %{customdata[1]}<extra></extra>",
         marker={
@@ -238,7 +248,7 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
                 RISK_COLORS[""] if parent == "" else RISK_COLORS.get(r, RISK_COLORS[""])
                 for r, parent in zip(nodes["risk"], nodes["parent"], strict=True)
             ],  # the view's own root stays neutral: it frames the others
-            "line": {"color": [b[0] for b in borders], "width": [b[1] for b in borders]},
+            "line": line,
         },
         sort=False,
     )

@@ -8,12 +8,20 @@ its entry's exact path bytes: two names that display alike (``caf\xe9`` typed ou
 byte 0xE9) are two rows, and a click on one never decides the other. A display text that two
 entries share is refused, never guessed. The widget can
 export a plan file and shows the command that would carry it out; it cannot execute anything.
+
+A click costs what it touches, not the size of the tree or of the ledger: the plan summary is
+kept as a tally (``plan.tally.PlanTally``) that a decision updates by the rows it covers, the
+ledger is read again only when another connection wrote to it (``Ledger.data_version``), a
+decision's digest is hashed from the row on screen (``scan.digests.SnapshotDigests``), a
+directory's rows come from an index by parent (``views.FrameIndex``), and the listed rows are
+widgets made once, shown again for each directory, and redrawn where a decision changed them.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,12 +36,14 @@ from hygiene_nb import api
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
-from hygiene_nb.notebook.figures import RISK_COLORS, treemap_trace
+from hygiene_nb.notebook.figures import RISK_COLORS, treemap_decisions, treemap_trace
 from hygiene_nb.pathnames import raw_path
-from hygiene_nb.plan.document import SnapshotIndex, select_candidates, selection_summary
+from hygiene_nb.plan.document import SnapshotIndex
+from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.query import views
 from hygiene_nb.query.suggest import organize
 from hygiene_nb.render import counted, human_bytes
+from hygiene_nb.scan.digests import SnapshotDigests
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator"]
@@ -63,28 +73,72 @@ def _size(n: Any) -> str:
 
 
 class _Row:
-    """The widgets of one listed entry."""
+    """The widgets of one listed row, made once and shown again for each entry listed there.
 
-    def __init__(self, owner: Annotator, entry: Any) -> None:
-        self.path = str(entry.path)  # for display only
-        exact = self.path_raw = owner.exact_of_row(int(entry.Index))  # what every action uses
+    ``show`` binds the row to an entry (a drill-in sets values, it makes no widgets);
+    ``show_decision`` redraws what a decision changes. Every action uses the exact bytes of
+    the entry shown now (``path_raw``).
+    """
+
+    def __init__(self, owner: Annotator) -> None:
+        self.owner = owner
+        self.path = ""  # for display only
+        self.path_raw = b""  # what every action uses
+        self.entry: Any = None
+        self._showing = False  # values set by ``show`` are not a person's input
+        self.check = W.Checkbox(value=False, indent=False, layout=W.Layout(width="28px"))
+        self.check.observe(self._checked, names="value")
+        self.name = W.Button(layout=W.Layout(width="240px"))
+        self.name.on_click(lambda _b: owner.open(self.path_raw))
+        self.info = W.HTML()
+        self.buttons = {
+            d: W.Button(description=d, layout=W.Layout(width="64px")) for d in (*DECISIONS, "clear")
+        }
+        for d, button in self.buttons.items():
+            button.on_click(
+                lambda _b, d=d: owner.decide([self.path_raw], None if d == "clear" else d)
+            )
+        self.note = W.Text(
+            placeholder="note", continuous_update=False, layout=W.Layout(width="220px")
+        )
+        self.note.observe(self._noted, names="value")
+        self.box = W.HBox([self.check, self.name, self.info, *self.buttons.values(), self.note])
+
+    def _checked(self, change: dict[str, Any]) -> None:
+        if not self._showing:
+            self.owner.select(self.path_raw, bool(change["new"]))
+
+    def _noted(self, change: dict[str, Any]) -> None:
+        if not self._showing:
+            self.owner.set_note(self.path_raw, str(change["new"]))
+
+    def show(self, entry: Any) -> None:
+        """Show the listed entry ``entry`` (a row of ``Annotator.listed``) in these widgets."""
+        owner = self.owner
+        self._showing = True
+        try:
+            self.entry = entry
+            self.path = str(entry.path)
+            exact = self.path_raw = owner.exact_of_row(int(entry.Index))
+            self.check.value = exact in owner.selected
+            self.name.description = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
+            self.name.tooltip = self.path
+            self.name.disabled = entry.kind != "dir"
+            self.note.value = owner.exact_notes.get(exact, "")
+            self.show_decision()
+        finally:
+            self._showing = False
+
+    def show_decision(self) -> None:
+        """Redraw what a decision changes: the colour of its button and the stale mark."""
+        owner, entry, exact = self.owner, self.entry, self.path_raw
         decision = owner.exact_decisions.get(exact)
-        self.check = W.Checkbox(
-            value=exact in owner.selected, indent=False, layout=W.Layout(width="28px")
-        )
-        self.check.observe(lambda ch: owner.select(exact, bool(ch["new"])), names="value")
-        label = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
-        self.name = W.Button(
-            description=label,
-            tooltip=self.path,
-            layout=W.Layout(width="240px"),
-            disabled=entry.kind != "dir",
-        )
-        self.name.on_click(lambda _b: owner.open(exact))
+        for d, button in self.buttons.items():
+            button.button_style = _style(d) if decision == d else ""
         age = owner.age_days(entry.latest_mtime_ns)
         risk = str(entry.risk)
         colour = RISK_COLORS.get(risk, RISK_COLORS[""])
-        self.info = W.HTML(
+        self.info.value = (
             f"<span style='display:inline-block;width:90px'>{_size(entry.bytes)}</span>"
             f"<span style='display:inline-block;width:80px'>{_files(entry.files)}</span>"
             f"<span style='display:inline-block;width:70px'>{_age(age)}</span>"
@@ -99,29 +153,6 @@ class _Row:
                 else ""
             )
         )
-        self.buttons = {
-            d: W.Button(
-                description=d,
-                button_style=_style(d) if decision == d else "",
-                layout=W.Layout(width="64px"),
-            )
-            for d in (*DECISIONS, "clear")
-        }
-        for d, button in self.buttons.items():
-            button.on_click(lambda _b, d=d: owner.decide([exact], None if d == "clear" else d))
-        self.note = W.Text(
-            value=owner.exact_notes.get(exact, ""),
-            placeholder="note",
-            continuous_update=False,
-            layout=W.Layout(width="220px"),
-        )
-        self.note.observe(lambda ch: owner.set_note(exact, str(ch["new"])), names="value")
-        self.box = W.HBox([self.check, self.name, self.info, *self.buttons.values(), self.note])
-
-    def close(self) -> None:
-        for child in self.box.children:
-            child.close()
-        self.box.close()
 
 
 def _style(decision: str) -> str:
@@ -173,6 +204,7 @@ class Annotator:
             int(i): raw_path(row) for i, row in zip(odd_rows, odd, strict=True)
         }
         self.frame = views.browse_frame(self.table)
+        self._by_parent = views.FrameIndex(self.frame)  # a directory's rows, at each drill-in
         # display text → every row showing it, where one of them is not valid UTF-8
         texts = {row["path"] for row in odd}
         self._rows_of_text: dict[str, list[int]] = {}
@@ -187,16 +219,26 @@ class Annotator:
         self.notes: dict[str, str] = {}
         self.exact_decisions: dict[bytes, str] = {}  # by exact bytes: what the rows show
         self.exact_notes: dict[bytes, str] = {}
-        self._summary: dict[str, int] | None = None
         self._organized: pd.DataFrame | None = None
-        # built at the first plan summary, then kept: the paths in order, as text (about
-        # 170 MB for 1M entries), which saves rebuilding it (0.65 s) at every decision
-        self._index: SnapshotIndex | None = None
-        self._annotations: list[Annotation] | None = None  # the ledger as last read
-        self._nodes: tuple[tuple[str, int], pd.DataFrame] | None = None  # (cwd, version), nodes
+        # built once, then kept: the paths in order, as text (about 170 MB for 1M entries), to
+        # find a path's row and its subtree by binary search
+        self._index = SnapshotIndex(self.table)
+        # kept open for the widget's life: every write goes through it, so its data_version
+        # changes only when someone else writes (then the tally reads the ledger again)
+        self._ledger = Ledger.open(self.store)
+        weakref.finalize(self, self._ledger.close)  # closed with the widget, never left open
+        self._ledger_version = -1
+        # the directory digests, read once (computed once per snapshot, the first time)
+        self._digests = SnapshotDigests(self.store, self.info)
+        self._nodes: tuple[str, pd.DataFrame] | None = None  # cwd, its treemap nodes
+        self._decided_nodes: tuple[tuple[str, int], pd.DataFrame] | None = None
+        self._drawn: str | None = None  # the directory whose boxes the treemap shows
         self._version = 0  # counts decision changes
         self._load_ledger()
-        self.rows: list[_Row] = []
+        self.rows: list[_Row] = []  # the rows listed now: the first ones of ``_pool``
+        self._pool: list[_Row] = []
+        self._crumbs: list[W.Button] = []  # the breadcrumb's buttons, made once
+        self._crumb_targets: list[bytes] = []
 
         self.breadcrumb = W.HBox()
         self.up_button = W.Button(description="↑ up", layout=W.Layout(width="70px"))
@@ -258,10 +300,15 @@ class Annotator:
 
     # -- state -------------------------------------------------------------------------------
 
+    def _read_ledger(self) -> list[Annotation]:
+        """The annotations under the root, noting the ledger's version they were read at."""
+        self._ledger_version = self._ledger.data_version()  # first: a write after it shows
+        return self._ledger.annotations(under=self.root)
+
     def _load_ledger(self) -> None:
-        with Ledger.open(self.store) as ledger:
-            found = ledger.annotations(under=self.root)
-        self._annotations = found
+        found = self._read_ledger()
+        # the plan summary, kept as decisions change
+        self._tally = PlanTally(self.table, found, root=self.root, index=self._index)
         self.decisions = {a.path: str(a.decision) for a in found if a.decision in DECISIONS}
         self.notes = {a.path: a.note for a in found if a.note}
         self.exact_decisions = {
@@ -280,8 +327,7 @@ class Annotator:
         text = display_path(path) if isinstance(path, bytes) else path
         rows = self._rows_of_text.get(text)
         if rows is None:
-            hits = self.frame.index[self.frame["path"] == text]
-            rows = [int(i) for i in hits]
+            rows = self._index.named(text)
         if isinstance(path, bytes):
             rows = [i for i in rows if self.exact_of_row(i) == path]
         return rows[0] if len(rows) == 1 else None
@@ -314,7 +360,7 @@ class Annotator:
 
     def listed(self) -> pd.DataFrame:
         """The current directory's children after the filters, in the chosen order (all pages)."""
-        kids = self.frame[self.frame["parent"] == self.cwd]
+        kids = self._by_parent.children(self.cwd)
         if self._raw and len(kids):  # a look-alike directory's children are not these
             mine = [os.path.dirname(self.exact_of_row(int(i))) == self.cwd_raw for i in kids.index]
             kids = kids[np.array(mine, dtype=bool)]
@@ -344,29 +390,29 @@ class Annotator:
         the widget's pending update before it reaches ``on_tree_click`` (seen in a real
         browser; the browser test pins it).
         """
+        if self._nodes is None or self._nodes[0] != self.cwd:  # boxes: once per directory
+            nodes = views.treemap_nodes(self.frame, self.cwd, index=self._by_parent, levels=1)
+            self._nodes = self.cwd, nodes
         key = (self.cwd, self._version)
-        if self._nodes is None or self._nodes[0] != key:
-            nodes = views.treemap_nodes(self.frame, self.cwd, decisions=self.decisions)
-            self._nodes = key, nodes[(nodes["parent"] == "") | (nodes["parent"] == self.cwd)]
-        return self._nodes[1]
+        if self._decided_nodes is None or self._decided_nodes[0] != key:  # borders: per decision
+            nodes = self._nodes[1].copy()
+            covering = views.decided_rows(pa.array(nodes["id"], pa.string()), self.decisions)
+            nodes["decision"] = [
+                None if i.endswith("/(other)") else d
+                for i, d in zip(nodes["id"], covering, strict=True)
+            ]
+            self._decided_nodes = key, nodes
+        return self._decided_nodes[1]
 
     def plan_summary(self) -> dict[str, int]:
         """What a plan exported now would hold: counts and reclaimable bytes (never doubled).
 
-        Computed from the ledger when a decision changed, then reused while browsing. The
-        snapshot's path index is built once (about a second on 1M entries) and kept.
+        A tally of the ledger, kept as this widget decides; read again from the ledger only
+        when another connection has written to it since.
         """
-        if self._summary is None:
-            if self._annotations is None:
-                with Ledger.open(self.store) as ledger:
-                    self._annotations = ledger.annotations(under=self.root)
-            if self._index is None:
-                self._index = SnapshotIndex(self.table)
-            selection = select_candidates(
-                self.table, self._annotations, root=self.root, index=self._index
-            )
-            self._summary = selection_summary(selection, self.table)
-        return self._summary
+        if self._ledger.data_version() != self._ledger_version:
+            self._tally.resync(self._read_ledger())
+        return self._tally.summary()
 
     # -- actions (the widgets call these) ---------------------------------------------------
 
@@ -430,19 +476,20 @@ class Annotator:
             return False
         try:
             exact = list(dict.fromkeys(self.exact(path) for path in paths))
-            api.annotate(
+            written = api.annotate(
                 exact,
                 store=self.store,
                 decision=decision,
                 set_note=False,
-                snapshot=self.info.scan_id,
-            )  # what is on screen is what was decided
+                snapshot=self.info.scan_id,  # what is on screen is what was decided
+                digests=self._digests_of(exact),
+                ledger=self._ledger,
+            )
             self.stale.difference_update(exact)
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return False
-        self._summary = None  # the plan changed
-        self._annotations = None  # read again: another process may have decided too
+        self._tallied(exact, written)
         self._version += 1  # the treemap's borders change
         self._organized = None  # a delete decision takes a file out of the suggestions
         for raw in exact:
@@ -454,8 +501,25 @@ class Annotator:
                 self.exact_decisions[raw] = decision
         what = decision or "cleared"
         self.status.value = f"{what}: {counted(len(exact), 'entry', 'entries')}"
-        self.refresh()
+        changed = set(exact)
+        for row in self.rows:  # the listing stays: only these rows change
+            if row.path_raw in changed:
+                row.show_decision()
+        self._redraw_tree()
+        self._tidy()
+        self._show_summary()
         return True
+
+    def _tallied(self, exact: list[bytes], written: list[Annotation]) -> None:
+        """Tally what was just written for ``exact``, as the ledger read under the root has it."""
+        inside = self.root.rstrip("/") + "/"  # what ``annotations(under=root)`` matches
+        here = [a for a in written if a.path == self.root or a.path.startswith(inside)]
+        self._tally.update(here, gone=exact)
+
+    def _digests_of(self, exact: list[bytes]) -> dict[bytes, str]:
+        """The digests of these entries in the snapshot on screen, from its rows."""
+        rows = [row for row in map(self._row_of, exact) if row is not None]
+        return self._digests.of_rows(self.table.take(pa.array(rows, type=pa.int64())))
 
     def decide_selected(self, decision: str | None) -> None:
         """Apply ``decision`` to every selected entry listed now (all pages), at once.
@@ -482,10 +546,17 @@ class Annotator:
         """Write the note of ``path`` to the ledger now (an empty note clears it)."""
         try:
             exact = self.exact(path)
-            api.annotate([exact], store=self.store, note=note or None, set_decision=False)
+            written = api.annotate(
+                [exact],
+                store=self.store,
+                note=note or None,
+                set_decision=False,
+                ledger=self._ledger,
+            )
         except HygieneError as exc:
             self.status.value = f"{exc.code}: {exc.message}"
             return
+        self._tallied([exact], written)  # a note rewrites who decided (``by``)
         text = display_path(exact)
         if note:
             self.notes[text] = note
@@ -530,15 +601,21 @@ class Annotator:
     def refresh(self) -> None:
         """Redraw the breadcrumb, the listing, the treemap and the plan summary."""
         self._breadcrumb()
-        for row in self.rows:
-            row.close()
         listed = self.listed()
-        self.rows = [_Row(self, entry) for entry in listed.head(self.page).itertuples()]
+        entries = list(listed.head(self.page).itertuples())
+        while len(self._pool) < len(entries):
+            self._pool.append(_Row(self))
+        for row, entry in zip(self._pool, entries, strict=False):
+            row.show(entry)
+        self.rows = self._pool[: len(entries)]
         self.listing.children = [row.box for row in self.rows]
         hidden = len(listed) - len(self.rows)
         self.more.value = f"… and {hidden} more (sort or filter to see them)" if hidden > 0 else ""
         self._redraw_tree()
         self._tidy()
+        self._show_summary()
+
+    def _show_summary(self) -> None:
         s = self.plan_summary()
         self.summary.value = (
             f"<b>Plan now</b>: {s['delete_count']} delete, {s['keep_count']} keep, "
@@ -583,24 +660,33 @@ class Annotator:
         rel = os.path.relpath(self.cwd_raw, root)
         parts = [] if rel == b"." else rel.split(b"/")
         targets = [root] + [os.path.join(root, *parts[: i + 1]) for i in range(len(parts))]
-        for crumb in self.breadcrumb.children[1:]:  # [0] is the up button, kept
-            crumb.close()
-        buttons = []
-        for target in targets:  # exact bytes: a look-alike directory is not this one
+        self._crumb_targets = targets  # exact bytes: a look-alike directory is not this one
+        while len(self._crumbs) < len(targets):  # made once, shown again for each directory
+            place = len(self._crumbs)
+            crumb = W.Button(layout=W.Layout(width="auto"))
+            crumb.on_click(lambda _b, i=place: self.open(self._crumb_targets[i]))
+            self._crumbs.append(crumb)
+        for crumb, target in zip(self._crumbs, targets, strict=False):
             shown = display_path(target)
-            label = self.root if target == root else os.path.basename(shown)
-            button = W.Button(description=label, tooltip=shown, layout=W.Layout(width="auto"))
-            button.on_click(lambda _b, t=target: self.open(t))
-            buttons.append(button)
-        self.breadcrumb.children = [self.up_button, *buttons]
+            crumb.description = self.root if target == root else os.path.basename(shown)
+            crumb.tooltip = shown
+        self.breadcrumb.children = [self.up_button, *self._crumbs[: len(targets)]]
 
     def _redraw_tree(self) -> None:
-        new = treemap_trace(self.tree_nodes())
+        nodes = self.tree_nodes()
         trace = self.fig.data[0]
+        if self._drawn == self.cwd:  # the same boxes: only what decisions change
+            customdata, line = treemap_decisions(nodes)
+            with self.fig.batch_update():
+                trace.customdata = customdata
+                trace.marker.line = line
+            return
+        new = treemap_trace(nodes)
         with self.fig.batch_update():
             for prop in ("ids", "labels", "parents", "values", "customdata", "marker"):
                 trace[prop] = new[prop]
             trace.level = self.cwd
+        self._drawn = self.cwd
 
     @property
     def widget(self) -> W.Widget:

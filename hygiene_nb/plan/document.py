@@ -31,7 +31,9 @@ __all__ = [
     "Selection",
     "SnapshotIndex",
     "assemble_plan",
+    "check_entry",
     "decided_by_text",
+    "first_kept_inside",
     "plan_markdown",
     "select_candidates",
     "selection_summary",
@@ -270,6 +272,43 @@ def select_candidates(
 _DECIDERS = ("human", "rule")  # who may decide; an agent only proposes (a claim)
 
 
+def check_entry(
+    ann: Annotation,
+    row: Mapping[str, Any] | None,
+    index: int | None,
+    tree: SnapshotIndex,
+    root: str,
+) -> tuple[str, str, np.ndarray[Any, np.dtype[np.int64]] | None]:
+    """What a delete decision's entry alone says: (code, detail, the rows inside it).
+
+    The checks of ``select_candidates`` that need nothing but the decision and the snapshot,
+    in its order; ``code`` is "" when they all pass, and the rows inside are those of a
+    directory (None for anything else). The keep decisions inside it and what it was made on
+    are checked after these (``PlanTally`` keeps the results of these checks).
+    """
+    if ann.by not in _DECIDERS:
+        return "decided-by-agent", f"written by {ann.by!r}, not by a person or rule", None
+    normal = os.path.normpath(ann.path)
+    if normal != ann.path or not _inside(normal, root):
+        return "outside-root", f"{ann.path} is outside {root}", None
+    if row is None or index is None:
+        return "not-in-snapshot", "", None
+    if raw_path(row) != ann.path_raw:
+        return "not-in-snapshot", "only a differently-encoded name matches", None
+    if row["protected"]:
+        return "protected", f"{row['claim']} ({row['rule']})", None
+    if row["kind"] == "symlink":
+        return "symlink", "", None
+    if row["kind"] == "other":
+        return "special-file", "", None
+    inside = tree.below(ann.path, ann.path_raw) if row["kind"] == "dir" else None
+    if tree.mount_points[index] or (inside is not None and tree.mount_points[inside].any()):
+        return "contains-mount", "the scan recorded a mount point there", None
+    if tree.incomplete[index] or (inside is not None and tree.incomplete[inside].any()):
+        return "incomplete-scan", "", None
+    return "", "", inside
+
+
 def _check_one(
     ann: Annotation,
     row: dict[str, Any] | None,
@@ -280,38 +319,14 @@ def _check_one(
     sel: Selection,
     made_on: tuple[str, Mapping[bytes, str]] | None = None,
 ) -> dict[str, Any] | None:
-    if ann.by not in _DECIDERS:
-        _exclude(sel, ann, "decided-by-agent", f"written by {ann.by!r}, not by a person or rule")
+    code, detail, inside = check_entry(ann, row, index, tree, root)
+    if code:
+        _exclude(sel, ann, code, detail)
         return None
-    normal = os.path.normpath(ann.path)
-    if normal != ann.path or not _inside(normal, root):
-        _exclude(sel, ann, "outside-root", f"{ann.path} is outside {root}")
-        return None
-    if row is None or index is None:
-        _exclude(sel, ann, "not-in-snapshot")
-        return None
+    assert row is not None and index is not None  # check_entry found it
     row = dict(row)
-    if raw_path(row) != ann.path_raw:
-        _exclude(sel, ann, "not-in-snapshot", "only a differently-encoded name matches")
-        return None
-    if row["protected"]:
-        _exclude(sel, ann, "protected", f"{row['claim']} ({row['rule']})")
-        return None
-    if row["kind"] == "symlink":
-        _exclude(sel, ann, "symlink")
-        return None
-    if row["kind"] == "other":
-        _exclude(sel, ann, "special-file")
-        return None
-    inside = tree.below(ann.path, ann.path_raw) if row["kind"] == "dir" else None
-    if tree.mount_points[index] or (inside is not None and tree.mount_points[inside].any()):
-        _exclude(sel, ann, "contains-mount", "the scan recorded a mount point there")
-        return None
-    if tree.incomplete[index] or (inside is not None and tree.incomplete[inside].any()):
-        _exclude(sel, ann, "incomplete-scan")
-        return None
     below = tree.rows(inside) if inside is not None else []
-    kept = _first_kept_inside(ann.path_raw, kept_paths)
+    kept = first_kept_inside(ann.path_raw, kept_paths)
     if kept is not None:
         shown = kept.decode("utf-8", "backslashreplace")
         _exclude(sel, ann, "contains-kept-entry", f"{shown} is marked keep")
@@ -357,7 +372,8 @@ def _changed_since_decision(
     return f"it changed after the decision (made on snapshot {ann.snapshot_id})"
 
 
-def _first_kept_inside(path: bytes, kept_paths: list[bytes]) -> bytes | None:
+def first_kept_inside(path: bytes, kept_paths: Sequence[bytes]) -> bytes | None:
+    """The first of ``kept_paths`` (sorted exact paths) strictly inside ``path``, if any."""
     prefix = path.rstrip(b"/") + b"/"
     i = bisect.bisect_left(kept_paths, prefix)
     if i < len(kept_paths) and kept_paths[i].startswith(prefix):

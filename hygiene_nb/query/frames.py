@@ -5,8 +5,11 @@ The explore notebook, the annotation widget and the report draw these; none read
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +23,7 @@ from hygiene_nb.scan.snapshot import entry_paths, query_engine
 __all__ = [
     "BROWSE_COLUMNS",
     "TREEMAP_ROWS",
+    "FrameIndex",
     "browse_frame",
     "entries_frame",
     "groups_frame",
@@ -86,6 +90,38 @@ def browse_frame(table: pa.Table) -> pd.DataFrame:
     return frame[BROWSE_COLUMNS]
 
 
+class FrameIndex:
+    """A browse frame's rows by parent directory: one directory's rows without a pass over all.
+
+    Rows come in the frame's order, so what is read through it is exactly what filtering the
+    whole frame gives (the widget's listing and ``treemap_nodes`` read it at every drill-in).
+    """
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        codes, parents = pd.factorize(frame["parent"])  # -1: no parent (the root's row)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(-1, len(parents) + 1))
+        self._top = order[bounds[0] : bounds[1]]
+        self._rows: dict[str, np.ndarray[Any, np.dtype[np.intp]]] = {
+            str(parent): order[bounds[i + 1] : bounds[i + 2]] for i, parent in enumerate(parents)
+        }
+
+    def _positions(self, parents: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
+        found = [self._rows[p] for p in parents if p in self._rows]
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
+
+    def children(self, *parents: str) -> pd.DataFrame:
+        """The rows whose parent is one of ``parents`` (``frame["parent"].isin(parents)``)."""
+        return self.frame.iloc[self._positions(parents)]
+
+    def named(self, path: str) -> pd.DataFrame:
+        """The rows whose path is ``path`` (``frame[frame["path"] == path]``)."""
+        near = np.union1d(self._positions([os.path.dirname(path)]), self._top)
+        rows = self.frame.iloc[near]
+        return rows[rows["path"] == path]
+
+
 def _other_id(parent: str) -> str:
     return parent.rstrip("/") + "/(other)"
 
@@ -97,6 +133,8 @@ def treemap_nodes(
     decisions: dict[str, str] | None = None,
     max_nodes: int = 2000,
     children: int = 50,
+    index: FrameIndex | None = None,
+    levels: int = 2,
 ) -> pd.DataFrame:
     """Treemap nodes for the directory ``under``: its children and their children.
 
@@ -105,10 +143,19 @@ def treemap_nodes(
     ``(other)`` node, so areas always add up. A node's bytes are recursive; a directory whose
     subtree could not be read has no bytes (shown as 0 area, risk ``unknown``).
 
+    ``index``: a ``FrameIndex`` of ``frame``, to read only the rows drawn (the same nodes).
+    ``levels``: 1 for the children only (what the widget draws), each as big as with 2 (at
+    least the sum of its own children).
+
     Returns:
         Columns ``id`` (the path; ``…/(other)`` for a bucket), ``label``, ``parent``, ``bytes``,
         ``risk`` (empty for buckets), ``decision`` (the covering human decision, or None).
+
+    Raises:
+        ValueError: ``index`` was built from another frame.
     """
+    if index is not None and index.frame is not frame:
+        raise ValueError("index was built from another frame")
     decisions = decisions or {}
     per_child = max(1, (max_nodes - 2 - children) // max(1, children) - 1)
     rows: list[dict[str, object]] = []
@@ -132,16 +179,26 @@ def treemap_nodes(
             )
         return [p for p, k in zip(named["path"], named["kind"], strict=True) if k == "dir"]
 
-    me = frame[frame["path"] == under]
-    top = level(under, frame[frame["parent"] == under], children)
-    grand = frame[frame["parent"].isin(top)]
-    for directory, kids in grand.groupby("parent", sort=False):
-        level(str(directory), kids, per_child)
+    if index is None:
+        me = frame[frame["path"] == under]
+        top = level(under, frame[frame["parent"] == under], children)
+        grand = frame[frame["parent"].isin(top)]
+    else:
+        me = index.named(under)
+        top = level(under, index.children(under), children)
+        grand = index.children(*top)
+    if levels > 1:
+        for directory, kids in grand.groupby("parent", sort=False):
+            level(str(directory), kids, per_child)
     nodes = pd.DataFrame(rows, columns=["id", "label", "parent", "bytes", "risk"])
     # a parent is at least the sum of what is drawn inside it (branchvalues="total")
-    inner = nodes.groupby("parent")["bytes"].sum()
+    inner = {str(p): int(b) for p, b in nodes.groupby("parent")["bytes"].sum().items()}
+    if levels == 1:  # what the second level would add up to: all of it, named or "(other)"
+        sizes = grand["bytes"].fillna(0).astype("int64").groupby(grand["parent"]).sum()
+        for parent, size in sizes.items():
+            inner[str(parent)] = inner.get(str(parent), 0) + int(size)
     nodes["bytes"] = [
-        max(b, int(inner.get(i, 0))) for i, b in zip(nodes["id"], nodes["bytes"], strict=True)
+        max(b, inner.get(i, 0)) for i, b in zip(nodes["id"], nodes["bytes"], strict=True)
     ]
     own = int(me["bytes"].fillna(0).iloc[0]) if len(me) else 0
     root = {

@@ -18,8 +18,8 @@ live in ``hygiene_nb.query`` by noun:
 - ``review``: ``review_coverage`` (a ``Coverage``), ``decided_rows``, ``human_decisions``,
   ``pending_decisions``, ``pending_counts``, ``executions``, ``plans``, ``plan_preview``,
   ``ledger_state``.
-- ``frames``: ``browse_frame``, ``treemap_nodes``, ``treemap_of``, ``totals_frame``,
-  ``entries_frame``, ``groups_frame``, ``risk_frame``.
+- ``frames``: ``browse_frame``, ``FrameIndex``, ``treemap_nodes``, ``treemap_of``,
+  ``totals_frame``, ``entries_frame``, ``groups_frame``, ``risk_frame``.
 - ``provenance``: ``provenance`` and ``rules_digest``.
 """
 
@@ -31,6 +31,7 @@ from hygiene_nb.query.changes import DIFF_BY, changed_entries, diff
 from hygiene_nb.query.changes import DiffBy as DiffBy
 from hygiene_nb.query.frames import BROWSE_COLUMNS as BROWSE_COLUMNS
 from hygiene_nb.query.frames import (
+    FrameIndex,
     browse_frame,
     entries_frame,
     groups_frame,
@@ -63,6 +64,7 @@ from hygiene_nb.query.review import (
 __all__ = [
     "DIFF_BY",
     "Coverage",
+    "FrameIndex",
     "browse_frame",
     "changed_entries",
     "child_growth",

@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hygiene_nb.pathnames import raw_path
 from hygiene_nb.scan.index import ScanInfo, digest_dir, partition_dir
 from hygiene_nb.scan.snapshot import FORMAT_VERSION, query_engine
 from hygiene_nb.store import Store, make_private_dir, write_private_file
 
-__all__ = ["entry_digests"]
+__all__ = ["SnapshotDigests", "entry_digests"]
 
 _FILE = "dirs.parquet"
 
@@ -130,3 +132,56 @@ def entry_digests(store: Store, info: ScanInfo, raws: Sequence[bytes]) -> dict[b
         else:
             out[bytes(self_)] = "sha256:" + hashlib.sha256(line.encode()).hexdigest()
     return out
+
+
+_UNSEEN = ("partial", "budget_cut", "excluded", "mount_point")
+
+
+def _file_line(row: Mapping[str, Any]) -> str:
+    """The line ``_ENTRIES`` hashes for a row (``concat_ws`` leaves out what is null)."""
+    name = bytes(row["name_raw"]) if row.get("name_raw") is not None else row["name"].encode()
+    parts = (row["kind"], row["size"], row["mtime_ns"], row.get("ctime_ns"), row["inode"])
+    kind, size, mtime, ctime, inode = parts
+    fields = [name.hex().upper(), kind, size, mtime, "?" if ctime is None else ctime, inode]
+    return ":".join(str(f) for f in fields if f is not None)
+
+
+class SnapshotDigests:
+    """Digests of a few entries at a time, from snapshot rows the caller already holds.
+
+    ``entry_digests`` reads the whole snapshot at each call. The widget records the digest of
+    the one or few entries a click decides, and holds the snapshot's rows: it keeps one of
+    these, which reads the directory digests when made (computed once per snapshot, as for
+    ``entry_digests``) and hashes a file's digest from its row. The two give the same digests.
+    """
+
+    def __init__(self, store: Store, info: ScanInfo) -> None:
+        self.info = info
+        self._dirs: dict[bytes, str] = {}
+        if info.format_version >= FORMAT_VERSION:
+            dirs = _directory_digests(store, info)
+            selves, digests = dirs.column("self").to_pylist(), dirs.column("digest").to_pylist()
+            self._dirs = {
+                bytes(s): d for s, d in zip(selves, digests, strict=True) if d is not None
+            }
+
+    def of_rows(self, rows: pa.Table) -> dict[bytes, str]:
+        """The digest of each of ``rows`` (rows of this snapshot), by exact path bytes.
+
+        What ``entry_digests`` gives for their paths: a row whose subtree was not read whole
+        is left out, and so is every row of a format-1 snapshot.
+        """
+        if self.info.format_version < FORMAT_VERSION:
+            return {}
+        out: dict[bytes, str] = {}
+        for row in rows.to_pylist():
+            if row.get("error") is not None or any(row.get(c) for c in _UNSEEN):
+                continue
+            raw = raw_path(row)
+            if row["kind"] != "dir":
+                out[raw] = "sha256:" + hashlib.sha256(_file_line(row).encode()).hexdigest()
+                continue
+            found = self._dirs.get(raw)
+            if found is not None:
+                out[raw] = "sha256:" + found
+        return out
