@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -342,10 +343,36 @@ def test_the_treemap_query_draws_what_the_whole_table_draws(
     assert got.to_dict("records") == expected.to_dict("records")
 
 
-def test_queries_draw_no_progress_bar_of_their_own() -> None:
+def test_queries_draw_no_progress_bar_and_spill_into_a_private_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # DuckDB's own default would be ./.tmp
+    monkeypatch.setenv("HYGIENE_NB_QUERY_MEMORY", "64MB")
     with query_engine() as con:
-        row = con.execute("SELECT current_setting('enable_progress_bar')").fetchone()
-    assert row is not None and row[0] is False
+        bar, limit, spill = con.execute(
+            "SELECT current_setting('enable_progress_bar'), current_setting('memory_limit'), "
+            "current_setting('temp_directory')"
+        ).fetchone() or (None, None, None)
+    assert bar is False
+    assert limit == "61.0 MiB"  # 64 MB as DuckDB shows it
+    assert not Path(spill).is_relative_to(tmp_path)
+    assert os.stat(spill).st_mode & 0o777 == 0o700
+
+
+def test_a_query_memory_duckdb_cannot_take_is_a_usage_error(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    monkeypatch.setenv("HYGIENE_NB_QUERY_MEMORY", "lots")
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "summary", str(root), "--store", str(store)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "HYGIENE_NB_QUERY_MEMORY" in done.stderr and "Traceback" not in done.stderr
 
 
 @settings(

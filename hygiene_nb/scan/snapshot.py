@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import array
 import errno as errno_mod
+import functools
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hygiene_nb.errors import SnapshotTooNew, StoreError
+from hygiene_nb.errors import SnapshotTooNew, StoreError, UsageError
 from hygiene_nb.scan.index import ScanInfo, append_scan, find_scan, partition_dir
 from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
@@ -34,6 +37,7 @@ __all__ = [
     "FORMAT_2_COLUMNS",
     "FORMAT_VERSION",
     "KINDS",
+    "QUERY_MEMORY",
     "ROW_GROUP_ROWS",
     "SNAPSHOT_SCHEMA",
     "SnapshotWriter",
@@ -415,16 +419,41 @@ def snapshot_rows(info: ScanInfo) -> int:
         ) from exc
 
 
-def query_engine() -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection for queries over snapshot files, without DuckDB's progress bar.
+QUERY_MEMORY = "512MB"  # DuckDB's working memory per connection; past it, it spills
 
-    Views are library calls: a bar drawn on stderr (or in a notebook cell) by the engine would
-    be noise in a report, a CLI command's output or a test log.
+
+@functools.cache
+def _spill_dir() -> tempfile.TemporaryDirectory[str]:
+    """A private directory (0700) for what queries spill, removed when the process exits.
+
+    Set explicitly: DuckDB's default for an in-memory database is ``.tmp`` in the current
+    directory, which may lie inside a scanned tree.
+    """
+    return tempfile.TemporaryDirectory(prefix="hygiene-nb-query-")
+
+
+def query_engine() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for queries over snapshot files: bounded memory, no progress bar.
+
+    Joins and sorts larger than ``$HYGIENE_NB_QUERY_MEMORY`` (default ``QUERY_MEMORY``) spill
+    to a private temporary directory, so a view's memory does not grow with the tree. The bar
+    DuckDB draws on stderr (or in a notebook cell) would be noise in a report, a CLI command's
+    output or a test log: views are library calls.
     """
     import duckdb  # only the commands that read snapshots pay for it
 
+    limit = os.environ.get("HYGIENE_NB_QUERY_MEMORY") or QUERY_MEMORY
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.execute("SET temp_directory = $dir", {"dir": _spill_dir().name})
+        con.execute("SET memory_limit = $limit", {"limit": limit})
+    except duckdb.Error as exc:
+        con.close()
+        raise UsageError(
+            f"HYGIENE_NB_QUERY_MEMORY={limit!r} is not a memory size DuckDB takes: "
+            "give one like 512MB or 2GB."
+        ) from exc
     return con
 
 
