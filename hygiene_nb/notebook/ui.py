@@ -70,16 +70,12 @@ _NS_PER_DAY = 86_400 * 10**9
 def _one_chunk_with_paths(table: pa.Table) -> pa.Table:
     """``table`` with its ``path`` column (``entry_paths``), each column in one chunk.
 
-    Built a chunk and a column at a time, so the snapshot is never held twice and its paths'
-    intermediates are one chunk's (1M entries: about 300 MB less at the peak, and a second
-    less, than joining and combining the whole table at once). The caller passes its only
-    reference to ``table``.
+    Combined a column at a time, each column's chunks dropped as soon as it is combined, so
+    the snapshot is never held twice (1M entries: about 300 MB less at the peak than
+    combining the whole table at once). The caller passes its only reference to ``table``.
     """
     schema = table.schema
-    paths = pa.chunked_array(
-        [entry_paths(pa.Table.from_batches([batch])) for batch in table.to_batches()],
-        type=pa.string(),
-    )
+    paths = entry_paths(table)
     columns: list[Any] = [*table.columns, paths]
     del table, paths  # from here on each column's chunks are held only by ``columns``
     for i in range(len(columns)):
