@@ -37,7 +37,7 @@ __all__ = ["PlanTally"]
 
 Rows = npt.NDArray[np.int64]
 # delete decisions checked together: their rows are made Python objects at once (the first
-# count of 100k decisions would otherwise hold 100k row dictionaries, about 60 MB)
+# count of 100k decisions would otherwise hold 100k row dictionaries, about 90 MB)
 _CHECK_AT_ONCE = 8192
 _CHECKED = ("parent", "name", "parent_raw", "name_raw", "kind", "protected", "claim", "rule")
 
@@ -200,7 +200,6 @@ class PlanTally:
         self._keep_rows: dict[bytes, Rows] = {}
         self._checked: dict[bytes, Rows | None] = {}  # delete → rows it would cover (None: no)
         self._candidates: dict[bytes, Rows] = {}
-        self._named: dict[str, list[int]] = {}  # rows by text path, found during one change
         self.update(annotations)
 
     @property
@@ -243,26 +242,6 @@ class PlanTally:
     # -- the state ---------------------------------------------------------------------------
 
     def _apply(self, changes: Mapping[bytes, Annotation | None]) -> None:
-        try:
-            self._apply_changes(changes)
-        finally:
-            self._named = {}  # only for one change: the lookups of a path are shared there
-
-    def _rows_named(self, path: str) -> list[int]:
-        """``tree.named(path)``, searched once per change (counting and checking both ask)."""
-        found = self._named.get(path)
-        if found is None:
-            found = self._named[path] = self.tree.named(path)
-        return found
-
-    def _row_of(self, ann: Annotation) -> int | None:
-        """``tree.row_of(ann.path, ann.path_raw)``, from the rows found for this change."""
-        hits = self._rows_named(ann.path)
-        if len(hits) > 1:
-            return self.tree.row_of(ann.path, ann.path_raw)
-        return hits[0] if hits else None
-
-    def _apply_changes(self, changes: Mapping[bytes, Annotation | None]) -> None:
         kept_plus: list[Rows] = []
         kept_minus: list[Rows] = []
         affected: set[bytes] = set()  # delete decisions whose candidacy may have changed
@@ -316,12 +295,12 @@ class PlanTally:
         if self._reviewed[ann.path] == 0:
             del self._reviewed[ann.path]
         if (before == 0) != (before + step == 0):  # the text path became (un)reviewed
-            hits = sum(1 for i in self._rows_named(ann.path) if i not in self.tree.top)
+            hits = sum(1 for i in self.tree.named(ann.path) if i not in self.tree.top)
             self._reviewed_rows += step * hits
 
     def _kept_rows_of(self, ann: Annotation) -> Rows:
         """The rows a keep decision covers: its entry and everything below it."""
-        index = self._row_of(ann)
+        index = self.tree.row_of(ann.path, ann.path_raw)
         if index is None:
             return np.zeros(0, dtype=np.int64)
         below = self.tree.below(ann.path, ann.path_raw)
@@ -333,7 +312,7 @@ class PlanTally:
             self._check_some(deletes[start : start + _CHECK_AT_ONCE])
 
     def _check_some(self, deletes: list[Annotation]) -> None:
-        found = {a.path_raw: self._row_of(a) for a in deletes}
+        found = {a.path_raw: self.tree.row_of(a.path, a.path_raw) for a in deletes}
         present = sorted({i for i in found.values() if i is not None})
         rows = dict(zip(present, self._rows(present), strict=True))
         for ann in deletes:
