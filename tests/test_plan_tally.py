@@ -166,3 +166,19 @@ def test_an_index_of_another_table_is_refused(scanned: Scanned) -> None:
     with pytest.raises(ValueError, match="another table"):
         PlanTally(table.slice(0), [], root=root, index=index)
     assert PlanTally(table, [], root=root).summary() == _from_scratch(scanned, {})
+
+
+def test_delete_decisions_checked_in_several_takes_count_as_in_one(
+    scanned: Scanned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every path deleted at once (the first count), its rows checked 3 at a time."""
+    root, table, index, paths = scanned
+    state = {
+        raw: Annotation(display_path(raw), raw, "delete", None, "human", None, "t") for raw in paths
+    }
+    whole = PlanTally(table, list(state.values()), root=root, index=index).summary()
+    monkeypatch.setattr("hygiene_nb.plan.tally._CHECK_AT_ONCE", 3)
+    assert len(paths) > 3 * 3
+    taken = PlanTally(table, list(state.values()), root=root, index=index)
+    assert taken.summary() == whole == _from_scratch(scanned, state)
+    assert whole["excluded"] > 0 and whole["candidates"] > 0  # both outcomes are in the takes

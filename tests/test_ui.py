@@ -7,10 +7,12 @@ test is the canary for plotly upgrades).
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,8 @@ from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.plan.document import select_candidates, selection_summary
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
+from hygiene_nb.scan.snapshot import entry_paths
+from hygiene_nb.scan.walk.spec import WalkOptions
 from hygiene_nb.store import Store
 from tests.helpers import write
 
@@ -399,3 +403,26 @@ def test_a_decision_outside_the_root_is_not_in_its_plan_summary(
     assert panel.plan_summary() == before == from_scratch(panel, store)
     panel.set_note(str(elsewhere), "not here")
     assert panel.plan_summary() == before
+
+
+def test_the_widget_holds_the_classified_snapshot_once_in_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # small walk batches and row groups: the snapshot file holds many groups, so the
+    # classified table comes back in several chunks (what a large tree gives)
+    small = functools.partial(WalkOptions, batch_rows=5)
+    monkeypatch.setattr("hygiene_nb.scan.request.WalkOptions", small)
+    monkeypatch.setattr("hygiene_nb.scan.snapshot.ROW_GROUP_ROWS", 5)
+    monkeypatch.setattr("hygiene_nb.api.classification.ROW_GROUP_ROWS", 5)
+    demo = make_demo_store(tmp_path / "tree", tmp_path / "store", scans=1, walker="python")
+    classified = api.classify_snapshot(str(demo.root), store=demo.store)
+    assert classified.column("name").num_chunks > 1
+    panel = Annotator(str(demo.root), store=demo.store)
+    assert {column.num_chunks for column in panel.table.columns} == {1}
+    assert panel.table.schema == classified.schema.append(pa.field("path", pa.string()))
+    assert panel.table.drop_columns(["path"]).equals(classified.combine_chunks())
+    assert panel.table.column("path").to_pylist() == entry_paths(classified).to_pylist()
+    before = panel.plan_summary()
+    assert before == selection_summary(
+        select_candidates(panel.table, [], root=panel.root), panel.table
+    )

@@ -110,6 +110,9 @@ class SnapshotIndex:
         order = pc.sort_indices(paths).to_numpy()
         self.order = order
         self.sorted = paths.take(pa.array(order)).to_pylist()
+        # the sorted copy's buffers go back to the system: Arrow's allocator would keep them
+        # (1M paths: about 110 MB), and what is built next is Python objects
+        pa.default_memory_pool().release_unused()
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
         self.mount_points = _flag_rows(self.table, "mount_point")

@@ -36,6 +36,9 @@ from hygiene_nb.plan.document import SnapshotIndex, check_entry, first_kept_insi
 __all__ = ["PlanTally"]
 
 Rows = npt.NDArray[np.int64]
+# delete decisions checked together: their rows are made Python objects at once (the first
+# count of 100k decisions would otherwise hold 100k row dictionaries, about 90 MB)
+_CHECK_AT_ONCE = 8192
 _CHECKED = ("parent", "name", "parent_raw", "name_raw", "kind", "protected", "claim", "rule")
 
 
@@ -305,6 +308,10 @@ class PlanTally:
 
     def _check(self, deletes: list[Annotation]) -> None:
         """What each new delete decision's entry alone says (``check_entry``), kept."""
+        for start in range(0, len(deletes), _CHECK_AT_ONCE):
+            self._check_some(deletes[start : start + _CHECK_AT_ONCE])
+
+    def _check_some(self, deletes: list[Annotation]) -> None:
         found = {a.path_raw: self.tree.row_of(a.path, a.path_raw) for a in deletes}
         present = sorted({i for i in found.values() if i is not None})
         rows = dict(zip(present, self._rows(present), strict=True))
