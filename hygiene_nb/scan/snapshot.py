@@ -166,7 +166,8 @@ def convert_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     parent, parent_raw = _decode(col("parent"))
     name, name_raw = _decode(col("name"))
     is_root = pc.equal(pc.binary_length(col("parent")), _ZERO_LENGTH)
-    parent = pc.if_else(is_root, _NULL_STRING, parent)
+    if is_root.true_count:  # one batch of the walk holds the root: the others keep their strings
+        parent = pc.if_else(is_root, _NULL_STRING, parent)
     flags = col("flags")
     excluded, mount, cut = (
         pc.not_equal(pc.bit_wise_and(flags, _FLAGS[flag]), _NO_FLAGS)
