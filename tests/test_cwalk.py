@@ -207,6 +207,26 @@ def test_directories_come_after_their_contents(tmp_path: Path) -> None:
 
 
 @needs_core
+@pytest.mark.parametrize("threads", [1, 8])
+def test_each_batch_holds_its_directories_after_its_other_rows(
+    tmp_path: Path, threads: int
+) -> None:
+    # the snapshot writer then takes each part as a slice; the stream stays post-order (above)
+    root = _mixed_tree(tmp_path)
+    walker = cwalk.CWalker(WalkOptions(root=os.fsencode(root), batch_rows=100, threads=threads))
+    mixed = 0
+    sizes = []
+    for batch in walker.batches():
+        kinds = batch.column("kind").to_pylist()
+        dirs = kinds.count(KIND_DIR)
+        assert kinds[len(kinds) - dirs :] == [KIND_DIR] * dirs
+        mixed += 0 < dirs < len(kinds)
+        sizes.append(len(kinds))
+    assert mixed > 0  # batches that hold both kinds were seen
+    assert sizes[:-1] == [100] * (len(sizes) - 1)  # full batches, whatever their kinds
+
+
+@needs_core
 def test_a_listing_is_statted_and_emitted_in_inode_order(tmp_path: Path) -> None:
     root = tmp_path / "r"
     root.mkdir()

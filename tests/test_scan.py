@@ -398,3 +398,31 @@ def test_a_scan_does_not_make_pyarrow_import_pandas(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "False"
     assert json.loads(done.stdout)["entries"] == 5  # root, a, a/x.txt, link, b (excluded)
+
+
+def test_a_scan_with_no_remembered_rule_loads_no_classification(tmp_path: Path) -> None:
+    # after the walk, a scan fills in the remembered rules; with none there is nothing to
+    # classify, and DuckDB and the classification (about 0.2 s of CPU) stay unloaded
+    root, store = tmp_path / "r", tmp_path / "s"
+    write(root / "a" / "x.txt", 10)
+    code = (
+        "import sys\n"
+        "from hygiene_nb.cli import main\n"
+        f"sys.argv = ['hygiene-nb', 'scan', {str(root)!r}, '--store', {str(store)!r}, '--json']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "loaded = [m for m in ('duckdb', 'hygiene_nb.api.classification') if m in sys.modules]\n"
+        "print(loaded, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert json.loads(done.stdout)["entries"] == 3
+    # with a remembered rule the same scan does classify (to fill the rule in)
+    write(root / "__pycache__" / "m.pyc", 10)
+    api.remember_rule("python-cache", "delete", store=store)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "hygiene_nb.api.classification" in done.stderr.strip().splitlines()[-1]

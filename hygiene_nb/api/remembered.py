@@ -50,16 +50,18 @@ def list_rules(*, store: StoreArg = None) -> dict[str, str]:
 
 def apply_remembered_rules(*, store: StoreArg = None, scan_id: str) -> int:
     """Fill the decision of every unannotated entry of a remembered group (``by: rule``)."""
-    import pyarrow.compute as pc
-
-    from hygiene_nb.api.classification import classify_snapshot
-    from hygiene_nb.scan.digests import entry_digests
-
     st = existing_store(store)
     with Ledger.open(st) as ledger:
         rules = ledger.remembered_rules()
         if not rules:
             return 0
+        # Only now: after a scan with no remembered rule (the usual case) these imports (the
+        # classification and DuckDB, about 0.2 s of CPU) would be the command's last work.
+        import pyarrow.compute as pc
+
+        from hygiene_nb.api.classification import classify_snapshot
+        from hygiene_nb.scan.digests import entry_digests
+
         table = classify_snapshot(store=st, scan_id=scan_id)
         roots = table.filter(pc.fill_null(table.column("group_root"), False))
         written = 0

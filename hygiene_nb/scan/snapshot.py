@@ -179,7 +179,8 @@ def convert_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     parent, parent_raw = _decode(col("parent"))
     name, name_raw = _decode(col("name"))
     is_root = pc.equal(pc.binary_length(col("parent")), _ZERO_LENGTH)
-    parent = pc.if_else(is_root, _NULL_STRING, parent)
+    if is_root.true_count:  # one batch of the walk holds the root: the others keep their strings
+        parent = pc.if_else(is_root, _NULL_STRING, parent)
     flags = col("flags")
     excluded, mount, cut = (
         pc.not_equal(pc.bit_wise_and(flags, _FLAGS[flag]), _NO_FLAGS)
@@ -265,6 +266,20 @@ def _parquet_writer(path: Path) -> pq.ParquetWriter:
     )
 
 
+def _split_dirs(walk_batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """A walk batch's rows as (non-directories, directories), each part in the walk's order.
+
+    The C walker already puts a batch's directories after its other rows: then the parts are
+    slices (no copy). Otherwise each column is filtered, before converting (far cheaper on the
+    raw columns than after).
+    """
+    is_dir = pc.equal(walk_batch.column("kind"), _KIND_DIR)
+    files = walk_batch.num_rows - is_dir.true_count
+    if is_dir.slice(files).true_count == walk_batch.num_rows - files:
+        return walk_batch.slice(0, files), walk_batch.slice(files)
+    return walk_batch.filter(pc.invert(is_dir)), walk_batch.filter(is_dir)
+
+
 class SnapshotWriter:
     """Stream converted batches into a new snapshot; publish it atomically on ``close``.
 
@@ -290,9 +305,7 @@ class SnapshotWriter:
 
     def write(self, walk_batch: pa.RecordBatch) -> None:
         """Convert and buffer one walk batch (a row group is written once enough rows wait)."""
-        is_dir = pc.equal(walk_batch.column("kind"), _KIND_DIR)
-        for pending, mask in ((self._files, pc.invert(is_dir)), (self._dirs, is_dir)):
-            part = walk_batch.filter(mask)  # before converting: far cheaper on raw columns
+        for pending, part in zip((self._files, self._dirs), _split_dirs(walk_batch), strict=True):
             if part.num_rows:
                 pending.append(convert_batch(part))
         self._pending_rows += walk_batch.num_rows

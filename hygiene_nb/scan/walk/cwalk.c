@@ -25,6 +25,7 @@
  *    were seen.
  *  - Rows go to a per-thread chunk, chunks are merged into shared batches of `batch_rows`, and a
  *    bounded queue of finished batches is handed to Python (workers pause when it is full).
+ *    Within a batch the directory rows come after the others (each part in stream order).
  *    Chunks are merged under `mu` before a listing can complete its directory, so the stream is
  *    post-order: a directory's row always comes after every row below it.
  *    Column buffers are handed over without copying (a tiny buffer-protocol type owns them).
@@ -451,7 +452,8 @@ typedef struct W {
     /* output */
     pthread_mutex_t out_mu;
     pthread_cond_t data_cv, space_cv;
-    Batch *cur;
+    Batch *cur;  /* the batch being filled: its non-directory rows ... */
+    Batch *curd; /* ... and its directory rows, appended after them when it is handed over */
     Batch *qhead, *qtail;
     size_t nq;
     atomic_bool qfull; /* nq >= QUEUE_MAX, readable without out_mu */
@@ -709,7 +711,36 @@ static void enqueue_locked(W *w, Batch *b)
     pthread_cond_signal(&w->data_cv);
 }
 
-/* Merge a thread's chunk into the shared batches (never blocks on the consumer). */
+/* Hand the batch being filled to the queue: its directory rows after the others (under out_mu).
+ * Both keep the stream's order, so the stream stays post-order (a directory comes after
+ * everything below it, in this batch or an earlier one), and the snapshot writer, which puts
+ * each row group's directories after its other rows, takes the two parts as slices instead of
+ * filtering every column.  Returns -1 when out of memory. */
+static int finish_batch_locked(W *w)
+{
+    Batch *b = w->cur, *d = w->curd;
+    size_t dirs = d != NULL ? d->n : 0;
+    if ((b == NULL || b->n == 0) && dirs == 0)
+        return 0;
+    if (b == NULL || b->n == 0) {
+        /* directories only: hand that batch over as it is */
+        batch_free(b);
+        w->cur = NULL;
+        w->curd = NULL;
+        enqueue_locked(w, d);
+        return 0;
+    }
+    if (batch_append(b, d, 0, dirs) < 0)
+        return -1;
+    if (d != NULL)
+        batch_clear(d);
+    w->cur = NULL;
+    enqueue_locked(w, b);
+    return 0;
+}
+
+/* Merge a thread's chunk into the shared batches (never blocks on the consumer): each run of
+ * directory rows goes to w->curd, each run of other rows to w->cur. */
 static int flush_chunk(W *w, Batch *ch)
 {
     int rc = 0;
@@ -718,29 +749,39 @@ static int flush_chunk(W *w, Batch *ch)
     pthread_mutex_lock(&w->out_mu);
     size_t i = 0;
     while (i < ch->n) {
-        if (w->cur != NULL && w->cur->n > 0 &&
-            (w->cur->plen + ch->plen > DATA_LIMIT || w->cur->nlen + ch->nlen > DATA_LIMIT)) {
-            enqueue_locked(w, w->cur);
-            w->cur = NULL;
+        size_t plen = (w->cur ? w->cur->plen : 0) + (w->curd ? w->curd->plen : 0);
+        size_t nlen = (w->cur ? w->cur->nlen : 0) + (w->curd ? w->curd->nlen : 0);
+        size_t held = (w->cur ? w->cur->n : 0) + (w->curd ? w->curd->n : 0);
+        if (held > 0 && (plen + ch->plen > DATA_LIMIT || nlen + ch->nlen > DATA_LIMIT)) {
+            if (finish_batch_locked(w) < 0) {
+                rc = -1;
+                break;
+            }
+            held = 0;
         }
-        if (w->cur == NULL) {
-            size_t first = w->batch_rows < 4096 ? w->batch_rows : 4096;
-            w->cur = batch_new(first);
-            if (w->cur == NULL) {
+        bool dir = ch->kind[i] == KIND_DIR;
+        Batch **dst = dir ? &w->curd : &w->cur;
+        if (*dst == NULL) {
+            size_t want = dir ? 1024 : 16384;
+            *dst = batch_new(w->batch_rows < want ? w->batch_rows : want);
+            if (*dst == NULL) {
                 rc = -1;
                 break;
             }
         }
-        size_t room = w->batch_rows - w->cur->n;
-        size_t k = ch->n - i < room ? ch->n - i : room;
-        if (batch_append(w->cur, ch, i, k) < 0) {
+        size_t run = 1;
+        while (i + run < ch->n && (ch->kind[i + run] == KIND_DIR) == dir)
+            run++;
+        size_t room = w->batch_rows - held;
+        size_t k = run < room ? run : room;
+        if (batch_append(*dst, ch, i, k) < 0) {
             rc = -1;
             break;
         }
         i += k;
-        if (w->cur->n >= w->batch_rows) {
-            enqueue_locked(w, w->cur);
-            w->cur = NULL;
+        if (held + k >= w->batch_rows && finish_batch_locked(w) < 0) {
+            rc = -1;
+            break;
         }
     }
     pthread_mutex_unlock(&w->out_mu);
@@ -1589,10 +1630,8 @@ static void *worker_main(void *arg)
     }
     pthread_mutex_lock(&w->out_mu);
     if (--w->alive == 0) {
-        if (w->cur != NULL && w->cur->n > 0 && !atomic_load(&w->stop)) {
-            enqueue_locked(w, w->cur);
-            w->cur = NULL;
-        }
+        if (!atomic_load(&w->stop) && finish_batch_locked(w) < 0)
+            set_fatal(w, ENOMEM);
         w->finished = true;
     }
     pthread_cond_broadcast(&w->data_cv);
@@ -1642,6 +1681,7 @@ static void w_free(W *w)
         free(w->workers);
     }
     batch_free(w->cur);
+    batch_free(w->curd);
     while (w->qhead) {
         Batch *b = w->qhead;
         w->qhead = b->next;
