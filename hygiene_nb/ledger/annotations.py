@@ -46,7 +46,8 @@ class AnnotationLedger(LedgerConnection):
             rule: the remembered rule that made it (for ``by="rule"``).
             made_on: path → (snapshot id, the entry's digest there): what each decision was
                 made on. A decision set without it records none, and cannot be planned until
-                it is set again with one. A note alone leaves what was recorded as it was.
+                it is set again with one. A note alone leaves what was recorded as it was,
+                and who made the decision and when (``by``, ``rule``, ``at``).
 
         Returns:
             The annotations after the change (a path whose decision and note are both empty
@@ -144,14 +145,25 @@ def write_annotation(
         The annotation after the change, or None if the path has none any more.
     """
     row = db.execute(
-        "SELECT decision, note, snapshot_id, digest FROM annotations WHERE path_raw = ?",
+        "SELECT decision, note, snapshot_id, digest, by, rule, at FROM annotations"
+        " WHERE path_raw = ?",
         (raw,),
     ).fetchone()
-    old_decision, old_note, old_snapshot, old_digest = row if row else (None, None, None, None)
+    old_decision, old_note, old_snapshot, old_digest, old_by, old_rule, old_at = (
+        row if row else (None,) * 7
+    )
     snapshot_id, digest = (
         (old_snapshot, old_digest) if decision is _UNSET else (made_on or (None, None))
     )
     new_decision = old_decision if decision is _UNSET else decision
+    # The row says who made its decision, and when: a note alone changes neither (a person's
+    # note on an agent's proposal must not turn it into a person's decision). The history row
+    # still says who wrote the note.
+    by_row, rule_row, at_row = (
+        (old_by, old_rule, old_at)
+        if decision is _UNSET and old_decision is not None
+        else (by, rule, at)
+    )
     new_note = old_note if note is _UNSET else (note or None)
     path = display_path(raw)
     if new_decision is None and new_note is None:
@@ -170,11 +182,13 @@ def write_annotation(
         " decision = excluded.decision, note = excluded.note, by = excluded.by,"
         " rule = excluded.rule, at = excluded.at, snapshot_id = excluded.snapshot_id,"
         " digest = excluded.digest",
-        (raw, path, new_decision, new_note, by, rule, at, snapshot_id, digest),
+        (raw, path, new_decision, new_note, by_row, rule_row, at_row, snapshot_id, digest),
     )
     db.execute(
         "INSERT INTO annotation_history (path_raw, path, decision, note, by, rule, at, action,"
         " snapshot_id, digest) VALUES (?, ?, ?, ?, ?, ?, ?, 'set', ?, ?)",
         (raw, path, new_decision, new_note, by, rule, at, snapshot_id, digest),
     )
-    return Annotation(path, raw, new_decision, new_note, by, rule, at, snapshot_id, digest)
+    return Annotation(
+        path, raw, new_decision, new_note, by_row, rule_row, at_row, snapshot_id, digest
+    )

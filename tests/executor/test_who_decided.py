@@ -15,6 +15,7 @@ from hygiene_nb import api
 from hygiene_nb.executor import Confirmation, execute_plan
 from hygiene_nb.ledger import Ledger, display_path
 from hygiene_nb.plan.schema import plan_digest
+from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.store import Store
 from tests.executor.helpers import forge_plan
 from tests.helpers import write
@@ -142,3 +143,41 @@ def test_a_registered_plan_whose_candidate_an_agent_decided_moves_nothing(
     result = execute_plan(forged["path"], store=Store(store), confirm=confirm)
     assert result.moved == [] and [s.code for s in result.skipped] == ["decided-by-agent"]
     assert log.exists()
+
+
+def test_a_note_alone_leaves_who_decided_as_it_was(world: dict[str, Path]) -> None:
+    """A person's note on an agent's proposal does not make it the person's decision."""
+    root, store = world["root"], world["store"]
+    api.scan_root(root, store=store)
+    log, scratch = root / "web" / "app.log", root / "data" / "scratch.bin"
+    (first,) = api.annotate([str(log)], store=store, decision="delete")
+    assert first.digest is not None  # made on the snapshot: plannable as far as that goes
+    with Ledger.open(Store(store)) as ledger:  # an agent proposes the same, on the same rows
+        ledger.annotate(
+            [str(log)],
+            decision="delete",
+            by="agent",
+            made_on={os.fsencode(log): (str(first.snapshot_id), first.digest)},
+        )
+        ledger.annotate([str(scratch)], note="an agent's remark")
+    api.annotate([str(scratch)], store=store, decision="delete")
+    api.annotate([str(log)], store=store, set_decision=False, note="looked at it")
+    with Ledger.open(Store(store)) as ledger:
+        (ann,) = ledger.annotations_at([str(log)])
+        history = ledger.history(str(log))
+    assert (ann.decision, ann.note, ann.by, ann.digest) == (
+        "delete",
+        "looked at it",
+        "agent",
+        first.digest,
+    )
+    assert [h["by"] for h in history] == ["human", "agent", "human"]  # who wrote each change
+
+    plan = api.make_plan(root, store=store)
+
+    assert {c["path"]: c["decided_by"] for c in plan.plan["candidates"]} == {str(scratch): "human"}
+    assert {e["path"]: e["code"] for e in plan.plan["excluded"]} == {str(log): "decided-by-agent"}
+    table = api.classify_snapshot(str(root), store=store)
+    with Ledger.open(Store(store)) as ledger:
+        tally = PlanTally(table, ledger.annotations(), root=str(root))
+    assert tally.summary()["candidates"] == plan.candidates == 1
