@@ -159,11 +159,9 @@ def write_annotation(
     # The row says who made its decision, and when: a note alone changes neither (a person's
     # note on an agent's proposal must not turn it into a person's decision). The history row
     # still says who wrote the note.
-    by_row, rule_row, at_row = (
-        (old_by, old_rule, old_at)
-        if decision is _UNSET and old_decision is not None
-        else (by, rule, at)
-    )
+    by_row, rule_row, at_row = by, rule, at
+    if decision is _UNSET and old_decision is not None:
+        by_row, rule_row, at_row = str(old_by), old_rule, str(old_at)
     new_note = old_note if note is _UNSET else (note or None)
     path = display_path(raw)
     if new_decision is None and new_note is None:
