@@ -30,7 +30,15 @@ from hygiene_nb.classify.summary import (
 from hygiene_nb.models import Cleanliness, RiskStats, StaleBucket, Summary
 from hygiene_nb.scan.index import ScanInfo
 
-__all__ = ["SUMMARY_QUERIES", "cleanliness_of", "open_entries", "risk_of", "summarize_entries"]
+__all__ = [
+    "PATH_SQL",
+    "SUMMARY_QUERIES",
+    "cleanliness_of",
+    "open_entries",
+    "risk_of",
+    "sql_literal",
+    "summarize_entries",
+]
 
 _NS_PER_DAY = 86_400 * 10**9
 
@@ -40,7 +48,8 @@ _FIRST_NAMES = f"""
     SELECT row_no, row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth
     FROM entries WHERE {_LINKED}
 """
-_PATH = (
+# An entry's path from its columns (display text: shown and ranked by, never joined on).
+PATH_SQL = (
     "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
     "ELSE concat(parent, '/', name) END"
 )
@@ -124,7 +133,7 @@ SUMMARY_QUERIES: dict[str, str] = {
                 SELECT ranked_bytes FROM ranked ORDER BY ranked_bytes DESC LIMIT {{top}}) t)
         SELECT {_ENTRY_COLUMNS} FROM ranked
         WHERE ranked_bytes >= (SELECT ranked_bytes FROM edge)
-        ORDER BY ranked_bytes DESC, {_PATH} ASC LIMIT {{top}}
+        ORDER BY ranked_bytes DESC, {PATH_SQL} ASC LIMIT {{top}}
     """,
 }
 
@@ -137,10 +146,11 @@ _RANKINGS = {
 
 
 def _quoted(values: list[str]) -> str:
-    return ", ".join(_literal(v) for v in values)
+    return ", ".join(sql_literal(v) for v in values)
 
 
-def _literal(value: object) -> str:
+def sql_literal(value: object) -> str:
+    """``value`` as an SQL string literal (quotes doubled), for texts built with ``format``."""
     return "'" + str(value).replace("'", "''") + "'"
 
 
@@ -164,14 +174,14 @@ def open_entries(
     ``verdicts`` is the kept file (``classify.stored``), the verdicts computed now
     (``classify_verdicts``) when the store could not keep them, or None for the snapshot alone.
     """
-    rows = f"read_parquet({_literal(snapshot)}, file_row_number = true)"
+    rows = f"read_parquet({sql_literal(snapshot)}, file_row_number = true)"
     if verdicts is None:
         source = f"{rows} s"
     elif isinstance(verdicts, pa.Table):
         con.register(f"{name}_verdicts", verdicts.select(list(VERDICT_COLUMNS)))
         source = f"{rows} s POSITIONAL JOIN {name}_verdicts c"
     else:
-        source = f"{rows} s POSITIONAL JOIN read_parquet({_literal(verdicts)}) c"
+        source = f"{rows} s POSITIONAL JOIN read_parquet({sql_literal(verdicts)}) c"
     con.execute(
         f"""
         CREATE OR REPLACE TEMP VIEW {name} AS

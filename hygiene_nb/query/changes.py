@@ -13,6 +13,7 @@ import duckdb
 import pandas as pd
 
 from hygiene_nb import api
+from hygiene_nb.classify.queries import PATH_SQL
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
@@ -223,10 +224,8 @@ def changed_entries(
     old_info, new_info = _pair(root, store, old, new)
     with _entry_diff(store, old_info, new_info, False) as con:
         frame = con.execute(
-            """
-            SELECT CASE WHEN parent IS NULL THEN name
-                        WHEN parent = '/' THEN concat_ws('', parent, name)
-                        ELSE concat_ws('/', parent, name) END AS path,
+            f"""
+            SELECT {PATH_SQL} AS path,
                    change, old_bytes, new_bytes,
                    CAST(new_bytes - old_bytes AS BIGINT) AS delta
             FROM j WHERE change <> 'same' AND kind <> 'dir'

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
+from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
@@ -300,27 +301,19 @@ def risk_frame(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
 
 
-_PATH = (
-    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
-    "ELSE concat(parent, '/', name) END"
-)
 _SHOWN = "coalesce(CASE WHEN kind = 'dir' THEN tree_bytes ELSE size END, 0)"
 # The rows a treemap of ``under`` draws: the directory, its children, and the children of the
 # directories among its ``children`` largest (the same order treemap_nodes ranks them in).
 TREEMAP_ROWS = f"""
     WITH named AS (
-        SELECT {_PATH} AS path, kind FROM entries WHERE parent = {{under}}
+        SELECT {PATH_SQL} AS path, kind FROM entries WHERE parent = {{under}}
         ORDER BY {_SHOWN} DESC, name ASC LIMIT {{children}})
     SELECT parent, name, kind, size, alloc, mtime_ns, tree_bytes, tree_alloc, tree_files,
            tree_latest_mtime_ns, partial, error, risk, rule, "group", claim, confidence
     FROM entries
-    WHERE parent = {{under}} OR {_PATH} = {{under}}
+    WHERE parent = {{under}} OR {PATH_SQL} = {{under}}
        OR parent IN (SELECT path FROM named WHERE kind = 'dir')
 """
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def treemap_of(
@@ -341,7 +334,7 @@ def treemap_of(
     with query_engine() as con:
         api.open_entries(con, info, store=store, now_ns=api.scan_time_ns(info))
         rows = con.sql(
-            TREEMAP_ROWS.format(under=_literal(top), children=int(children))
+            TREEMAP_ROWS.format(under=sql_literal(top), children=int(children))
         ).to_arrow_table()
     return treemap_nodes(
         browse_frame(rows), top, decisions=human_decisions(store, info.root), children=children

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hygiene_nb import api
-from hygiene_nb.classify.queries import cleanliness_of, risk_of
+from hygiene_nb.classify.queries import cleanliness_of, risk_of, sql_literal
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 from hygiene_nb.scan.snapshot import query_engine
 
@@ -101,7 +101,7 @@ def _part_file(info: ScanInfo) -> str:
 
 def _file_list(scans: list[ScanInfo]) -> str:
     """A SQL list literal of the scans' Parquet files (quotes doubled)."""
-    return "[" + ", ".join("'" + _part_file(s).replace("'", "''") + "'" for s in scans) + "]"
+    return "[" + ", ".join(sql_literal(_part_file(s)) for s in scans) + "]"
 
 
 def child_growth(

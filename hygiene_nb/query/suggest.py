@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from hygiene_nb import api
+from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.classify.summary import cleanliness, freed_bytes
 from hygiene_nb.config import load_root_config
 from hygiene_nb.ledger import Ledger
@@ -355,7 +356,7 @@ def organization_suggestions(
         api.open_entries(con, info, store=st, now_ns=api.scan_time_ns(info))
         maybe = con.sql(
             TIDY_CANDIDATES.format(
-                under=_quoted(scope),
+                under=sql_literal(scope),
                 below=_like_prefix(scope.rstrip("/") + "/"),
                 prefixes=" OR ".join(
                     f"lower(name) LIKE {_like_prefix(p)} ESCAPE '!'" for p in prefixes
@@ -365,20 +366,16 @@ def organization_suggestions(
         markers = {
             str(p)
             for (p,) in con.execute(
-                TIDY_MARKERS.format(markers=", ".join(_quoted(m) for m in PROJECT_MARKERS))
+                TIDY_MARKERS.format(markers=", ".join(sql_literal(m) for m in PROJECT_MARKERS))
             ).fetchall()
         }
     return _tidy(maybe, markers, decisions, info.root)
 
 
-_PATH = (
-    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
-    "ELSE concat(parent, '/', name) END"
-)
 # A superset of the files ``_category`` accepts, within the scope: unprotected files named
 # like logs, exports or scratch outputs (the case-folding test is repeated in Python).
 TIDY_CANDIDATES = f"""
-    SELECT {_PATH} AS path, parent, name, mtime_ns AS latest_mtime_ns FROM entries
+    SELECT {PATH_SQL} AS path, parent, name, mtime_ns AS latest_mtime_ns FROM entries
     WHERE kind = 'file' AND NOT coalesce(protected, false)
       AND (lower(name) LIKE '%.log' OR {{prefixes}})
       AND (parent = {{under}} OR parent LIKE {{below}} ESCAPE '!')
@@ -388,14 +385,10 @@ TIDY_MARKERS = (
 )
 
 
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _like_prefix(text: str) -> str:
     """A quoted LIKE pattern (escape ``!``) of what starts with ``text``, taken literally."""
     escaped = text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
-    return _quoted(escaped + "%")
+    return sql_literal(escaped + "%")
 
 
 def organize(
