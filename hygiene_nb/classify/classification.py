@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hygiene_nb.classify.content import CONTENT_COLUMNS, RISK_ORDER, content_columns
 from hygiene_nb.classify.protect import (
     CONFIG,
     CONTAINS,
@@ -35,6 +36,7 @@ from hygiene_nb.classify.protect import (
     protect_dir,
 )
 from hygiene_nb.classify.rules import BUILTIN_RULES, Risk, Rule, UserRule
+from hygiene_nb.classify.summary import counted_once
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
@@ -66,6 +68,9 @@ VERDICT_SCHEMA = pa.schema(
         ("confidence", pa.float32()),
         ("group_root", pa.bool_()),
         ("protected", pa.bool_()),
+        # what a directory holds, by risk (classify.content); a non-directory: its own risk
+        ("content_risk", pa.dictionary(pa.int32(), pa.string())),
+        *((name, pa.int64()) for name in CONTENT_COLUMNS),
     ]
 )
 VERDICT_COLUMNS = tuple(VERDICT_SCHEMA.names)
@@ -73,7 +78,7 @@ VERDICT_COLUMNS = tuple(VERDICT_SCHEMA.names)
 # The columns classification itself reads (CLASSIFY_COLUMNS are what its callers show).
 CLASSIFY_INPUTS = (
     "parent", "name", "kind", "depth", "size", "mtime_ns", "tree_bytes",
-    "tree_latest_mtime_ns", "error", "excluded",
+    "tree_latest_mtime_ns", "error", "excluded", "nlink", "dev", "inode",
 )  # fmt: skip
 
 Ids = npt.NDArray[np.int32]
@@ -500,7 +505,18 @@ def classify_verdicts(
     _mark_ancestors(is_dir, pidx, down, prot, t)
     protected = prot >= 0
     verdict[protected] = prot[protected]
-    return _verdict_columns(verdict, group_root, protected, t)
+    risk_of = np.array([RISK_ORDER.index(v.risk.value) for v in t.verdicts], dtype=np.int64)
+    content = content_columns(
+        risk_of[verdict],
+        np.nan_to_num(_column(table, "size").astype(np.float64)).astype(np.int64),
+        counted_once(table),
+        is_dir,
+        pidx,
+        down.slot,
+        np.asarray(down.up[:-1], dtype=np.int64),
+        _column(table, "depth").astype(np.int64),
+    )
+    return _verdict_columns(verdict, group_root, protected, t, content)
 
 
 def _walk_directories(
@@ -605,7 +621,9 @@ def _encoded(ids: pa.Array, values: Sequence[object], dtype: pa.DataType) -> pa.
     return pa.DictionaryArray.from_arrays(codes, pa.array(distinct, dtype))
 
 
-def _verdict_columns(verdict: Ids, group_root: Mask, protected: Mask, t: _Table) -> pa.Table:
+def _verdict_columns(
+    verdict: Ids, group_root: Mask, protected: Mask, t: _Table, content: list[pa.Array]
+) -> pa.Table:
     ids = pa.array(verdict, pa.int32())
     v = t.verdicts
     columns = [
@@ -616,6 +634,7 @@ def _verdict_columns(verdict: Ids, group_root: Mask, protected: Mask, t: _Table)
         pa.array([x.confidence for x in v], pa.float32()).take(ids),
         pa.array(group_root & ~protected),
         pa.array(protected),
+        *content,
     ]
     return pa.Table.from_arrays(columns, schema=VERDICT_SCHEMA)
 

@@ -35,6 +35,7 @@ __all__ = [
     "STALE_BUCKETS",
     "STALE_DAYS",
     "cleanliness",
+    "counted_once",
     "entries_of",
     "freed_bytes",
     "group_index",
@@ -94,12 +95,17 @@ def _first_of_group(linked: Mask, group: npt.NDArray[np.int64]) -> Mask:
     return keep
 
 
+def counted_once(table: pa.Table) -> Mask:
+    """Per row, whether its own bytes count: False for the 2nd, 3rd… name of an inode."""
+    linked, group, _ = _link_groups(table)
+    return _first_of_group(linked, group)
+
+
 def risk_mix(table: pa.Table) -> dict[str, RiskStats]:
     """Bytes (hard links once, each at its first name) and entries per risk level."""
     risk = _np(table, "risk")
     size, alloc = _own_bytes(table)
-    linked, group, _ = _link_groups(table)
-    once = _first_of_group(linked, group)
+    once = counted_once(table)
     out = {}
     for level in RISKS:
         mask = risk == level

@@ -42,6 +42,7 @@ RISK_COLORS = {
     "personal": "#1565c0",
     "high": "#c62828",
     "unknown": "#9e9e9e",
+    "mixed": "#8d6e63",  # a directory holding bytes of several risks (classify.content)
     "": "#eeeeee",  # "(other)" buckets and the view's own root
 }
 # border = decision: (colour, width); undecided entries keep plotly's thin white border
@@ -220,18 +221,30 @@ def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
     )
 
 
-def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
+def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[Any, ...]], dict[str, list[Any]]]:
     """What decisions set on the treemap of ``nodes``: its ``customdata`` and ``marker.line``.
 
     All a decision changes on a treemap already drawn (the widget sets only these after a click).
     """
     borders = [DECISION_BORDER.get(d, DECISION_BORDER[None]) for d in nodes["decision"]]
-    customdata = list(zip(nodes["risk"], nodes["decision"].fillna(""), strict=True))
+    customdata = list(
+        zip(
+            nodes["risk"],
+            nodes["decision"].fillna(""),
+            nodes["split"].fillna("") if "split" in nodes else [""] * len(nodes),
+            nodes["verdict"].fillna("") if "verdict" in nodes else [""] * len(nodes),
+            strict=True,
+        )
+    )
     return customdata, {"color": [b[0] for b in borders], "width": [b[1] for b in borders]}
 
 
 def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
-    """Treemap of ``views.treemap_nodes``: area = bytes, colour = risk, border = decision."""
+    """Treemap of ``views.treemap_nodes``: area = bytes, colour = what it holds, border = decision.
+
+    A directory's colour is what it holds (a risk, or ``mixed`` with the split on hover), the
+    same bytes the risk mix counts; its own verdict (what removing it whole means) is on hover.
+    """
     customdata, line = treemap_decisions(nodes)
     return go.Treemap(
         ids=list(nodes["id"]),
@@ -241,8 +254,8 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         branchvalues="total",
         maxdepth=3,
         customdata=customdata,
-        hovertemplate="%{id}<br>%{value} bytes<br>risk: %{customdata[0]}"
-        "<br>decision: %{customdata[1]}<extra></extra>",
+        hovertemplate="%{id}<br>%{value} bytes<br>holds: %{customdata[0]} %{customdata[2]}"
+        "<br>as a whole: %{customdata[3]}<br>decision: %{customdata[1]}<extra></extra>",
         marker={
             "colors": [
                 RISK_COLORS[""] if parent == "" else RISK_COLORS.get(r, RISK_COLORS[""])

@@ -41,6 +41,7 @@ from hygiene_nb.pathnames import raw_path
 from hygiene_nb.plan.document import SnapshotIndex
 from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.query import views
+from hygiene_nb.query.frames import content_split
 from hygiene_nb.query.suggest import organize
 from hygiene_nb.render import counted, human_bytes
 from hygiene_nb.scan.digests import SnapshotDigests
@@ -155,13 +156,20 @@ class _Row:
         for d, button in self.buttons.items():
             button.button_style = _style(d) if decision == d else ""
         age = owner.age_days(entry.latest_mtime_ns)
-        risk = str(entry.risk)
+        # a directory shows what it holds (the treemap's colour), its own verdict on hover
+        holds = getattr(entry, "content_risk", None)
+        risk = str(holds) if entry.kind == "dir" and isinstance(holds, str) else str(entry.risk)
         colour = RISK_COLORS.get(risk, RISK_COLORS[""])
+        split = content_split(entry) if entry.kind == "dir" else ""
+        badge_title = html.escape(
+            f"holds: {split}; as a whole: {entry.risk}" if split else str(entry.risk), quote=True
+        )
         self.info.value = (
             f"<span style='display:inline-block;width:90px'>{_size(entry.bytes)}</span>"
             f"<span style='display:inline-block;width:80px'>{_files(entry.files)}</span>"
             f"<span style='display:inline-block;width:70px'>{_age(age)}</span>"
-            f"<span style='background:{colour};color:white;padding:0 4px'>{risk}</span> "
+            f"<span style='background:{colour};color:white;padding:0 4px' title='{badge_title}'>"
+            f"{risk}</span> "
             f"<span title='{html.escape(str(entry.claim or ''), quote=True)}'>"
             f"{html.escape(str(entry.rule or ''))}</span>"
             + (

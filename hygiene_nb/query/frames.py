@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
+from hygiene_nb.classify.content import CONTENT_COLUMNS, RISK_ORDER
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.query.history import resolve_scan
@@ -26,6 +27,7 @@ __all__ = [
     "TREEMAP_ROWS",
     "FrameIndex",
     "browse_frame",
+    "content_split",
     "entries_frame",
     "groups_frame",
     "risk_frame",
@@ -52,6 +54,8 @@ BROWSE_COLUMNS = [
     "confidence",
     "error",
     "partial",
+    "content_risk",
+    *CONTENT_COLUMNS,
 ]
 
 
@@ -84,11 +88,33 @@ def browse_frame(table: pa.Table) -> pd.DataFrame:
         }
     )
     for column in ("risk", "rule", "group", "claim", "confidence", "error", "partial"):
-        values = table.column(column)
-        if pa.types.is_dictionary(values.type):
-            values = values.cast(values.type.value_type)
-        frame[column] = values.to_pandas()
+        frame[column] = _plain(table.column(column)).to_pandas()
+    # what a directory holds, by risk (classify.content): rows read before it was kept have none
+    kept = "content_risk" in table.column_names
+    frame["content_risk"] = _plain(table.column("content_risk")).to_pandas() if kept else None
+    for column in CONTENT_COLUMNS:
+        frame[column] = table.column(column).to_pandas().astype("Int64") if kept else pd.NA
     return frame[BROWSE_COLUMNS]
+
+
+def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Dictionary-encoded strings as plain ones."""
+    return values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
+
+
+def content_split(row: Any) -> str:
+    """What a directory holds, as shares of its bytes ("safe 99.6 % · caution 0.4 %")."""
+    split = {r: getattr(row, f"content_{r}", None) for r in RISK_ORDER}
+    known = {r: int(b) for r, b in split.items() if b is not None and not pd.isna(b) and b > 0}
+    total = sum(known.values())
+    if not total:
+        return ""
+    parts = sorted(known.items(), key=lambda kv: -kv[1])
+    return " · ".join(f"{r} {_share(b / total)}" for r, b in parts)
+
+
+def _share(x: float) -> str:
+    return "100 %" if x == 1 else f"{min(x * 100, 99.9):.1f} %" if x >= 0.001 else "< 0.1 %"
 
 
 class FrameIndex:
@@ -127,6 +153,16 @@ def _other_id(parent: str) -> str:
     return parent.rstrip("/") + "/(other)"
 
 
+def _colour_of(row: Any) -> dict[str, str]:
+    """A node's colour word (what a directory holds: a risk, or ``mixed``) and its hover text."""
+    word = row.content_risk if isinstance(row.content_risk, str) else row.risk
+    return {
+        "risk": str(word),
+        "split": content_split(row) if row.kind == "dir" else "",
+        "verdict": f"{row.risk} ({row.rule})",
+    }
+
+
 def treemap_nodes(
     frame: pd.DataFrame,
     under: str,
@@ -150,7 +186,10 @@ def treemap_nodes(
 
     Returns:
         Columns ``id`` (the path; ``…/(other)`` for a bucket), ``label``, ``parent``, ``bytes``,
-        ``risk`` (empty for buckets), ``decision`` (the covering human decision, or None).
+        ``risk`` (the colour: for a directory what it holds, a risk or ``mixed``; empty for
+        buckets), ``split`` (a directory's shares by risk, as text), ``verdict`` (the entry's
+        own risk and rule: what removing it whole means), ``decision`` (the covering human
+        decision, or None).
 
     Raises:
         ValueError: ``index`` was built from another frame.
@@ -165,9 +204,16 @@ def treemap_nodes(
         kids = kids.assign(b=kids["bytes"].fillna(0).astype("int64"))
         kids = kids.sort_values(["b", "name"], ascending=[False, True])
         named, rest = kids.head(keep), kids.iloc[keep:]
-        columns = (named["path"], named["name"], named["b"].tolist(), named["risk"])
-        for path, name, size, risk in zip(*columns, strict=True):
-            rows.append({"id": path, "label": name, "parent": parent, "bytes": size, "risk": risk})
+        for row in named.itertuples():
+            rows.append(
+                {
+                    "id": row.path,
+                    "label": row.name,
+                    "parent": parent,
+                    "bytes": row.b,
+                    **_colour_of(row),
+                }
+            )
         if len(rest):
             rows.append(
                 {
@@ -176,6 +222,8 @@ def treemap_nodes(
                     "parent": parent,
                     "bytes": int(rest["b"].sum()),
                     "risk": "",
+                    "split": "",
+                    "verdict": "",
                 }
             )
         return [p for p, k in zip(named["path"], named["kind"], strict=True) if k == "dir"]
@@ -191,7 +239,9 @@ def treemap_nodes(
     if levels > 1:
         for directory, kids in grand.groupby("parent", sort=False):
             level(str(directory), kids, per_child)
-    nodes = pd.DataFrame(rows, columns=["id", "label", "parent", "bytes", "risk"])
+    nodes = pd.DataFrame(
+        rows, columns=["id", "label", "parent", "bytes", "risk", "split", "verdict"]
+    )
     # a parent is at least the sum of what is drawn inside it (branchvalues="total")
     inner = {str(p): int(b) for p, b in nodes.groupby("parent")["bytes"].sum().items()}
     if levels == 1:  # what the second level would add up to: all of it, named or "(other)"
@@ -207,7 +257,11 @@ def treemap_nodes(
         "label": under.rstrip("/").rsplit("/", 1)[-1] or "/",
         "parent": "",
         "bytes": max(own, int(nodes.loc[nodes["parent"] == under, "bytes"].sum())),
-        "risk": str(me["risk"].iloc[0]) if len(me) else "",
+        **(
+            _colour_of(next(me.itertuples()))
+            if len(me)
+            else {"risk": "", "split": "", "verdict": ""}
+        ),
     }
     nodes = pd.concat([pd.DataFrame([root]), nodes], ignore_index=True)
     covering = decided_rows(pa.array(nodes["id"], pa.string()), decisions)
@@ -309,7 +363,8 @@ TREEMAP_ROWS = f"""
         SELECT {PATH_SQL} AS path, kind FROM entries WHERE parent = {{under}}
         ORDER BY {_SHOWN} DESC, name ASC LIMIT {{children}})
     SELECT parent, name, kind, size, alloc, mtime_ns, tree_bytes, tree_alloc, tree_files,
-           tree_latest_mtime_ns, partial, error, risk, rule, "group", claim, confidence
+           tree_latest_mtime_ns, partial, error, risk, rule, "group", claim, confidence,
+           content_risk, {", ".join(CONTENT_COLUMNS)}
     FROM entries
     WHERE parent = {{under}} OR {PATH_SQL} = {{under}}
        OR parent IN (SELECT path FROM named WHERE kind = 'dir')

@@ -1,0 +1,156 @@
+"""What a directory holds, by risk: the split the views colour directories by.
+
+Held on random real trees to a small reference written here (every entry at or under the
+directory, its own bytes at its own risk, a hard-linked inode once at its first name), and at
+the root to the summary's risk mix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from hygiene_nb import api
+from hygiene_nb.classify.content import (
+    CONTENT_COLUMNS,
+    MIXED,
+    RISK_ORDER,
+    UNIFORM_SHARE,
+    content_risk_of,
+)
+from hygiene_nb.notebook import figures
+from hygiene_nb.query import views
+from hygiene_nb.query.frames import browse_frame, treemap_nodes
+from hygiene_nb.scan.snapshot import entry_paths
+from tests.helpers import write
+from tests.test_classified import _ENTRIES, Entry, build
+
+
+def reference_split(rows: list[dict[str, object]]) -> dict[str, dict[str, int]]:
+    """Per directory path: bytes by risk of everything at or under it (an inode once)."""
+    seen: set[tuple[object, object]] = set()
+    counted = []
+    for row in rows:  # snapshot order: an inode counts at its first name
+        linked = row["kind"] != "dir" and int(row["nlink"] or 1) > 1  # type: ignore[call-overload]
+        if linked and (row["dev"], row["inode"]) in seen:
+            continue
+        if linked:
+            seen.add((row["dev"], row["inode"]))
+        counted.append(row)
+    out = {}
+    for d in (r for r in rows if r["kind"] == "dir"):
+        top = str(d["path"])
+        split = dict.fromkeys(RISK_ORDER, 0)
+        for r in counted:
+            p = str(r["path"])
+            if p == top or p.startswith(top.rstrip("/") + "/"):
+                split[str(r["risk"])] += int(r["size"])  # type: ignore[call-overload]
+        out[top] = split
+    return out
+
+
+def expected_word(split: dict[str, int], own: str) -> str:
+    total = sum(split.values())
+    if total == 0:
+        return own
+    top = max(RISK_ORDER, key=lambda r: (split[r], -RISK_ORDER.index(r)))
+    rest_strong = any(split[r] > 0 for r in ("high", "personal") if r != top)
+    return top if split[top] >= UNIFORM_SHARE * total and not rest_strong else MIXED
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(entries=_ENTRIES)
+def test_each_directory_holds_the_split_of_what_is_inside_it(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry]
+) -> None:
+    base = tmp_path_factory.mktemp("content")
+    root, store = base / "tree", base / "store"
+    build(root, entries)
+    api.scan_root(root, store=store)
+    table = api.classify_snapshot(str(root), store=store)
+    table = table.append_column("path", entry_paths(table))
+    rows = table.to_pylist()
+    want = reference_split(rows)
+    for row in rows:
+        if row["kind"] != "dir":
+            assert row["content_risk"] == row["risk"]
+            assert all(row[c] is None for c in CONTENT_COLUMNS)
+            continue
+        got = {r: row[f"content_{r}"] for r in RISK_ORDER}
+        assert got == want[row["path"]], row["path"]
+        assert row["content_risk"] == expected_word(got, row["risk"]), row["path"]
+    summary = api.summarize(str(root), store=store, as_of_scan=True)
+    (top,) = [r for r in rows if r["depth"] == 0]
+    assert {r: top[f"content_{r}"] for r in RISK_ORDER} == {
+        r: summary.risk[r].bytes for r in RISK_ORDER
+    }
+
+
+def test_a_key_shipped_in_dependencies_leaves_them_safe_and_a_project_mixed(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "r"
+    write(root / "web" / "package.json", 20)
+    write(root / "web" / "package-lock.json", 20)
+    write(root / "web" / "node_modules" / "pkg" / "index.js", 300_000)
+    write(root / "web" / "node_modules" / "pkg" / "README.log", 100)  # caution, a speck
+    write(root / "web" / "notes.pdf", 40_000)  # personal
+    api.scan_root(root, store=store)
+    table = api.classify_snapshot(str(root), store=store)
+    table = table.append_column("path", entry_paths(table))
+    paths, words = table.column("path").to_pylist(), table.column("content_risk").to_pylist()
+    word = dict(zip(paths, words, strict=True))
+    assert word[str(root / "web" / "node_modules")] == "safe"  # 100 bytes of caution in 300 kB
+    assert word[str(root / "web")] == MIXED  # a person's document beside it
+
+
+def test_the_content_word_by_its_definition() -> None:
+    order = {r: i for i, r in enumerate(RISK_ORDER)}
+
+    def word(**split: int) -> str:
+        row = np.array([[split.get(r, 0) for r in RISK_ORDER]], dtype=np.int64)
+        got = content_risk_of(row, np.array([order["unknown"]]))
+        return [*RISK_ORDER, MIXED][int(got[0])]
+
+    assert word() == "unknown"  # nothing inside: its own risk
+    assert word(safe=990, caution=10) == "safe"
+    assert word(safe=989, caution=11) == MIXED
+    assert word(safe=10_000, high=1) == MIXED  # a key is never a speck
+    assert word(safe=10_000, personal=1) == MIXED
+    assert word(high=10_000, safe=1) == "high"
+
+
+def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(
+    tmp_path: Path, store: Path
+) -> None:
+    """The report's query path and the widget's in-memory path draw the same colours."""
+    root = tmp_path / "r"
+    write(root / "web" / "package.json", 20)
+    write(root / "web" / "package-lock.json", 20)
+    write(root / "web" / "node_modules" / "pkg" / "index.js", 300_000)
+    write(root / "web" / "notes.pdf", 40_000)
+    write(root / ".ssh" / "id_ed25519", 400)
+    api.scan_root(root, store=store)
+    queried = views.treemap_of(str(root), store=store)
+    frame = browse_frame(api.classify_snapshot(str(root), store=store))
+    in_memory = treemap_nodes(frame, str(root))
+    columns = ["id", "risk", "split", "verdict"]
+    assert queried[columns].to_dict("records") == in_memory[columns].to_dict("records")
+    node = {r["id"]: r for r in queried.to_dict("records")}
+    web, ssh = node[str(root / "web")], node[str(root / ".ssh")]
+    own = frame.set_index("path").loc[str(root / "web")]
+    assert web["risk"] == MIXED and web["verdict"] == f"{own['risk']} ({own['rule']})"
+    shares = dict(part.rsplit(" ", 2)[0:2] for part in web["split"].split(" · "))
+    assert list(shares) == ["safe", "personal", "unknown"]  # largest first
+    assert ssh["risk"] == "high" and ssh["split"] == "high 100 %"
+    trace = figures.treemap_trace(queried)
+    colours = dict(zip(trace.ids, trace.marker.colors, strict=True))
+    assert colours[str(root / "web")] == figures.RISK_COLORS[MIXED]
+    assert "holds: %{customdata[0]} %{customdata[2]}" in trace.hovertemplate
