@@ -98,12 +98,26 @@ def content_columns(
     for level in range(int(slot_depth.max(initial=-1)), 0, -1):
         ks = np.flatnonzero(slot_depth == level)
         np.add.at(totals, parents[ks], totals[ks])
-    split = np.zeros((len(risk), len(RISK_ORDER)), dtype=np.int64)
-    split[np.arange(len(risk)), risk] = bytes_  # a childless directory: itself only
-    split[has_slot] = totals[slot[has_slot]]
-    codes = pa.array(content_risk_of(split, risk), pa.int32())
-    words = pa.DictionaryArray.from_arrays(codes, pa.array(CONTENT_RISKS, pa.string()))
-    columns: list[pa.Array] = [words]
+    dirs = np.flatnonzero(is_dir)
+    split = np.zeros((dirs.size, len(RISK_ORDER)), dtype=np.int64)
+    split[np.arange(dirs.size), risk[dirs]] = bytes_[dirs]  # a childless directory: itself
+    with_slot = slot[dirs] >= 0
+    split[with_slot] = totals[slot[dirs][with_slot]]
+    word = risk.astype(np.int32)  # a non-directory: its own risk
+    word[dirs] = content_risk_of(split, risk[dirs])
+    columns: list[pa.Array] = [
+        pa.DictionaryArray.from_arrays(pa.array(word), pa.array(CONTENT_RISKS, pa.string()))
+    ]
+    validity = pa.py_buffer(np.packbits(is_dir, bitorder="little"))
     for i in range(len(RISK_ORDER)):
-        columns.append(pa.array(split[:, i], pa.int64(), mask=~is_dir))
+        values = np.zeros(len(risk), dtype=np.int64)
+        values[dirs] = split[:, i]
+        columns.append(
+            pa.Array.from_buffers(
+                pa.int64(),
+                len(risk),
+                [validity, pa.py_buffer(values)],
+                null_count=len(risk) - dirs.size,
+            )
+        )
     return columns
