@@ -147,10 +147,13 @@ def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(
     web, ssh = node[str(root / "web")], node[str(root / ".ssh")]
     own = frame.set_index("path").loc[str(root / "web")]
     assert web["risk"] == MIXED and web["verdict"] == f"{own['risk']} ({own['rule']})"
-    shares = dict(part.rsplit(" ", 2)[0:2] for part in web["split"].split(" · "))
+    shares = dict(
+        part.rsplit(" ", 2)[0:2] for part in web["split"].removeprefix("mixed: ").split(" · ")
+    )
     assert list(shares) == ["safe", "personal", "unknown"]  # largest first
+    assert web["split"].startswith("mixed: safe ")
     assert ssh["risk"] == "high" and ssh["split"] == "high 100 %"
     trace = figures.treemap_trace(queried)
     colours = dict(zip(trace.ids, trace.marker.colors, strict=True))
     assert colours[str(root / "web")] == figures.RISK_COLORS[MIXED]
-    assert "holds: %{customdata[0]} %{customdata[2]}" in trace.hovertemplate
+    assert "holds: %{customdata[2]}" in trace.hovertemplate

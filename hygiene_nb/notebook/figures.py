@@ -254,7 +254,7 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         branchvalues="total",
         maxdepth=3,
         customdata=customdata,
-        hovertemplate="%{id}<br>%{value} bytes<br>holds: %{customdata[0]} %{customdata[2]}"
+        hovertemplate="%{id}<br>%{value} bytes<br>holds: %{customdata[2]}"
         "<br>as a whole: %{customdata[3]}<br>decision: %{customdata[1]}<extra></extra>",
         marker={
             "colors": [

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
-from hygiene_nb.classify.content import CONTENT_COLUMNS, RISK_ORDER
+from hygiene_nb.classify.content import CONTENT_COLUMNS, MIXED, RISK_ORDER
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.query.history import resolve_scan
@@ -155,10 +155,11 @@ def _other_id(parent: str) -> str:
 
 def _colour_of(row: Any) -> dict[str, str]:
     """A node's colour word (what a directory holds: a risk, or ``mixed``) and its hover text."""
-    word = row.content_risk if isinstance(row.content_risk, str) else row.risk
+    word = str(row.content_risk if isinstance(row.content_risk, str) else row.risk)
+    split = content_split(row) if row.kind == "dir" else ""
     return {
-        "risk": str(word),
-        "split": content_split(row) if row.kind == "dir" else "",
+        "risk": word,
+        "split": (f"{word}: {split}" if word == MIXED else split) or word,
         "verdict": f"{row.risk} ({row.rule})",
     }
 
@@ -187,7 +188,8 @@ def treemap_nodes(
     Returns:
         Columns ``id`` (the path; ``…/(other)`` for a bucket), ``label``, ``parent``, ``bytes``,
         ``risk`` (the colour: for a directory what it holds, a risk or ``mixed``; empty for
-        buckets), ``split`` (a directory's shares by risk, as text), ``verdict`` (the entry's
+        buckets), ``split`` (what it holds, as text: a directory's shares by risk, ``mixed:``
+        first where they are mixed; else its risk), ``verdict`` (the entry's
         own risk and rule: what removing it whole means), ``decision`` (the covering human
         decision, or None).
 
