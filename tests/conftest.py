@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated environment, a store, real trees, and each available walker.
+"""Shared fixtures: an isolated environment, a store, real trees, each available walker, and a
+second user.
 
 Helpers that are not fixtures are in tests/helpers.py.
 """
@@ -6,6 +7,9 @@ Helpers that are not fixtures are in tests/helpers.py.
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +68,23 @@ def tricky_tree(tmp_path: Path) -> Iterator[Path]:
         deep = deep / f"level{i:02d}"
     write(deep / "bottom", 11)
     yield root
+
+
+@pytest.fixture
+def other_user() -> Iterator[tuple[int, int]]:
+    """A real second user (uid, gid), removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("this case needs root (a second user)")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not available")
+    name = f"hnbt_{secrets.token_hex(3)}"
+    done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot add a user here: {done.stderr.strip()}")
+    try:
+        import pwd
+
+        entry = pwd.getpwnam(name)
+        yield entry.pw_uid, entry.pw_gid
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)

@@ -37,10 +37,30 @@ RULE_CASES = [
     ("home/notrs/target/", [], "caution", "rust-target"),
     ("home/js/dist/", ["home/js/package.json"], "safe", "build-dir"),
     ("home/x/build/", [], "caution", "build-dir"),
-    ("home/.cache/pip/", [], "safe", "pkg-cache"),
+    ("home/.cache/pip/", [], "safe", "pip-cache"),
+    ("home/.cache/uv/", [], "safe", "uv-cache"),
+    ("home/.cache/npm/", [], "safe", "npm-user-cache"),
+    ("home/.cache/yarn/", [], "safe", "yarn-cache"),
+    ("home/.cache/pnpm/", [], "safe", "pnpm-cache"),
+    ("home/.cache/go-build/", [], "safe", "go-build-cache"),
+    ("home/.cache/pypoetry/virtualenvs/", [], "safe", "poetry-cache"),
+    ("home/.cache/cargo/", [], "safe", "cargo-cache"),
+    ("home/.cache/ms-playwright/", [], "safe", "playwright-browsers"),
+    ("home/.cache/huggingface/hub/", [], "caution", "huggingface-cache"),
+    ("home/.cache/torch/", [], "caution", "torch-cache"),
+    ("home/.cache/JetBrains/", [], "safe", "jetbrains-cache"),
+    ("home/.cache/thumbnails/large/1.png", [], "safe", "thumbnails"),
+    ("home/.cache/mozilla/", [], "safe", "firefox-cache"),
+    ("home/.cache/chromium/", [], "safe", "chromium-cache"),
+    ("home/.cache/google-chrome/", [], "safe", "chrome-cache"),
     ("home/.cache/someapp/", [], "caution", "user-cache"),
     ("home/.npm/_cacache/", [], "safe", "npm-cache"),
-    ("home/.m2/repository/", [], "safe", "maven-repo"),
+    ("home/.m2/repository/", [], "caution", "maven-repo"),  # `mvn install` puts builds there
+    ("home/.conda/pkgs/", [], "safe", "conda-pkgs"),
+    ("home/miniconda3/pkgs/", ["home/miniconda3/conda-meta/"], "safe", "conda-install-pkgs"),
+    ("home/mambaforge/pkgs/x.tar.bz2", ["home/mambaforge/condabin/"], "safe",
+     "conda-install-pkgs"),
+    ("home/goproj/pkgs/", ["home/goproj/go.mod"], "unknown", "no-rule"),  # not conda's
     ("home/w/app.log", [], "caution", "log-file"),
     ("home/w/Logs/", [], "caution", "log-dir"),
     ("home/w/f.tmp", [], "caution", "tmp-file"),
@@ -79,6 +99,10 @@ PROTECTION_CASES = [
      "home/kept/package-lock.json"], "keep-marker"),
     ("home/kept/.hygiene-nb-keep", [], "keep-marker"),
     ("home/w/node_modules/", ["home/w/node_modules/pkg/test/fixture.key"], "contains-protected"),
+    ("home/.local/share/containers/", [], "container-storage"),
+    ("home/.local/share/containers/storage/overlay/abc/diff/x.log", [], "container-storage"),
+    ("home/.local/share/docker/volumes/", [], "container-storage"),
+    ("home/.local/share/", ["home/.local/share/containers/storage/db.sql"], "contains-protected"),
 ]  # fmt: skip
 
 
@@ -138,8 +162,8 @@ def test_every_builtin_rule_has_a_case_and_a_claim() -> None:
         assert rule.claim.strip(), rule.rule_id
         assert 0 < rule.confidence <= 1
     missing = {r.rule_id for r in BUILTIN_RULES} - covered
-    # these have a case in their own test below
-    assert missing <= {"cargo-registry", "go-mod-cache", "gradle-cache", "yarn-cache"}
+    # these have a case in their own test below (cachedir-tag: in tests/test_cachedir.py)
+    assert missing <= {"cargo-registry", "go-mod-cache", "gradle-cache", "cachedir-tag"}
 
 
 @pytest.mark.parametrize(

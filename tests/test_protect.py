@@ -65,6 +65,10 @@ def rule_of_file(path: str, ctx: ProtectContext = CTX) -> str | None:
         ("/home/u/.local/share/keyrings", "credential"),
         ("/home/u/.config", "config"),
         ("/home/u/Library/Preferences", "config"),
+        ("/var/lib/docker", "container-storage"),
+        ("/var/lib/containers", "container-storage"),
+        ("/home/u/.local/share/containers", "container-storage"),  # rootless Podman
+        ("/home/u/.local/share/docker", "container-storage"),  # rootless Docker
     ],
 )
 def test_protected_directories_by_place_and_name(path: str, rule: str) -> None:
@@ -82,6 +86,9 @@ def test_protected_directories_by_place_and_name(path: str, rule: str) -> None:
         "/usr2",
         "/usr/local/lib/node_modules",  # under a system directory: classification passes it down
         "/scan/.hygiene-nb-quarantine-not",
+        "/scan/project/.local/share/containers",  # container storage only in a home
+        "/home/u/.local/share/containers-old",
+        "/srv/lib/docker",
     ],
 )
 def test_ordinary_directories_are_not_protected(path: str) -> None:
@@ -123,6 +130,7 @@ def test_a_work_tree_git_cannot_list_is_protected_whole_even_when_it_holds_the_r
 def test_the_home_and_root_protections_do_not_pass_down_but_the_others_do() -> None:
     assert {"root", "home", "filesystem-root", "contains-protected"}.isdisjoint(PASSES_DOWN)
     assert {"vcs", "credential", "system", "keep-marker", "store", "config"} <= PASSES_DOWN
+    assert "container-storage" in PASSES_DOWN  # everything inside is the engine's
 
 
 # -- files -------------------------------------------------------------------------------------

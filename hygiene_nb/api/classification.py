@@ -78,8 +78,15 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
     homes = account_homes(info.root) | {os.path.realpath(h) for h in named}
     ctx = ProtectContext(info.root, home, str(store.root), git, other_homes=homes)
     above = protection_above(info.root, ctx)
+    tags = tuple(sorted({(t["dir"], t.get("tool", "")) for t in info.cache_tags}))
     return ProtectContext(
-        info.root, home, str(store.root), git, above_root=above, other_homes=homes
+        info.root,
+        home,
+        str(store.root),
+        git,
+        above_root=above,
+        other_homes=homes,
+        cache_tags=tags,
     )
 
 

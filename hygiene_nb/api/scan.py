@@ -19,6 +19,7 @@ from hygiene_nb import __version__
 from hygiene_nb.api.bounds import MAX_ENTRIES, MAX_SECONDS, check_bounded
 from hygiene_nb.api.remembered import apply_remembered_rules
 from hygiene_nb.api.snapshots import StoreArg, open_store
+from hygiene_nb.scan.cachedir import TagReader
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options
 from hygiene_nb.scan.snapshot import FORMAT_VERSION, SnapshotWriter, int_scalar
@@ -116,11 +117,13 @@ def scan_root(
     started = time.monotonic()
     report, close_bar = _progress(progress)
     writer = SnapshotWriter(store, info)
+    tags = TagReader(options.root)
     try:
         walk = open_walker(options, walker=walker)
         info.walker = walk.name
         for batch in walk.batches():
             writer.write(batch)
+            tags.note(batch)
             _take_root_totals(batch, info)
             if report is not None:
                 report(walk.stats.entries)
@@ -132,6 +135,10 @@ def scan_root(
         raise
     finally:
         close_bar()
+        tags.close()
+    info.cache_tags = tags.tags
+    if tags.dropped:
+        info.options["cache_tags_dropped"] = tags.dropped
     info.finished_at = _utcnow()
     info.options["seconds"] = round(time.monotonic() - started, 3)
     info = writer.close()

@@ -178,6 +178,29 @@ def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[in
 
 
 _DIR_RULES_BY_NAME, _DIR_RULES_BY_PLACE = _index_dir_rules()
+_TAG_RULE = next(rule for rule in BUILTIN_RULES if rule.tagged)
+# Built-in directory verdicts a CACHEDIR.TAG outranks: the generic application cache, and the
+# fallbacks of rules whose evidence is missing (the tag is the evidence then).
+_TAG_OUTRANKS = frozenset(
+    {"user-cache"} | {r.evidence.missing_claim for r in BUILTIN_RULES if r.evidence is not None}
+)
+
+
+def _tag_verdict(tool: str) -> Verdict:
+    """The verdict of a directory holding a valid CACHEDIR.TAG, naming the tool where known."""
+    rule = _TAG_RULE
+    if not tool:
+        return _strong(rule)
+    claim = f"Cache directory tagged by {tool} (CACHEDIR.TAG): the tool recreates it"
+    return Verdict(rule.risk, rule.rule_id, rule.group, claim, rule.confidence)
+
+
+def _tag_wins(verdict: int, t: _Table) -> bool:
+    """Whether a directory's tag decides over its own built-in verdict (id, -1: none)."""
+    if verdict < 0:
+        return True
+    found = t.verdicts[verdict]
+    return found.rule in _TAG_OUTRANKS or found.claim in _TAG_OUTRANKS
 
 
 def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
@@ -210,6 +233,8 @@ def _dir_verdict(
         candidates = sorted(candidates + _DIR_RULES_BY_PLACE, key=lambda pair: pair[0])
     for _, rule in candidates:
         if not _matches_place(rule, name, parent, ctx):
+            continue
+        if rule.beside and not siblings.get(parent, set()).intersection(rule.beside):
             continue
         verdict = _strong(rule)
         if rule.evidence is not None:
@@ -280,6 +305,7 @@ def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
         if rule.evidence is not None:
             for group in rule.evidence.all_of:
                 names.update(group)
+        names.update(rule.beside)
     names.update(u.sibling for u in user_rules if u.sibling)
     return names
 
@@ -464,6 +490,7 @@ def classify_verdicts(
         ctx.keep_dirs | keep_dirs,
         ctx.above_root,
         ctx.other_homes,
+        ctx.cache_tags,
     )
 
     own = np.full(n, -1, dtype=np.int32)
@@ -555,6 +582,7 @@ def _walk_directories(
     slot = down.slot
     passes_down = PASSES_DOWN
     trees = frozenset(ctx.git.worktrees)
+    tags = dict(ctx.cache_tags)
     for i in order.tolist():
         parent, name, row, above = dir_parents[i], names[i], int(rows[i]), up_slots[i]
         path = paths[i]
@@ -570,8 +598,14 @@ def _walk_directories(
             prot[row] = t.protection(found)
             if found.rule in passes_down:
                 s_protect = int(prot[row])
-        if s_absorb < 0 and parent is not None and candidate[i]:
-            verdict, absorbs = _dir_verdict(name, parent, ctx, siblings, t)
+        tool = tags.get(path) if tags else None
+        if s_absorb < 0 and parent is not None and (candidate[i] or tool is not None):
+            verdict, absorbs = -1, False
+            if candidate[i]:
+                verdict, absorbs = _dir_verdict(name, parent, ctx, siblings, t)
+            # a protected directory's tag counts for nothing (a home's would cover the home)
+            if tool is not None and prot[row] < 0 and _tag_wins(verdict, t):
+                verdict, absorbs = t.id(_tag_verdict(tool)), True
             own[row] = verdict
             if absorbs:
                 s_absorb = verdict

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 __all__ = [
+    "CONTAINER_HOME_DIRS",
+    "CONTAINER_SYSTEM_DIRS",
     "CREDENTIAL_DIRS",
     "CREDENTIAL_EXTENSIONS",
     "CREDENTIAL_FILES",
@@ -51,6 +53,11 @@ SYSTEM_DIRS = frozenset(
     }
 )  # fmt: skip
 HOME_CONFIG = ("Library/Preferences", ".config", ".local/share/keyrings")
+# Docker's and Podman's storage: images, layers, volumes, the engine's own database. Rootful
+# engines keep it under /var/lib; rootless Podman (and Buildah) under ~/.local/share/containers,
+# rootless Docker under ~/.local/share/docker.
+CONTAINER_SYSTEM_DIRS = frozenset({"/var/lib/docker", "/var/lib/containers"})
+CONTAINER_HOME_DIRS = (".local/share/containers", ".local/share/docker")
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,11 @@ GIT_UNKNOWN = Protection(
 )
 KEEP = Protection("keep-marker", "Marked with .hygiene-nb-keep: kept, with everything inside")
 STORE = Protection("store", "hygiene-nb's own store or quarantine")
+CONTAINER_STORAGE = Protection(
+    "container-storage",
+    "Container storage (Docker, Podman): only the container engine may change it "
+    "(`docker system prune`, `podman system prune`)",
+)
 CONTAINS = Protection(
     "contains-protected", "Contains something protected, so it cannot be removed as a whole"
 )
@@ -95,6 +107,7 @@ ALL_PROTECTIONS = (
     GIT_UNKNOWN,
     KEEP,
     STORE,
+    CONTAINER_STORAGE,
     CONTAINS,
 )
 
@@ -123,6 +136,8 @@ class ProtectContext:
     keep_dirs: frozenset[str] = frozenset()  # directories holding a .hygiene-nb-keep marker
     above_root: Protection | None = None  # the root lies inside something protected
     other_homes: frozenset[str] = frozenset()  # other accounts' homes in or around the root
+    # the scan's valid CACHEDIR.TAG files: (directory, tool or ""), sorted (scan.cachedir)
+    cache_tags: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def homes(self) -> frozenset[str]:
@@ -133,6 +148,12 @@ class ProtectContext:
     def config_dirs(self) -> frozenset[str]:
         """The paths ``HOME_CONFIG`` names in every home (a set to test before ``home_rel``)."""
         return frozenset(h.rstrip("/") + "/" + c for h in self.homes for c in HOME_CONFIG)
+
+    @cached_property
+    def container_dirs(self) -> frozenset[str]:
+        """Where container engines keep their storage, in every home and under /var/lib."""
+        homes = (h.rstrip("/") + "/" + c for h in self.homes for c in CONTAINER_HOME_DIRS)
+        return CONTAINER_SYSTEM_DIRS | frozenset(homes)
 
     @cached_property
     def _home_prefixes(self) -> tuple[tuple[str, str], ...]:
@@ -218,6 +239,8 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
         return CREDENTIAL
     if path == ctx.store or name == QUARANTINE_NAME:
         return STORE
+    if path in ctx.container_dirs:
+        return CONTAINER_STORAGE
     if path in ctx.keep_dirs:
         return KEEP
     if path in ctx.config_dirs and ctx.home_rel(path) in HOME_CONFIG:

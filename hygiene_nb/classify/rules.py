@@ -70,6 +70,8 @@ class Rule:
     under_home: tuple[str, ...] = ()  # parent path relative to home, e.g. ".cache"
     home_child: bool = False  # only as a direct child of home
     not_home_child: bool = False  # never as a direct child of home (~/.gradle is Gradle's home)
+    beside: tuple[str, ...] = ()  # only where one of these names stands beside it (else no match)
+    tagged: bool = False  # a directory holding a valid CACHEDIR.TAG (the scan read it)
     absorbs: bool = False  # the whole subtree belongs to this entry
     evidence: Evidence | None = None
 
@@ -201,10 +203,54 @@ BUILTIN_RULES: tuple[Rule, ...] = (
                            "Looks like build output, but no build file (package.json, "
                            "pyproject.toml, Makefile…) stands beside it", 0.4)),
     # -- user and package-manager caches ------------------------------------------------------
-    Rule("pkg-cache", "package-cache", Risk.SAFE,
-         "Package-manager download cache: packages are downloaded again when needed", 0.9,
-         names=("pip", "npm", "yarn", "pnpm", "go-build", "pypoetry", "uv", "cargo"),
-         under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("pip-cache", "package-cache", Risk.SAFE,
+         "pip's cache of downloads and built wheels: pip downloads them again when needed", 0.9,
+         names=("pip",), under_home=(".cache", "Library/Caches"), kind="dir", absorbs=True),
+    Rule("uv-cache", "package-cache", Risk.SAFE,
+         "uv's package cache: uv downloads packages again when needed", 0.9,
+         names=("uv",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("npm-user-cache", "package-cache", Risk.SAFE,
+         "npm's cache: packages are downloaded again when needed", 0.9,
+         names=("npm",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("pnpm-cache", "package-cache", Risk.SAFE,
+         "pnpm's metadata cache: pnpm fetches it again when needed", 0.9,
+         names=("pnpm",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("go-build-cache", "package-cache", Risk.SAFE,
+         "Go's build cache: `go build` fills it again", 0.9,
+         names=("go-build",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("poetry-cache", "package-cache", Risk.SAFE,
+         "Poetry's cache of packages and of the virtual environments it made: `poetry install` "
+         "recreates them", 0.85,
+         names=("pypoetry",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("cargo-cache", "package-cache", Risk.SAFE,
+         "Cargo's cache: crates are downloaded again when needed", 0.9,
+         names=("cargo",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("playwright-browsers", "package-cache", Risk.SAFE,
+         "Browsers downloaded by Playwright: `playwright install` downloads them again", 0.9,
+         names=("ms-playwright",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("huggingface-cache", "model-cache", Risk.CAUTION,
+         "Hugging Face models and data sets: large models: downloading them again can take long",
+         0.8, names=("huggingface",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("torch-cache", "model-cache", Risk.CAUTION,
+         "PyTorch hub models and checkpoints: large models: downloading them again can take long",
+         0.8, names=("torch",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("jetbrains-cache", "user-cache", Risk.SAFE,
+         "JetBrains IDE caches and indexes: the IDE rebuilds them (indexing again takes a while)",
+         0.85, names=("JetBrains",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("thumbnails", "user-cache", Risk.SAFE,
+         "Thumbnails of your pictures: the desktop draws them again when a folder is shown", 0.95,
+         names=("thumbnails",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("firefox-cache", "user-cache", Risk.SAFE,
+         "Firefox's web cache (the profile itself is in ~/.mozilla): pages are fetched again", 0.9,
+         names=("mozilla",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("chromium-cache", "user-cache", Risk.SAFE,
+         "Chromium's web cache (the profile itself is in ~/.config/chromium): pages are fetched "
+         "again", 0.9,
+         names=("chromium",), under_home=(".cache",), kind="dir", absorbs=True),
+    Rule("chrome-cache", "user-cache", Risk.SAFE,
+         "Google Chrome's web cache (the profile itself is in ~/.config/google-chrome): pages are "
+         "fetched again", 0.9,
+         names=("google-chrome",), under_home=(".cache",), kind="dir", absorbs=True),
     Rule("npm-cache", "package-cache", Risk.SAFE,
          "npm download cache: packages are downloaded again when needed", 0.9,
          names=("_cacache",), under_home=(".npm",), kind="dir", absorbs=True),
@@ -214,15 +260,27 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     Rule("go-mod-cache", "package-cache", Risk.SAFE,
          "Go module cache: modules are downloaded again when needed", 0.85,
          names=("mod",), under_home=("go/pkg",), kind="dir", absorbs=True),
-    Rule("maven-repo", "package-cache", Risk.SAFE,
-         "Maven local repository: artifacts are downloaded again when needed", 0.85,
+    Rule("maven-repo", "package-cache", Risk.CAUTION,
+         "Maven's local repository: downloaded artifacts come again, but artifacts installed "
+         "locally with `mvn install` may exist nowhere else", 0.7,
          names=("repository",), under_home=(".m2",), kind="dir", absorbs=True),
     Rule("gradle-cache", "package-cache", Risk.SAFE,
          "Gradle cache: dependencies are downloaded again when needed", 0.85,
          names=("caches",), under_home=(".gradle",), kind="dir", absorbs=True),
     Rule("yarn-cache", "package-cache", Risk.SAFE,
          "Yarn cache: packages are downloaded again when needed", 0.85,
-         names=("yarn",), under_home=("Library/Caches",), kind="dir", absorbs=True),
+         names=("yarn",), under_home=(".cache", "Library/Caches"), kind="dir", absorbs=True),
+    Rule("conda-pkgs", "package-cache", Risk.SAFE,
+         "conda's package cache: packages are downloaded again when needed (`conda clean "
+         "--all` empties it)", 0.8,
+         names=("pkgs",), under_home=(".conda",), kind="dir", absorbs=True),
+    Rule("conda-install-pkgs", "package-cache", Risk.SAFE,
+         "The package cache of a conda installation: packages are downloaded again when needed "
+         "(`conda clean --all` empties it)", 0.8,
+         names=("pkgs",), beside=("conda-meta", "condabin"), kind="dir", absorbs=True),
+    Rule("cachedir-tag", "tool-cache", Risk.SAFE,
+         "Cache directory tagged by the tool that made it (CACHEDIR.TAG): the tool recreates "
+         "it", 0.9, tagged=True, kind="dir", absorbs=True),
     Rule("user-cache", "user-cache", Risk.CAUTION,
          "Application cache: the app rebuilds it, but large downloads (models, images) may take "
          "long to fetch again", 0.7,
@@ -248,7 +306,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          "Trash: things already deleted once; emptying it makes that final", 0.8,
          names=(".Trash", ".Trashes"), kind="dir", absorbs=True),
     Rule("xdg-trash", "trash", Risk.CAUTION,
-         "Trash: things already deleted once; emptying it makes that final", 0.8,
+         "The desktop's trash: empty it there", 0.8,
          names=("Trash",), under_home=(".local/share",), kind="dir", absorbs=True),
     # -- personal content ---------------------------------------------------------------------
     Rule("personal-dir", "personal", Risk.PERSONAL,
@@ -278,6 +336,10 @@ def _matcher(rule: Rule) -> str:
         parts.append("inside " + ", ".join(f"`{x}/`" for x in rule.parent_names))
     if rule.under_home:
         parts.append("directly in " + ", ".join(f"`~/{x}/`" for x in rule.under_home))
+    if rule.beside:
+        parts.append("beside " + " or ".join(f"`{x}`" for x in rule.beside))
+    if rule.tagged:
+        parts.append("holding a valid `CACHEDIR.TAG`")
     if rule.home_child:
         parts.append("directly in `~`")
     if rule.not_home_child:

@@ -3,7 +3,8 @@
 A snapshot's verdicts depend on the snapshot (fixed once written), the classification code and
 built-in rules, the user's rules, and the protection facts read outside the snapshot (git's
 tracked files, the homes, the store, what protects the root from above; keep markers are in the
-snapshot itself), and, when a user rule has an age condition, on the time it is measured at.
+snapshot itself, the valid CACHEDIR.TAG files in its scan's metadata), and, when a user rule
+has an age condition, on the time it is measured at.
 ``classification_key`` hashes all of these; the verdicts are kept in
 ``classified/host=…/root=…/scan=…/<key>.parquet``, one row per snapshot row in the snapshot's
 own order and row groups, and read back while the key is the same. A new key replaces the old
@@ -87,6 +88,7 @@ def classification_key(
         "homes": sorted(ctx.other_homes),
         "keep_dirs": sorted(ctx.keep_dirs),
         "above_root": None if above is None else [above.rule, above.claim],
+        "cache_tags": [list(tag) for tag in ctx.cache_tags],
         "git": {
             "worktrees": list(ctx.git.worktrees),
             "tracked": _sorted_digest(ctx.git.tracked),

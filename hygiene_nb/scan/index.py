@@ -58,6 +58,9 @@ class ScanInfo:
     tool_version: str = ""
     format_version: int = 1  # a scan recorded without one predates format 2
     options: dict[str, Any] = field(default_factory=dict)
+    # the valid CACHEDIR.TAG files the scan met: {"dir": path, "tool": name (when it says)};
+    # a scan recorded without them has none (``hygiene_nb.scan.cachedir``)
+    cache_tags: list[dict[str, str]] = field(default_factory=list)
     path: str = ""  # the snapshot's partition directory
 
     def to_json(self) -> str:

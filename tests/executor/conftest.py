@@ -1,5 +1,5 @@
-"""Fixtures the executor tests share: a store, a root, a world with a canary, a tmpfs inside,
-a second user.
+"""Fixtures the executor tests share: a store, a root, a world with a canary, a tmpfs inside
+(the second user, ``other_user``, is in tests/conftest.py).
 
 Helpers that are not fixtures are in tests/executor/helpers.py.
 """
@@ -7,9 +7,6 @@ Helpers that are not fixtures are in tests/executor/helpers.py.
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,23 +59,3 @@ def xworld(tmp_path: Path) -> Iterator[dict[str, Path]]:
         write(mnt / "old.log", data=b"old log line\n" * 10)
         assert os.stat(mnt / "cache").st_dev != os.stat(root).st_dev
         yield {"root": root, "mnt": mnt, "store": tmp_path / "store", "tmp": tmp_path}
-
-
-@pytest.fixture
-def other_user() -> Iterator[tuple[int, int]]:
-    """A real second user (uid, gid), removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("this case needs root (a second user)")
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not available")
-    name = f"hnbt_{secrets.token_hex(3)}"
-    done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot add a user here: {done.stderr.strip()}")
-    try:
-        import pwd
-
-        entry = pwd.getpwnam(name)
-        yield entry.pw_uid, entry.pw_gid
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True)

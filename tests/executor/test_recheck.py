@@ -291,3 +291,34 @@ def test_a_directory_reviewed_without_a_fingerprint_is_never_unchanged(tmp_path:
         assert checker.fd == -1
     assert found is not None and found.code == "changed-since-review"
     assert "not fingerprinted" in found.detail
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "home/.local/share",  # holds the storage
+        "home/.local/share/containers",  # is it
+        "home/.local/share/containers/storage/overlay/abc/diff/layer.bin",  # is inside it
+    ],
+)
+def test_a_plan_naming_container_storage_moves_nothing(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, rel: str
+) -> None:
+    root, store = world["root"], world["store"]
+    monkeypatch.setenv("HOME", str(root / "home"))
+    storage = root / "home" / ".local" / "share" / "containers" / "storage"
+    write(storage / "overlay" / "abc" / "diff" / "layer.bin", 500)
+    write(storage / "libpod" / "bolt_state.db", 20)
+    api.scan_root(root, store=store)
+    api.annotate([str(root / "data" / "scratch.bin")], store=store, decision="delete")
+    base = api.make_plan(root, store=store)
+    forged = forge_plan(base, store, [root / rel])  # classification would never plan it
+    doc = forged["doc"]
+    confirm = Confirmation(doc["plan_id"], doc["plan_digest"], "quarantine")
+
+    result = execute_plan(forged["path"], store=Store(store), confirm=confirm)
+
+    assert result.moved == []
+    assert [(s.path, s.code) for s in result.skipped] == [(str(root / rel), "now-protected")]
+    assert "(container-storage)" in result.skipped[0].message
+    assert (storage / "overlay" / "abc" / "diff" / "layer.bin").stat().st_size == 500

@@ -1,0 +1,146 @@
+"""Cache directory tags (https://bford.info/cachedir/): which directories say they are caches.
+
+A tool that keeps a cache (cargo's ``target``, pytest, mypy, ccache, borg, uv…) may write a
+file named ``CACHEDIR.TAG`` in it whose first 43 bytes are the specification's signature. The
+scan reads the first bytes of the regular files of that exact name (nothing else is opened)
+and records the valid tags in the scan's metadata: the directory and, where the rest of the tag
+says "created by TOOL", the tool. Classification makes such a directory a cache.
+
+A tag is read from a handle on its directory reached from the root one component at a time,
+never through a symlink, opened without following one, without blocking on a fifo, without
+becoming a terminal's controlling process and, where permitted, without touching its atime;
+at most ``_READ_BYTES`` are read. A tag that cannot be read is simply not valid.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import re
+import stat
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hygiene_nb.fs.fingerprint import DIR_FLAGS, open_dirs_at
+from hygiene_nb.scan.snapshot import int_scalar
+from hygiene_nb.scan.walk.spec import KIND_FILE
+
+__all__ = [
+    "MAX_TAGS",
+    "MAX_TOOL_CHARS",
+    "SIGNATURE",
+    "TAG_NAME",
+    "TagReader",
+    "read_tag",
+    "tool_named",
+]
+
+TAG_NAME = "CACHEDIR.TAG"
+SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+MAX_TAGS = 10_000  # recorded per scan; more are counted in the scan's options, not recorded
+MAX_TOOL_CHARS = 64
+_READ_BYTES = 512  # the signature and the comment lines tools write after it
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_NOATIME = getattr(os, "O_NOATIME", 0)
+# "# This file is a cache directory tag created by cargo." (pytest, Borg and ccache say the
+# same; the type checker says "automatically created by mypy.")
+_TOOL = re.compile(rb"created\s+by\s+(?:the\s+)?([A-Za-z0-9][A-Za-z0-9_+-]*(?:\.[A-Za-z0-9_+-]+)*)")
+
+
+def _binary_scalar(value: bytes) -> pa.Scalar:
+    """``value`` as an Arrow binary scalar, built from bytes (no pandas import: ``int_scalar``)."""
+    offsets = array.array("i", [0, len(value)])
+    buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(value)]
+    return pa.Array.from_buffers(pa.binary(), 1, buffers)[0]
+
+
+_TAG_NAME = _binary_scalar(TAG_NAME.encode())
+_KIND_FILE = int_scalar(KIND_FILE, pa.uint8())
+
+
+def tool_named(text: bytes) -> str:
+    """The tool a tag's text after the signature names ("" when it names none)."""
+    found = _TOOL.search(text)
+    return found.group(1).decode("ascii")[:MAX_TOOL_CHARS] if found else ""
+
+
+def _open_tag(dir_fd: int) -> int:
+    try:
+        return os.open(TAG_NAME, _FLAGS | _NOATIME, dir_fd=dir_fd)
+    except PermissionError:  # O_NOATIME needs the file's owner (or CAP_FOWNER): without it
+        return os.open(TAG_NAME, _FLAGS, dir_fd=dir_fd)
+
+
+def read_tag(dir_fd: int) -> str | None:
+    """Whether the directory ``dir_fd`` holds a valid tag: the tool it names ("" if none), or None.
+
+    None when there is no tag, it is not a regular file (a symlink, a fifo…), it cannot be read,
+    or its first 43 bytes are not the signature.
+    """
+    try:
+        fd = _open_tag(dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _READ_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not data.startswith(SIGNATURE):
+        return None
+    return tool_named(data[len(SIGNATURE) :])
+
+
+class TagReader:
+    """The valid tags of one scan, read as the walk's batches go by.
+
+    ``note`` looks for regular files named ``CACHEDIR.TAG`` in a walk batch (one comparison of
+    the name column: a tree without tags costs that and nothing more) and reads each.
+    """
+
+    def __init__(self, root: bytes) -> None:
+        self.root = root
+        self.tags: list[dict[str, str]] = []
+        self.dropped = 0
+        self._fd = -1
+
+    def note(self, batch: pa.RecordBatch) -> None:
+        """Read the tags among ``batch``'s rows (WALK_SCHEMA)."""
+        named = pc.equal(batch.column("name"), _TAG_NAME)
+        if not named.true_count:
+            return
+        hits = batch.filter(pc.and_(named, pc.equal(batch.column("kind"), _KIND_FILE)))
+        for parent in hits.column("parent").to_pylist():
+            self._read(parent)
+
+    def _read(self, parent: bytes) -> None:
+        rel = parent[len(self.root) :].strip(b"/")
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.root, DIR_FLAGS)
+            fd = open_dirs_at(self._fd, rel.split(b"/") if rel else [])
+        except OSError:
+            return  # replaced or gone since it was listed: no tag is read through that
+        try:
+            tool = read_tag(fd)
+        finally:
+            os.close(fd)
+        if tool is None:
+            return
+        if len(self.tags) >= MAX_TAGS:
+            self.dropped += 1
+            return
+        entry = {"dir": parent.decode("utf-8", "backslashreplace")}  # as snapshot paths are
+        if tool:
+            entry["tool"] = tool
+        self.tags.append(entry)
+
+    def close(self) -> None:
+        """Close the root's handle (if one was opened)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
