@@ -93,15 +93,20 @@ def test_each_directory_holds_the_split_of_what_is_inside_it(
     }
 
 
-def test_a_key_shipped_in_dependencies_leaves_them_safe_and_a_project_mixed(
-    tmp_path: Path, store: Path
-) -> None:
-    root = tmp_path / "r"
+def web_project(root: Path) -> Path:
+    """A project: installed dependencies (300 kB) beside a person's document (40 kB)."""
     write(root / "web" / "package.json", 20)
     write(root / "web" / "package-lock.json", 20)
     write(root / "web" / "node_modules" / "pkg" / "index.js", 300_000)
-    write(root / "web" / "node_modules" / "pkg" / "README.log", 100)  # caution, a speck
     write(root / "web" / "notes.pdf", 40_000)  # personal
+    return root
+
+
+def test_a_speck_of_caution_leaves_dependencies_safe_and_a_document_makes_a_project_mixed(
+    tmp_path: Path, store: Path
+) -> None:
+    root = web_project(tmp_path / "r")
+    write(root / "web" / "node_modules" / "pkg" / "README.log", 100)  # caution, a speck
     api.scan_root(root, store=store)
     table = api.classify_snapshot(str(root), store=store)
     table = table.append_column("path", entry_paths(table))
@@ -131,11 +136,7 @@ def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(
     tmp_path: Path, store: Path
 ) -> None:
     """The report's query path and the widget's in-memory path draw the same colours."""
-    root = tmp_path / "r"
-    write(root / "web" / "package.json", 20)
-    write(root / "web" / "package-lock.json", 20)
-    write(root / "web" / "node_modules" / "pkg" / "index.js", 300_000)
-    write(root / "web" / "notes.pdf", 40_000)
+    root = web_project(tmp_path / "r")
     write(root / ".ssh" / "id_ed25519", 400)
     api.scan_root(root, store=store)
     queried = views.treemap_of(str(root), store=store)
