@@ -426,3 +426,21 @@ def test_a_change_to_the_rules_code_gives_a_new_key(
     rules = copy / "rules.py"
     rules.write_text(rules.read_text().replace('".tex"', '".ltx"', 1))
     assert stored.classification_key(ctx, (), None) != before
+
+
+def test_a_weak_match_by_name_still_outranks_a_rule_by_place(tmp_path: Path, store: Path) -> None:
+    home = Path(os.environ["HOME"])
+    build(home, [".cache/build/x", ".cache/target/x", ".cache/other/x"])
+    rows = classified(home, store)
+    for name, rule in (("build", "build-dir"), ("target", "rust-target")):
+        row = rows[str(home / ".cache" / name)]
+        assert (row["risk"], row["rule"]) == expected(RULES[rule], evidence=False)[:2], name
+    assert rows[str(home / ".cache/other")]["rule"] == "user-cache"
+
+
+def test_the_roots_own_name_is_no_evidence_for_what_it_holds(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "Tool.csproj"
+    build(root, ["bin/run", "sub/App.csproj", "sub/bin/App.dll"])
+    rows = classified(root, store)
+    assert rows[str(root / "bin")]["rule"] == "no-rule"
+    assert verdict(rows[str(root / "sub/bin")]) == ("safe", "dotnet-build", False)

@@ -154,20 +154,13 @@ def _weak(rule: Rule) -> Verdict:
     return Verdict(Risk.CAUTION, rule.rule_id, rule.group, ev.missing_claim, ev.missing_confidence)
 
 
-def _matches_name(rule: Rule, name: str) -> bool:
-    """Whether ``name`` is one a rule's names, prefixes or suffixes match (True if it has none)."""
-    if not (rule.names or rule.prefixes or rule.suffixes):
-        return True
-    return (
-        name in rule.names
-        or (bool(rule.prefixes) and name.startswith(rule.prefixes))
-        or (bool(rule.suffixes) and name.endswith(rule.suffixes))
-    )
+def _matches_affix(rule: Rule, name: str) -> bool:
+    """Whether ``name`` starts with one of a rule's prefixes or ends with one of its suffixes."""
+    return name.startswith(rule.prefixes) or name.endswith(rule.suffixes)
 
 
-def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> bool:
-    if not _matches_name(rule, name):
-        return False
+def _matches_place(rule: Rule, parent: str, ctx: ProtectContext) -> bool:
+    """Whether a rule's place conditions hold (its name matched: ``_candidates``)."""
     if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
         return False
     if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
@@ -230,11 +223,11 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     return flags
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)
 def _candidates(name: str) -> tuple[Rule, ...]:
     """The directory rules that could match a name (by it, its affix or place), in order."""
     pairs = _DIR_RULES_BY_NAME.get(name, [])
-    pairs = pairs + [pair for pair in _DIR_RULES_BY_AFFIX if _matches_name(pair[1], name)]
+    pairs = pairs + [pair for pair in _DIR_RULES_BY_AFFIX if _matches_affix(pair[1], name)]
     pairs = pairs + _DIR_RULES_BY_PLACE
     return tuple(rule for _, rule in sorted(pairs, key=lambda pair: pair[0]))
 
@@ -251,7 +244,7 @@ def _dir_verdict(
     """
     weak: Rule | None = None
     for rule in _candidates(name):
-        if not _matches_place(rule, name, parent, ctx):
+        if not _matches_place(rule, parent, ctx):
             continue
         if rule.evidence is not None:
             present = siblings.get(parent, set())
@@ -321,13 +314,12 @@ def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
     patterns = sorted(n for n in names if n.startswith("*"))
     mask = pc.is_in(table.column("name"), pa.array(exact, pa.string()))
     out: dict[str, set[str]] = {}
-    if patterns:
-        found = table.filter(_ends_with_any(table.column("name"), [p[1:] for p in patterns]))
-        for parent, name in zip(
-            found.column("parent").to_pylist(), found.column("name").to_pylist(), strict=True
-        ):
-            if parent is not None:
-                out.setdefault(parent, set()).update(p for p in patterns if name.endswith(p[1:]))
+    found = table.filter(_ends_with_any(table.column("name"), [p[1:] for p in patterns]))
+    for parent, name in zip(
+        found.column("parent").to_pylist(), found.column("name").to_pylist(), strict=True
+    ):
+        if parent is not None:  # the root's own name is no evidence for what it holds
+            out.setdefault(parent, set()).update(p for p in patterns if name.endswith(p[1:]))
     hits = table.filter(mask)
     for parent, name in zip(
         hits.column("parent").to_pylist(), hits.column("name").to_pylist(), strict=True
