@@ -76,9 +76,10 @@ def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path)
         "entries": 1,
     }
     assert s["risk"]["personal"]["bytes"] == own(p["docs"], p["pdf"])
-    # high: root, home, proj (contains server.pem), server.pem
-    assert s["risk"]["high"]["entries"] == 4
-    assert s["risk"]["high"]["bytes"] == own(root, home, p["proj"], p["key"])
+    # high: root, home, proj (contains server.pem), server.pem, and the project's manifests
+    # package.json and package-lock.json
+    assert s["risk"]["high"]["entries"] == 6
+    assert s["risk"]["high"]["bytes"] == own(root, home, p["proj"], p["key"], p["pkg"], p["lock"])
     # every byte is in exactly one risk level (hard links once)
     total = sum(level["bytes"] for level in s["risk"].values())
     assert total == s["tree_bytes"]
@@ -88,9 +89,9 @@ def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path)
     assert groups["node_modules"]["bytes"] == safe_nm
     assert groups["python-cache"]["count"] == 1  # m.pyc inside the cache is not counted again
 
-    # cleanliness: files counted = package.json, package-lock.json, app.log, x.bin, a.pdf,
-    # m.pyc and its twin (unknown); node_modules is a dependency, server.pem is protected.
-    # safe 1 (m.pyc), caution 1 (app.log), unknown 4, personal 1 → N = 7
+    # cleanliness: files counted = app.log, x.bin, a.pdf, m.pyc and its twin (unknown);
+    # node_modules is a dependency, server.pem and the manifests are protected.
+    # safe 1 (m.pyc), caution 1 (app.log), unknown 2, personal 1 → N = 5
     detail = s["cleanliness_detail"]
     assert (
         detail["counted"],
@@ -98,8 +99,8 @@ def test_summary_json_matches_hand_computed_figures(tmp_path: Path, store: Path)
         detail["intermediate"],
         detail["pending"],
         detail["valuable"],
-    ) == (7, 1, 1, 4, 1)
-    assert s["cleanliness"] == round(100 - 70 * 1 / 7 - 20 * 1 / 7 - 10 * 4 / 7)
+    ) == (5, 1, 1, 2, 1)
+    assert s["cleanliness"] == round(100 - 70 * 1 / 5 - 20 * 1 / 5 - 10 * 2 / 5)
     assert [e["path"] for e in s["largest"]][:1] == [str(home)]
     assert all({"path", "bytes", "risk", "rule", "claim"} <= set(e) for e in s["largest"])
 

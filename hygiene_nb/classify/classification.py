@@ -8,6 +8,7 @@ personal folder < the entry's own built-in rule < a built-in rule covering its d
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,13 +30,21 @@ from hygiene_nb.classify.protect import (
     KEEP,
     KEEP_MARKER,
     PASSES_DOWN,
+    PROJECT_MANIFEST,
     VCS,
     VCS_DIRS,
     ProtectContext,
     Protection,
     protect_dir,
 )
-from hygiene_nb.classify.rules import BUILTIN_RULES, Risk, Rule, UserRule
+from hygiene_nb.classify.rules import (
+    BUILTIN_RULES,
+    PROJECT_MANIFESTS,
+    PROJECT_MARKERS,
+    Risk,
+    Rule,
+    UserRule,
+)
 from hygiene_nb.classify.summary import counted_once
 from hygiene_nb.scan.snapshot import entry_paths
 
@@ -150,9 +159,13 @@ def _weak(rule: Rule) -> Verdict:
     return Verdict(Risk.CAUTION, rule.rule_id, rule.group, ev.missing_claim, ev.missing_confidence)
 
 
-def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> bool:
-    if rule.names and name not in rule.names:
-        return False
+def _matches_affix(rule: Rule, name: str) -> bool:
+    """Whether ``name`` starts with one of a rule's prefixes or ends with one of its suffixes."""
+    return name.startswith(rule.prefixes) or name.endswith(rule.suffixes)
+
+
+def _matches_place(rule: Rule, parent: str, ctx: ProtectContext) -> bool:
+    """Whether a rule's place conditions hold (its name matched: ``_candidates``)."""
     if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
         return False
     if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
@@ -162,22 +175,32 @@ def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> b
     return not rule.home_child or parent in ctx.homes
 
 
-def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[int, Rule]]]:
-    """Directory rules by the names they match, and those matching by place alone."""
-    by_name: dict[str, list[tuple[int, Rule]]] = {}
-    by_place: list[tuple[int, Rule]] = []
+_Ordered = list[tuple[int, Rule]]
+
+
+def _index_dir_rules() -> tuple[dict[str, _Ordered], _Ordered, _Ordered]:
+    """Directory rules by the names they match, by name prefix or suffix, and by place alone."""
+    by_name: dict[str, _Ordered] = {}
+    by_affix: _Ordered = []
+    by_place: _Ordered = []
     for order, rule in enumerate(BUILTIN_RULES):
         if rule.kind == "file":
             continue
         if rule.names:
             for name in rule.names:
                 by_name.setdefault(name, []).append((order, rule))
+        elif rule.prefixes or rule.suffixes:
+            by_affix.append((order, rule))
         elif rule.under_home:
             by_place.append((order, rule))
-    return by_name, by_place
+    return by_name, by_affix, by_place
 
 
-_DIR_RULES_BY_NAME, _DIR_RULES_BY_PLACE = _index_dir_rules()
+_DIR_RULES_BY_NAME, _DIR_RULES_BY_AFFIX, _DIR_RULES_BY_PLACE = _index_dir_rules()
+_AFFIX_PREFIXES = tuple(p for _, r in _DIR_RULES_BY_AFFIX for p in r.prefixes)
+_AFFIX_SUFFIXES = tuple(x for _, r in _DIR_RULES_BY_AFFIX for x in r.suffixes)
+_MARKER_NAMES = frozenset(PROJECT_MARKERS)
+_NONE: frozenset[str] = frozenset()
 _TAG_RULE = next(rule for rule in BUILTIN_RULES if rule.tagged)
 # Built-in directory verdicts a CACHEDIR.TAG outranks: the generic application cache, and the
 # fallbacks of rules whose evidence is missing (the tag is the evidence then).
@@ -211,6 +234,10 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     """
     names = pa.array(sorted(_DIR_RULES_BY_NAME), pa.string())
     hit = pc.is_in(dirs.column("name"), value_set=names)
+    for prefix in _AFFIX_PREFIXES:
+        hit = pc.or_(hit, pc.starts_with(dirs.column("name"), prefix))
+    for suffix in _AFFIX_SUFFIXES:
+        hit = pc.or_(hit, pc.ends_with(dirs.column("name"), suffix))
     places = {
         h if not u else join_path(h, u)
         for h in ctx.homes
@@ -224,24 +251,42 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     return flags
 
 
+@functools.lru_cache(maxsize=4096)
+def _candidates(name: str) -> tuple[Rule, ...]:
+    """The directory rules that could match a name (by it, its affix or place), in order."""
+    pairs = _DIR_RULES_BY_NAME.get(name, [])
+    pairs = pairs + [pair for pair in _DIR_RULES_BY_AFFIX if _matches_affix(pair[1], name)]
+    pairs = pairs + _DIR_RULES_BY_PLACE
+    return tuple(rule for _, rule in sorted(pairs, key=lambda pair: pair[0]))
+
+
 def _dir_verdict(
     name: str, parent: str, ctx: ProtectContext, siblings: dict[str, set[str]], t: _Table
 ) -> tuple[int, bool]:
-    """The built-in verdict of a directory by its own name and place; (id, absorbs)."""
-    candidates = _DIR_RULES_BY_NAME.get(name, [])
-    if _DIR_RULES_BY_PLACE:
-        candidates = sorted(candidates + _DIR_RULES_BY_PLACE, key=lambda pair: pair[0])
-    for _, rule in candidates:
-        if not _matches_place(rule, name, parent, ctx):
+    """The built-in verdict of a directory by its own name and place; (id, absorbs).
+
+    The first rule (in table order) that matches wins; where its evidence is missing, a later
+    rule matching the same name whose evidence stands beside it wins instead (``target`` beside
+    a ``pom.xml`` is Maven's, not a Rust target without its Cargo.toml). A rule whose evidence
+    is ``required`` does not match without it.
+    """
+    weak: Rule | None = None
+    for rule in _candidates(name):
+        if not _matches_place(rule, parent, ctx):
             continue
         if rule.beside and not siblings.get(parent, set()).intersection(rule.beside):
             continue
-        verdict = _strong(rule)
         if rule.evidence is not None:
             present = siblings.get(parent, set())
             if not all(present.intersection(group) for group in rule.evidence.all_of):
-                verdict = _weak(rule)
-        return t.id(verdict), rule.absorbs
+                if weak is None and not rule.evidence.required:
+                    weak = rule
+                continue
+        elif weak is not None and not (rule.names or rule.prefixes or rule.suffixes):
+            break  # a rule by place alone never outranks an earlier one by name
+        return t.id(_strong(rule)), rule.absorbs
+    if weak is not None:
+        return t.id(_weak(weak)), weak.absorbs
     return -1, False
 
 
@@ -257,6 +302,7 @@ class _PassedDown:
     protect: list[int]  # verdict id of a protection that covers everything inside
     personal: list[bool]
     in_worktree: list[bool]  # inside a git work tree whose tracked files are known
+    project: list[bool]  # inside a project (a marker in it or above), outside dependencies
     up: list[int]  # its own parent's slot (-1: none)
     slot: npt.NDArray[np.int64]  # per row: the directory's own slot (-1: not one, or no children)
 
@@ -265,6 +311,7 @@ class _PassedDown:
         return cls(
             [-1] * (slots + 1),
             [-1] * (slots + 1),
+            [False] * (slots + 1),
             [False] * (slots + 1),
             [False] * (slots + 1),
             [-1] * (slots + 1),
@@ -288,9 +335,22 @@ def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[str]]:
 
 
 def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
-    """Parent path → which of ``names`` stand in it (for evidence and user-rule siblings)."""
-    hits = table.filter(pc.is_in(table.column("name"), pa.array(sorted(names), pa.string())))
+    """Parent path → which of ``names`` stand in it (for evidence and user-rule siblings).
+
+    A name starting with ``*`` is a suffix pattern: ``*.csproj`` stands in every directory
+    holding a name that ends ``.csproj``.
+    """
+    exact = sorted(n for n in names if not n.startswith("*"))
+    patterns = sorted(n for n in names if n.startswith("*"))
+    mask = pc.is_in(table.column("name"), pa.array(exact, pa.string()))
     out: dict[str, set[str]] = {}
+    found = table.filter(_ends_with_any(table.column("name"), [p[1:] for p in patterns]))
+    for parent, name in zip(
+        found.column("parent").to_pylist(), found.column("name").to_pylist(), strict=True
+    ):
+        if parent is not None:  # the root's own name is no evidence for what it holds
+            out.setdefault(parent, set()).update(p for p in patterns if name.endswith(p[1:]))
+    hits = table.filter(mask)
     for parent, name in zip(
         hits.column("parent").to_pylist(), hits.column("name").to_pylist(), strict=True
     ):
@@ -300,7 +360,7 @@ def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
 
 
 def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
-    names = {KEEP_MARKER}
+    names = {KEEP_MARKER, *PROJECT_MARKERS}
     for rule in BUILTIN_RULES:
         if rule.evidence is not None:
             for group in rule.evidence.all_of:
@@ -310,13 +370,27 @@ def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
     return names
 
 
-def _file_rules(table: pa.Table, t: _Table) -> Ids:
-    """Own built-in verdicts of non-directories by name, extension and suffix (rule order)."""
+def _file_rules(table: pa.Table, pidx: npt.NDArray[np.int64], in_project: Mask, t: _Table) -> Ids:
+    """Own built-in verdicts of non-directories by name, extension and suffix (rule order).
+
+    ``in_project``: per row, whether it lies in a project (for ``in_project`` rules).
+    """
     name = table.column("name")
     lower = pc.utf8_lower(name)
     out = np.full(table.num_rows, -1, dtype=np.int32)
     for rule in BUILTIN_RULES:
         if rule.kind != "file":
+            continue
+        if rule.in_project:
+            rows = np.flatnonzero(in_project & (out < 0))
+            out[rows[_ends_with_any(lower.take(pa.array(rows)), rule.extensions)]] = t.id(
+                _strong(rule)
+            )
+            continue
+        if rule.same_stem is not None:
+            rows = _beside_same_stem(name, lower, pidx, rule.extensions, rule.same_stem)
+            rows = rows[out[rows] < 0]
+            out[rows] = t.id(_strong(rule))
             continue
         mask = None
         if rule.names:
@@ -332,6 +406,64 @@ def _file_rules(table: pa.Table, t: _Table) -> Ids:
         hits = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool) & (out < 0)
         out[hits] = t.id(_strong(rule))
     return out
+
+
+def _ends_with_any(names: pa.Array | pa.ChunkedArray, endings: Sequence[str]) -> Mask:
+    """Per name, whether it ends with one of ``endings``.
+
+    A few endings: one ``ends_with`` each (a byte compare); many: one regex pass, which costs
+    about as much as ten of them.
+    """
+    if len(names) == 0:
+        return np.zeros(0, dtype=bool)
+    if len(endings) <= _FEW_ENDINGS:
+        out = np.zeros(len(names), dtype=bool)
+        for ending in endings:
+            out |= np.asarray(pc.ends_with(names, ending).to_numpy(zero_copy_only=False), bool)
+        return out
+    regex = "(" + "|".join(re.escape(e) for e in endings) + ")$"
+    hit = pc.match_substring_regex(names, regex)
+    return np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+_FEW_ENDINGS = 8
+
+
+def _beside_same_stem(
+    name: pa.ChunkedArray,
+    lower: pa.ChunkedArray,
+    pidx: npt.NDArray[np.int64],
+    extensions: Sequence[str],
+    stem_ext: str,
+) -> npt.NDArray[np.int64]:
+    """Rows whose name ends with one of ``extensions`` beside ``<stem><stem_ext>`` (same parent).
+
+    ``paper.aux`` is beside ``paper.tex``; the extensions compare without case, the stem with.
+    """
+    own = np.flatnonzero(_ends_with_any(lower, [stem_ext]))
+    if own.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    near = np.flatnonzero(np.isin(pidx, np.unique(pidx[own])))  # rows beside some .tex
+    found = near[_ends_with_any(lower.take(pa.array(near)), extensions)]
+    if found.size == 0:
+        return np.zeros(0, dtype=np.int64)
+
+    def keys(rows: npt.NDArray[np.int64], stems: pa.Array | pa.ChunkedArray) -> pa.Array:
+        where = pa.array(pidx[rows]).cast(pa.string())
+        joined: pa.Array = pc.binary_join_element_wise(where, stems, "/")
+        return joined
+
+    own_names = name.take(pa.array(own))
+    have = keys(own, pc.utf8_slice_codeunits(own_names, 0, -len(stem_ext)))
+    found_names = name.take(pa.array(found))
+    found_lower = lower.take(pa.array(found))
+    stems = found_names
+    for ext in sorted(extensions, key=len):  # the longest ending that matches decides the stem
+        cut = pc.utf8_slice_codeunits(found_names, 0, -len(ext))
+        stems = pc.if_else(pc.ends_with(found_lower, ext), cut, stems)
+    hit = pc.is_in(keys(found, stems), value_set=have)
+    beside: npt.NDArray[np.int64] = found[np.asarray(hit.to_numpy(zero_copy_only=False), bool)]
+    return beside
 
 
 def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Table) -> Ids:
@@ -356,6 +488,17 @@ def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Ta
         put(pc.ends_with(lower, ext), CREDENTIAL)
     put(pc.and_(pa.array(in_home), pc.starts_with(name, ".")), CONFIG)
     return out
+
+
+_MANIFEST_NAMES = pa.array(sorted(m for m in PROJECT_MANIFESTS if not m.startswith("*")))
+_MANIFEST_SUFFIXES = tuple(m[1:] for m in PROJECT_MANIFESTS if m.startswith("*"))
+
+
+def _is_manifest(name: pa.Array | pa.ChunkedArray) -> Mask:
+    """Per row, whether its name is a project manifest's or lockfile's."""
+    exact = pc.fill_null(pc.is_in(name, value_set=_MANIFEST_NAMES), False)
+    hit = np.asarray(exact.to_numpy(zero_copy_only=False), dtype=bool)
+    return hit | _ends_with_any(name, _MANIFEST_SUFFIXES)
 
 
 def _glob_regex(pattern: str) -> str:
@@ -502,17 +645,22 @@ def classify_verdicts(
     protect_p = np.array(down.protect, np.int32)
     personal_p = np.array(down.personal, dtype=bool)
     tracked_tree = np.array(down.in_worktree, dtype=bool)
+    project_p = np.array(down.project, dtype=bool)
     inherited_absorb = absorb_p[pidx]
     inherited_protect = protect_p[pidx]
 
     files = ~is_dir
-    file_own = _file_rules(table, t)
+    in_project = project_p[pidx] & files
+    file_own = _file_rules(table, pidx, in_project, t)
     own[files] = file_own[files]
     home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
     file_prot = _file_protection(table, home_parent[pidx], ctx, t)
     prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
     tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
     prot[tracked & (prot < 0)] = t.protection(GIT_TRACKED)
+    maybe = np.flatnonzero(in_project & (prot < 0))
+    manifest = maybe[_is_manifest(table.column("name").take(pa.array(maybe)))]
+    prot[manifest] = t.protection(PROJECT_MANIFEST)
     covered = inherited_protect >= 0
     prot[covered] = inherited_protect[covered]
 
@@ -572,11 +720,12 @@ def _walk_directories(
     up_slots = pidx[rows].tolist()
     slot_of = {path: i for i, path in enumerate(parents)}
     down = _PassedDown.empty(len(parents), table.num_rows)
-    absorb, protect, personal, worktree, up = (
+    absorb, protect, personal, worktree, project, up = (
         down.absorb,
         down.protect,
         down.personal,
         down.in_worktree,
+        down.project,
         down.up,
     )
     slot = down.slot
@@ -589,6 +738,7 @@ def _walk_directories(
         # above is -1 for the root: the last slot, which holds what nothing passes down
         s_absorb, s_protect, s_personal = absorb[above], protect[above], personal[above]
         in_tree = worktree[above] or path in trees or (parent is None and _under(path, trees))
+        s_project = project[above] or (parent is None and _under(path, trees))
         found = protect_dir(path, name, ctx)
         if parent is None and ctx.above_root is not None:
             found = ctx.above_root  # the root sits inside something protected
@@ -613,8 +763,12 @@ def _walk_directories(
                 s_personal = True
         k = slot_of.get(path)
         if k is not None:  # it has children: they read this
+            if s_absorb >= 0:
+                s_project = False  # nothing inside a dependency or build directory is a project
+            elif not s_project and not siblings.get(path, _NONE).isdisjoint(_MARKER_NAMES):
+                s_project = True
             absorb[k], protect[k], personal[k] = s_absorb, s_protect, s_personal
-            worktree[k], up[k] = in_tree, above
+            worktree[k], project[k], up[k] = in_tree, s_project, above
             slot[row] = k
     return down
 

@@ -85,6 +85,10 @@ GIT_UNKNOWN = Protection(
     "Inside a git work tree whose tracked files could "
     "not be listed (git unavailable): protected as a whole",
 )
+PROJECT_MANIFEST = Protection(
+    "project-manifest",
+    "A project's manifest or lockfile: it says what the project is and what rebuilds the rest",
+)
 KEEP = Protection("keep-marker", "Marked with .hygiene-nb-keep: kept, with everything inside")
 STORE = Protection("store", "hygiene-nb's own store or quarantine")
 CONTAINER_STORAGE = Protection(
@@ -105,6 +109,7 @@ ALL_PROTECTIONS = (
     CONFIG,
     GIT_TRACKED,
     GIT_UNKNOWN,
+    PROJECT_MANIFEST,
     KEEP,
     STORE,
     CONTAINER_STORAGE,

@@ -23,6 +23,9 @@ __all__ = [
     "BUILTIN_RULES",
     "GROUPS",
     "LOCKFILES",
+    "PROJECT_MANIFESTS",
+    "PROJECT_MARKERS",
+    "SOURCE_EXTENSIONS",
     "Evidence",
     "Risk",
     "Rule",
@@ -45,11 +48,17 @@ class Risk(StrEnum):
 
 @dataclass(frozen=True)
 class Evidence:
-    """What must stand beside a matched entry (in the same directory) for the strong verdict."""
+    """What must stand beside a matched entry (in the same directory) for the strong verdict.
+
+    A name starting with ``*`` is a suffix pattern: ``*.csproj`` is any name ending ``.csproj``.
+    With ``required``, a missing piece means the rule does not match at all (``bin`` without a
+    ``*.csproj`` beside it is anyone's ``bin``), instead of matching as ``caution``.
+    """
 
     all_of: tuple[tuple[str, ...], ...]  # each inner tuple: any one of these names
     missing_claim: str
     missing_confidence: float
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ class Rule:
     tagged: bool = False  # a directory holding a valid CACHEDIR.TAG (the scan read it)
     absorbs: bool = False  # the whole subtree belongs to this entry
     evidence: Evidence | None = None
+    in_project: bool = False  # only inside a project (PROJECT_MARKERS), outside dependencies
+    same_stem: str | None = None  # a file of the same stem with this extension stands beside it
 
 
 LOCKFILES = (
@@ -114,6 +125,40 @@ _BUILD_CONFIG = (
     "next.config.js",
     "nuxt.config.ts",
 )
+
+# -- projects --------------------------------------------------------------------------------
+# A project is the nearest directory holding one of these (a name starting with `*`: a suffix),
+# outside any directory a built-in rule absorbs (a package's package.json in node_modules
+# makes no project). The scanned root counts as in a project when a git work tree holds it.
+PROJECT_MARKERS = (
+    ".git", "pyproject.toml", "setup.py", "package.json", "Cargo.toml", "go.mod", "pom.xml",
+    "build.gradle", "build.gradle.kts", "build.sbt", "*.csproj", "*.fsproj", "*.vbproj",
+    "mix.exs", "pubspec.yaml", "stack.yaml", "*.cabal", "build.zig", "CMakeLists.txt",
+    "meson.build", "Gemfile", "composer.json", "deno.json", "Package.swift", "dune-project",
+    "Project.toml", "DESCRIPTION",
+)  # fmt: skip
+# In a project, these files (the markers and the lockfiles beside them) are protected.
+PROJECT_MANIFESTS = (
+    *(m for m in PROJECT_MARKERS if m != ".git"),
+    "setup.cfg", "requirements.txt", "Pipfile", "Pipfile.lock", "poetry.lock", "uv.lock",
+    "pdm.lock", *LOCKFILES, "Cargo.lock", "go.sum", "go.work", "settings.gradle",
+    "settings.gradle.kts", "gradle.properties", "*.sln", "packages.lock.json",
+    "Directory.Build.props", "mix.lock", "pubspec.lock", "stack.yaml.lock", "cabal.project",
+    "build.zig.zon", "Gemfile.lock", "composer.lock", "deno.lock", "Package.resolved",
+    "Manifest.toml", "flake.nix", "flake.lock",
+)  # fmt: skip
+# In a project, a file with one of these extensions that git does not track is a person's work.
+SOURCE_EXTENSIONS = (
+    ".py", ".pyi", ".rs", ".go", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".vue", ".svelte",
+    ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".java", ".kt", ".kts", ".scala", ".groovy",
+    ".cs", ".fs", ".vb", ".rb", ".php", ".swift", ".m", ".mm", ".ex", ".exs", ".erl", ".hs",
+    ".ml", ".zig", ".dart", ".lua", ".pl", ".sh", ".bash", ".zsh", ".ps1", ".sql", ".r", ".jl",
+    ".nim", ".tex", ".bib", ".md", ".rst", ".org", ".ipynb", ".proto", ".tf",
+)  # fmt: skip
+_LATEX_INTERMEDIATE = (
+    ".aux", ".log", ".synctex.gz", ".fdb_latexmk", ".fls", ".toc", ".out", ".bbl", ".blg",
+    ".lof", ".lot", ".nav", ".snm", ".bcf", ".run.xml",
+)  # fmt: skip
 
 _MEDIA = (
     ".jpg",
@@ -166,7 +211,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          extensions=(".pyc", ".pyo"), kind="file"),
     Rule("tool-cache", "tool-cache", Risk.SAFE,
          "Test or linter cache: the tool rebuilds it on its next run", 0.95,
-         names=(".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".ipynb_checkpoints"),
+         names=(".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"),
          kind="dir", absorbs=True),
     Rule("tox", "tool-cache", Risk.SAFE,
          "tox/nox test environments: recreated on the next test run", 0.9,
@@ -202,6 +247,84 @@ BUILTIN_RULES: tuple[Rule, ...] = (
          evidence=Evidence((_BUILD_CONFIG,),
                            "Looks like build output, but no build file (package.json, "
                            "pyproject.toml, Makefile…) stands beside it", 0.4)),
+    # -- project types (as kondo knows them), each with its evidence --------------------------
+    Rule("untracked-source", "project-source", Risk.PERSONAL,
+         "Source in a project that git does not track: a person's work, nothing rebuilds it", 0.8,
+         extensions=SOURCE_EXTENSIONS, kind="file", in_project=True),
+    Rule("latex-intermediate", "build-output", Risk.SAFE,
+         "LaTeX intermediate file: compiling the .tex beside it writes it again", 0.9,
+         extensions=_LATEX_INTERMEDIATE, kind="file", same_stem=".tex"),
+    Rule("ipynb-checkpoints", "jupyter", Risk.CAUTION,
+         "Jupyter checkpoints: earlier saved versions of notebooks, maybe the only copy of "
+         "earlier work", 0.7,
+         names=(".ipynb_checkpoints",), kind="dir", absorbs=True),
+    Rule("python-egg-info", "build-output", Risk.SAFE,
+         "Python packaging metadata: `pip install` or a build writes it again", 0.85,
+         suffixes=(".egg-info",), kind="dir", absorbs=True,
+         evidence=Evidence((("pyproject.toml", "setup.py", "setup.cfg"),),
+                           "Python packaging metadata with no pyproject.toml, setup.py or "
+                           "setup.cfg beside it: the project that wrote it is not here", 0.5)),
+    Rule("python-eggs", "build-output", Risk.SAFE,
+         "Eggs setuptools fetched for a build: fetched again when needed", 0.85,
+         names=(".eggs",), kind="dir", absorbs=True,
+         evidence=Evidence((("setup.py", "setup.cfg", "pyproject.toml"),),
+                           "Python eggs with no setup.py or pyproject.toml beside them", 0.5)),
+    Rule("jvm-target", "build-output", Risk.SAFE,
+         "Maven or sbt build output: `mvn package` or `sbt compile` recreates it", 0.9,
+         names=("target",), kind="dir", absorbs=True,
+         evidence=Evidence((("pom.xml", "build.sbt"),),
+                           "A directory named target with no pom.xml or build.sbt beside it", 0.4,
+                           required=True)),
+    Rule("dotnet-build", "build-output", Risk.SAFE,
+         ".NET build output: `dotnet build` recreates it", 0.85,
+         names=("bin", "obj"), kind="dir", absorbs=True, not_home_child=True,
+         evidence=Evidence((("*.csproj", "*.fsproj", "*.vbproj"),),
+                           "bin or obj with no .NET project file beside it", 0.4, required=True)),
+    Rule("cmake-files", "build-output", Risk.SAFE,
+         "CMake's working files in a build tree: the next `cmake` run writes them again", 0.85,
+         names=("CMakeFiles",), kind="dir", absorbs=True),
+    Rule("cmake-build", "build-output", Risk.SAFE,
+         "An IDE's CMake build directory: building again recreates it", 0.85,
+         prefixes=("cmake-build-",), kind="dir", absorbs=True,
+         evidence=Evidence((("CMakeLists.txt",),),
+                           "Looks like a CMake build directory, but no CMakeLists.txt stands "
+                           "beside it", 0.4)),
+    Rule("unity-generated", "build-output", Risk.SAFE,
+         "Unity's generated project files: the editor rebuilds them when it opens the project",
+         0.8, names=("Library", "Temp", "Obj"), kind="dir", absorbs=True,
+         not_home_child=True,
+         evidence=Evidence((("ProjectSettings",),),
+                           "Library, Temp or Obj with no Unity ProjectSettings beside it", 0.4,
+                           required=True)),
+    Rule("elixir-build", "build-output", Risk.SAFE,
+         "Elixir build output and fetched dependencies: `mix deps.get` and `mix compile` "
+         "recreate them", 0.85,
+         names=("_build", "deps"), kind="dir", absorbs=True,
+         evidence=Evidence((("mix.exs",),), "_build or deps with no mix.exs beside it", 0.4,
+                           required=True)),
+    Rule("stack-work", "build-output", Risk.SAFE,
+         "Haskell Stack's build directory: `stack build` recreates it", 0.9,
+         names=(".stack-work",), kind="dir", absorbs=True,
+         evidence=Evidence((("stack.yaml", "package.yaml", "*.cabal"),),
+                           "A .stack-work with no stack.yaml, package.yaml or .cabal file beside "
+                           "it", 0.5)),
+    Rule("zig-cache", "build-output", Risk.SAFE,
+         "Zig build cache and output: `zig build` recreates them", 0.9,
+         names=("zig-cache", ".zig-cache", "zig-out"), kind="dir", absorbs=True,
+         evidence=Evidence((("build.zig",),),
+                           "Zig build output with no build.zig beside it", 0.5)),
+    Rule("dart-build", "build-output", Risk.SAFE,
+         "Dart or Flutter build output and tool state: `dart pub get` and the build recreate "
+         "them", 0.85,
+         names=(".dart_tool", "build"), kind="dir", absorbs=True, not_home_child=True,
+         evidence=Evidence((("pubspec.yaml",),),
+                           "Dart tool state with no pubspec.yaml beside it", 0.4)),
+    Rule("terraform", "dependencies", Risk.SAFE,
+         "Terraform's providers and modules: `terraform init` downloads them again", 0.8,
+         names=(".terraform",), kind="dir", absorbs=True,
+         evidence=Evidence((("*.tf", "*.tf.json"),),
+                           "A .terraform with no .tf file beside it: the configuration that "
+                           "would download it again is not here", 0.5)),
     # -- user and package-manager caches ------------------------------------------------------
     Rule("pip-cache", "package-cache", Risk.SAFE,
          "pip's cache of downloads and built wheels: pip downloads them again when needed", 0.9,
@@ -330,8 +453,14 @@ def _matcher(rule: Rule) -> str:
         parts.append("name " + ", ".join(f"`{n}`" for n in rule.names))
     if rule.extensions:
         parts.append("extension " + ", ".join(f"`{e}`" for e in rule.extensions))
+    if rule.prefixes:
+        parts.append("name starting " + ", ".join(f"`{x}`" for x in rule.prefixes))
     if rule.suffixes:
         parts.append("name ending " + ", ".join(f"`{x}`" for x in rule.suffixes))
+    if rule.same_stem:
+        parts.append(f"beside a `{rule.same_stem}` of the same stem")
+    if rule.in_project:
+        parts.append("in a project, not tracked by git")
     if rule.parent_names:
         parts.append("inside " + ", ".join(f"`{x}/`" for x in rule.parent_names))
     if rule.under_home:
@@ -361,7 +490,10 @@ def rules_table_markdown() -> str:
             needs = " and ".join(
                 " or ".join(f"`{n}`" for n in group) for group in r.evidence.all_of
             )
-            evidence = f"{needs} beside it; else {r.evidence.missing_confidence}"
+            if r.evidence.required:
+                evidence = f"{needs} beside it; else no match"
+            else:
+                evidence = f"{needs} beside it; else {r.evidence.missing_confidence}"
         lines.append(
             f"| `{r.rule_id}` | `{r.group}` | {_matcher(r)} | {r.risk.value} | {r.confidence} "
             f"| {r.claim} | {evidence} |"
