@@ -19,7 +19,7 @@ import struct
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,10 @@ def write(path: Path, size: int = 0, data: bytes | None = None) -> Path:
     return path
 
 
-def du_bytes(path: Path | bytes, *, apparent: bool) -> int:
-    """What GNU du says of a path: ``-sb --apparent-size`` or ``-sB1``."""
+def du_bytes(path: Path | bytes, *, apparent: bool, excludes: Sequence[str] = ()) -> int:
+    """What GNU du says of a path: ``-sb --apparent-size`` or ``-sB1``, with ``--exclude``s."""
     args = ["du", "-sb", "--apparent-size"] if apparent else ["du", "-sB1"]
+    args += [f"--exclude={pattern}" for pattern in excludes]
     out = subprocess.run([*args, os.fsdecode(path)], check=True, capture_output=True).stdout
     return int(out.split()[0])
 
