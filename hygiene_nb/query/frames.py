@@ -238,7 +238,7 @@ def totals_frame(summary: Summary, *, redact: bool = False) -> pd.DataFrame:
         ("excluded entries", summary.excluded),
         ("partial scan (totals are lower bounds)", summary.partial),
         ("filesystem free bytes", summary.fs_free),
-        ("cleanliness score (0-100)", score.score if score else None),
+        ("cleanliness score (0-100)", score.score if score and not score.no_score else None),
     ]
     return pd.DataFrame(rows, columns=["what", "value"]).astype({"value": object})
 
