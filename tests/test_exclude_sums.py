@@ -17,8 +17,11 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb.classify.protect import QUARANTINE_NAME
 from hygiene_nb.pathnames import raw_path
+from hygiene_nb.query import views
+from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.request import ScanRequest, walk_options
 from hygiene_nb.scan.walk import WalkerName, open_walker
+from hygiene_nb.store import Store
 from tests.helpers import du_bytes, write
 
 
@@ -143,3 +146,19 @@ def test_a_scan_never_classifies_what_the_store_holds_but_counts_its_bytes(tmp_p
     assert by_path[os.fsdecode(quarantine)].risk == "high"
     assert by_path[os.fsdecode(quarantine)].rule == "store"
     assert by_path[str(store)].rule == "store"
+
+
+def test_the_treemap_gives_an_excluded_entry_no_area(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "tree"
+    write(root / "big.gz", 90_000)
+    write(root / "sub" / "huge.gz", 80_000)
+    write(root / "sub" / "small.txt", 10)
+    api.scan_root(root, store=store, excludes=["*.gz"])
+    info = find_scan(Store(store), root=str(root))
+    whole = views.browse_frame(views.classified_as_of_scan(info, store=store))
+    nodes = views.treemap_of(str(root), store=store)
+    assert nodes.to_dict("records") == views.treemap_nodes(whole, str(root)).to_dict("records")
+    area = dict(zip(nodes["id"], nodes["bytes"], strict=True))
+    assert area[str(root / "big.gz")] == 0
+    assert area[str(root / "sub" / "huge.gz")] == 0
+    assert area[str(root / "sub")] == du_bytes(root / "sub", apparent=True, excludes=["*.gz"])

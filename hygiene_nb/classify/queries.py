@@ -135,7 +135,7 @@ SUMMARY_QUERIES: dict[str, str] = {
 
 # "largest directories" leaves out a directory whose largest child holds half of it or more
 # (that child, or one further down, is the one to show: dust collapses such chains too)
-_CHAIN = f"""
+_CHAIN = """
     NOT EXISTS (
         SELECT 1 FROM entries c
         WHERE c.parent = CASE WHEN e.parent = '/' THEN concat('/', e.name)

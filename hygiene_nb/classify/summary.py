@@ -33,10 +33,9 @@ from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "DEPENDENCY_GROUPS",
+    "NO_SCORE",
     "RISKS",
     "STALE_BUCKETS",
-    "NO_SCORE",
-    "SCORE_COUNTS",
     "STALE_DAYS",
     "chain_dirs",
     "cleanliness",
@@ -62,8 +61,7 @@ STALE_BUCKETS = (
     ("> 2 years", 730),
 )
 STALE_DAYS = 365
-# What the cleanliness score counts, and why there is none when it has nothing to count.
-SCORE_COUNTS = "files outside protected and dependency directories"
+# Why there is no cleanliness score when it has nothing to count.
 NO_SCORE = "no files outside protected and dependency directories"
 _NS_PER_DAY = 86_400 * 10**9
 Mask = npt.NDArray[np.bool_]
