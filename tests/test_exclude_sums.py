@@ -18,6 +18,7 @@ from hygiene_nb import api
 from hygiene_nb.classify.protect import QUARANTINE_NAME
 from hygiene_nb.pathnames import raw_path
 from hygiene_nb.query import views
+from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.request import ScanRequest, walk_options
 from hygiene_nb.scan.walk import WalkerName, open_walker
@@ -162,3 +163,16 @@ def test_the_treemap_gives_an_excluded_entry_no_area(tmp_path: Path, store: Path
     assert area[str(root / "big.gz")] == 0
     assert area[str(root / "sub" / "huge.gz")] == 0
     assert area[str(root / "sub")] == du_bytes(root / "sub", apparent=True, excludes=["*.gz"])
+
+
+def test_a_quarantine_whose_entries_are_not_recorded_has_no_digest(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    write(root / "data" / QUARANTINE_NAME / "batch-1" / "old.log", 60_000)
+    (root / "empty" / QUARANTINE_NAME).mkdir(parents=True)  # holds nothing: nothing unseen
+    write(root / "other" / "f", 10)
+    store = tmp_path / "store"
+    info = api.scan_root(root, store=store)
+    held = [root / "data" / QUARANTINE_NAME, root / "data", root]
+    seen = [root / "empty" / QUARANTINE_NAME, root / "empty", root / "other"]
+    digests = entry_digests(Store(store), info, [os.fsencode(p) for p in held + seen])
+    assert set(digests) == {os.fsencode(p) for p in seen}
