@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb import api
+from hygiene_nb.query import views
 from tests.helpers import du_bytes, write
 
 WHAT_IT_COUNTS = "files outside protected and dependency directories"
@@ -47,6 +48,8 @@ def test_nothing_to_count_gives_no_score_rather_than_100(tmp_path: Path, store: 
     assert doc["cleanliness_detail"]["score"] is None
     assert doc["cleanliness_detail"]["counted"] == 0
     assert s.cleanliness.no_score == reason
+    totals: dict[str, object] = dict(views.totals_frame(s).itertuples(index=False))
+    assert totals["cleanliness score (0-100)"] is None
 
 
 def test_the_score_line_says_what_it_counts(tmp_path: Path, store: Path) -> None:
