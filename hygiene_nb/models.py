@@ -66,6 +66,8 @@ class Cleanliness:
     pending: int
     valuable: int
     estimate: bool
+    # why there is no score (``score`` is then meaningless): nothing to count
+    no_score: str | None = None
 
 
 @dataclass(frozen=True)

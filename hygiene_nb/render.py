@@ -198,12 +198,15 @@ def _risk_lines(s: Summary) -> list[str]:
             f" ({human_bytes(safe.alloc)} on disk); with caution entries too:"
             f" {human_bytes(caution.bytes)}"
         )
-    if s.cleanliness:
+    if s.cleanliness and s.cleanliness.no_score:
+        lines.append(f"  no score: {s.cleanliness.no_score}")
+    elif s.cleanliness:
         c = s.cleanliness
         est = " (estimate: the scan was partial)" if c.estimate else ""
         lines.append(
             f"  cleanliness {c.score}/100{est}: {c.cleanable:,} cleanable, {c.intermediate:,}"
-            f" intermediate, {c.pending:,} pending of {counted(c.counted, 'file')} counted"
+            f" intermediate, {c.pending:,} pending of {counted(c.counted, 'file')}"
+            " outside protected and dependency directories"
         )
     lines.append(f"  not modified for a year or more: {human_bytes(s.stale_bytes)}")
     if s.groups:
@@ -249,6 +252,10 @@ def summary_json(s: Summary) -> dict[str, Any]:
     data["status"] = "done"
     data["cleanliness_detail"] = data["cleanliness"]
     data["cleanliness"] = s.cleanliness.score if s.cleanliness else None
+    # with nothing to count there is no score: null, and the reason beside it
+    data["cleanliness_reason"] = s.cleanliness.no_score if s.cleanliness else None
+    if s.cleanliness and s.cleanliness.no_score:
+        data["cleanliness"] = data["cleanliness_detail"]["score"] = None
     data["largest"] = [
         {
             "path": e.path,

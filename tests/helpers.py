@@ -8,6 +8,7 @@ filesystem filled to the last byte, an immutable file, and a deadline for what c
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import json
 import os
@@ -19,12 +20,14 @@ import struct
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 
 def write(path: Path, size: int = 0, data: bytes | None = None) -> Path:
@@ -34,9 +37,10 @@ def write(path: Path, size: int = 0, data: bytes | None = None) -> Path:
     return path
 
 
-def du_bytes(path: Path | bytes, *, apparent: bool) -> int:
-    """What GNU du says of a path: ``-sb --apparent-size`` or ``-sB1``."""
+def du_bytes(path: Path | bytes, *, apparent: bool, excludes: Sequence[str] = ()) -> int:
+    """What GNU du says of a path: ``-sb --apparent-size`` or ``-sB1``, with ``--exclude``s."""
     args = ["du", "-sb", "--apparent-size"] if apparent else ["du", "-sB1"]
+    args += [f"--exclude={pattern}" for pattern in excludes]
     out = subprocess.run([*args, os.fsdecode(path)], check=True, capture_output=True).stdout
     return int(out.split()[0])
 
@@ -357,3 +361,61 @@ def fuse_mount(where: Path, files: dict[bytes, bytes]) -> Iterator[Path]:
         libc.umount2(os.fsencode(where), 2)  # MNT_DETACH: handles still open keep it alive
         server.join(timeout=30)  # it ends once the last handle on the filesystem is closed
         os.close(dev)
+
+
+# -- random real trees (hypothesis) ---------------------------------------------------------
+
+_TREE_NAMES = st.sampled_from(
+    [
+        "node_modules", "__pycache__", ".cache", "build", "Documents", "src", "a", "b",
+        "app.log", "m.pyc", "key.pem", "notes.txt", "package.json", ".git", "x.tmp", "é",
+    ]
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeEntry:
+    """One file of a random tree (``TREE_ENTRIES``)."""
+
+    path: tuple[str, ...]
+    size: int
+    age_days: int
+    link_to: int | None  # a hard link to an earlier file
+
+
+TREE_ENTRIES = st.lists(
+    st.builds(
+        TreeEntry,
+        path=st.lists(_TREE_NAMES, min_size=1, max_size=4).map(tuple),
+        size=st.integers(0, 5000),
+        age_days=st.sampled_from([0, 10, 45, 200, 400, 800, -3]),
+        link_to=st.one_of(st.none(), st.integers(0, 40)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+# excluded entries are recorded and counted nowhere, in the queries as in the definition
+TREE_EXCLUDES = st.sampled_from([[], ["*.log"], ["a", "*.pyc"], ["build/", "é"]])
+
+
+def build_tree(root: Path, entries: list[TreeEntry]) -> None:
+    """Files at each path (a name already a directory is skipped), some hard-linked, aged."""
+    root.mkdir(parents=True)
+    made: list[Path] = []
+    now = time.time()
+    for entry in entries:
+        path = root.joinpath(*entry.path)
+        if any(p.exists() and not p.is_dir() for p in path.parents if root in p.parents) or (
+            path.exists()
+        ):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if entry.link_to is not None and entry.link_to < len(made):
+            os.link(made[entry.link_to], path)
+        else:
+            path.write_bytes(b"x" * entry.size)
+            made.append(path)
+        stamp = now - entry.age_days * 86_400
+        os.utime(path, (stamp, stamp))

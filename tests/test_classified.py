@@ -7,7 +7,6 @@ against each thing the verdicts rest on.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from hygiene_nb.query import views
 from hygiene_nb.scan.index import classified_dir, find_scan
 from hygiene_nb.scan.snapshot import query_engine
 from hygiene_nb.store import Store
-from tests.helpers import write
+from tests.helpers import TREE_ENTRIES, TREE_EXCLUDES, TreeEntry, build_tree, write
 
 DAY = 86_400
 
@@ -66,78 +65,42 @@ def project(root: Path) -> Path:
 # --------------------------------------------------------------------------- property
 
 
-_NAMES = st.sampled_from(
-    [
-        "node_modules", "__pycache__", ".cache", "build", "Documents", "src", "a", "b",
-        "app.log", "m.pyc", "key.pem", "notes.txt", "package.json", ".git", "x.tmp", "é",
-    ]
-)  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-    path: tuple[str, ...]
-    size: int
-    age_days: int
-    link_to: int | None  # a hard link to an earlier file
-
-
-_ENTRIES = st.lists(
-    st.builds(
-        Entry,
-        path=st.lists(_NAMES, min_size=1, max_size=4).map(tuple),
-        size=st.integers(0, 5000),
-        age_days=st.sampled_from([0, 10, 45, 200, 400, 800, -3]),
-        link_to=st.one_of(st.none(), st.integers(0, 40)),
-    ),
-    min_size=1,
-    max_size=40,
-)
-
-
-def build(root: Path, entries: list[Entry]) -> None:
-    """Files at each path (a name already a directory is skipped), some hard-linked, aged."""
-    root.mkdir(parents=True)
-    made: list[Path] = []
-    now = time.time()
-    for entry in entries:
-        path = root.joinpath(*entry.path)
-        if any(p.exists() and not p.is_dir() for p in path.parents if root in p.parents) or (
-            path.exists()
-        ):
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if entry.link_to is not None and entry.link_to < len(made):
-            os.link(made[entry.link_to], path)
-        else:
-            path.write_bytes(b"x" * entry.size)
-            made.append(path)
-        stamp = now - entry.age_days * DAY
-        os.utime(path, (stamp, stamp))
-
-
 @settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(entries=_ENTRIES, top=st.integers(1, 6))
+@given(entries=TREE_ENTRIES, top=st.integers(1, 6), excludes=TREE_EXCLUDES)
 # a safe name of an inode that also has an unknown name frees nothing; two safe names free it once
 @example(
-    entries=[Entry(("a", "notes.txt"), 100, 0, None), Entry(("__pycache__", "m.pyc"), 0, 0, 0)],
+    entries=[
+        TreeEntry(("a", "notes.txt"), 100, 0, None),
+        TreeEntry(("__pycache__", "m.pyc"), 0, 0, 0),
+    ],
     top=2,
+    excludes=[],
 )
 @example(
-    entries=[Entry(("x.tmp",), 100, 400, None), Entry(("__pycache__", "m.pyc"), 0, 0, 0)],
+    entries=[TreeEntry(("x.tmp",), 100, 400, None), TreeEntry(("__pycache__", "m.pyc"), 0, 0, 0)],
     top=1,
+    excludes=[],
+)
+# an excluded name of a hard-linked inode: the kept name counts it (at its first counted name)
+@example(
+    entries=[TreeEntry(("a", "app.log"), 100, 400, None), TreeEntry(("b", "m.pyc"), 0, 0, 0)],
+    top=2,
+    excludes=["*.log"],
 )
 def test_the_summary_queries_agree_with_the_in_memory_definition(
-    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry], top: int
+    tmp_path_factory: pytest.TempPathFactory,
+    entries: list[TreeEntry],
+    top: int,
+    excludes: list[str],
 ) -> None:
     base = tmp_path_factory.mktemp("prop")
     root, store = base / "tree", base / "store"
-    build(root, entries)
-    api.scan_root(root, store=store)
+    build_tree(root, entries)
+    api.scan_root(root, store=store, excludes=excludes)
     assert api.summarize(str(root), store=store, top=top, as_of_scan=True) == reference(
         store, root, top=top
     )
@@ -300,13 +263,13 @@ def test_a_plan_never_takes_its_verdicts_from_the_kept_file(tmp_path: Path, stor
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(entries=_ENTRIES)
+@given(entries=TREE_ENTRIES)
 def test_a_directory_contains_protected_exactly_when_something_below_it_is(
-    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry]
+    tmp_path_factory: pytest.TempPathFactory, entries: list[TreeEntry]
 ) -> None:
     base = tmp_path_factory.mktemp("prop")
     root, store = base / "tree", base / "store"
-    build(root, entries)
+    build_tree(root, entries)
     api.scan_root(root, store=store)
     rows = api.classify_snapshot(str(root), store=store).to_pylist()
     path = {id(r): os.path.join(r["parent"], r["name"]) if r["parent"] else r["name"] for r in rows}
@@ -326,13 +289,13 @@ def test_a_directory_contains_protected_exactly_when_something_below_it_is(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(entries=_ENTRIES, children=st.integers(1, 4), deeper=st.booleans())
+@given(entries=TREE_ENTRIES, children=st.integers(1, 4), deeper=st.booleans())
 def test_the_treemap_query_draws_what_the_whole_table_draws(
-    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry], children: int, deeper: bool
+    tmp_path_factory: pytest.TempPathFactory, entries: list[TreeEntry], children: int, deeper: bool
 ) -> None:
     base = tmp_path_factory.mktemp("prop")
     root, store = base / "tree", base / "store"
-    build(root, entries)
+    build_tree(root, entries)
     api.scan_root(root, store=store)
     info = find_scan(Store(store), root=str(root))
     dirs = sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())
@@ -381,17 +344,17 @@ def test_a_query_memory_duckdb_cannot_take_is_a_usage_error(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    entries=_ENTRIES,
+    entries=TREE_ENTRIES,
     picks=st.lists(
         st.tuples(st.integers(0, 60), st.sampled_from(["keep", "delete", "unsure"])), max_size=8
     ),
 )
 def test_the_coverage_query_counts_what_the_whole_table_counts(
-    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry], picks: list[tuple[int, str]]
+    tmp_path_factory: pytest.TempPathFactory, entries: list[TreeEntry], picks: list[tuple[int, str]]
 ) -> None:
     base = tmp_path_factory.mktemp("prop")
     root, store = base / "tree", base / "store"
-    build(root, entries)
+    build_tree(root, entries)
     api.scan_root(root, store=store)
     everything = [root, *sorted(root.rglob("*"))]
     for i, decision in picks:  # on files, directories and the root itself

@@ -25,15 +25,19 @@ from hygiene_nb.notebook import figures
 from hygiene_nb.query import views
 from hygiene_nb.query.frames import browse_frame, treemap_nodes
 from hygiene_nb.scan.snapshot import entry_paths
-from tests.helpers import write
-from tests.test_classified import _ENTRIES, Entry, build
+from tests.helpers import TREE_ENTRIES, TREE_EXCLUDES, TreeEntry, build_tree, write
 
 
 def reference_split(rows: list[dict[str, object]]) -> dict[str, dict[str, int]]:
-    """Per directory path: bytes by risk of everything at or under it (an inode once)."""
+    """Per directory path: bytes by risk of everything at or under it (an inode once).
+
+    Excluded entries are recorded and counted nowhere: not here either.
+    """
     seen: set[tuple[object, object]] = set()
     counted = []
     for row in rows:  # snapshot order: an inode counts at its first name
+        if row["excluded"]:
+            continue
         linked = row["kind"] != "dir" and int(row["nlink"] or 1) > 1  # type: ignore[call-overload]
         if linked and (row["dev"], row["inode"]) in seen:
             continue
@@ -66,14 +70,14 @@ def expected_word(split: dict[str, int], own: str) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(entries=_ENTRIES)
+@given(entries=TREE_ENTRIES, excludes=TREE_EXCLUDES)
 def test_each_directory_holds_the_split_of_what_is_inside_it(
-    tmp_path_factory: pytest.TempPathFactory, entries: list[Entry]
+    tmp_path_factory: pytest.TempPathFactory, entries: list[TreeEntry], excludes: list[str]
 ) -> None:
     base = tmp_path_factory.mktemp("content")
     root, store = base / "tree", base / "store"
-    build(root, entries)
-    api.scan_root(root, store=store)
+    build_tree(root, entries)
+    api.scan_root(root, store=store, excludes=excludes)
     table = api.classify_snapshot(str(root), store=store)
     table = table.append_column("path", entry_paths(table))
     rows = table.to_pylist()
@@ -151,7 +155,8 @@ def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(
     shares = dict(
         part.rsplit(" ", 2)[0:2] for part in web["split"].removeprefix("mixed: ").split(" · ")
     )
-    held = {r: int(own[f"content_{r}"]) for r in RISK_ORDER if own[f"content_{r}"] > 0}
+    held = {r: int(str(own[f"content_{r}"])) for r in RISK_ORDER}
+    held = {r: b for r, b in held.items() if b > 0}
     assert list(shares) == sorted(held, key=lambda r: -held[r])  # largest first
     assert list(shares)[:2] == ["safe", "personal"]
     assert web["split"].startswith("mixed: safe ")

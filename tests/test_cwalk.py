@@ -343,7 +343,9 @@ def test_excludes_match_python_walker(tmp_path: Path) -> None:
 
 
 @needs_core
-def test_skip_names_and_identities_are_not_descended(tmp_path: Path) -> None:
+def test_skip_names_and_identities_are_summed_and_nothing_below_them_emitted(
+    tmp_path: Path,
+) -> None:
     root = _mixed_tree(tmp_path)
     (root / ".hygiene-nb-quarantine" / "q").mkdir(parents=True)
     st = (root / "deep").lstat()
@@ -351,7 +353,8 @@ def test_skip_names_and_identities_are_not_descended(tmp_path: Path) -> None:
     by_path = _by_path(rows)
     rb = os.fsencode(root)
     for rel in (b"/.hygiene-nb-quarantine", b"/deep"):
-        assert by_path[rb + rel]["flags"] == FLAG_EXCLUDED
+        assert by_path[rb + rel]["flags"] == 0
+        assert by_path[rb + rel]["tree_bytes"] == _du(rb + rel, "-sb", "--apparent-size")
         assert not any(p.startswith(rb + rel + b"/") for p in by_path)
 
 

@@ -42,7 +42,7 @@ from hygiene_nb.errors import ExcludeInvalid
 from hygiene_nb.scan.request import ScanRequest, parse_ignore_lines, walk_options
 from hygiene_nb.scan.walk import WalkerName, available_walkers, open_walker
 from hygiene_nb.scan.walk.match import fnmatch_bytes
-from hygiene_nb.scan.walk.spec import FLAG_EXCLUDED
+from hygiene_nb.scan.walk.spec import FLAG_EXCLUDED, KIND_DIR
 
 # -- helpers ------------------------------------------------------------------------------------
 
@@ -69,6 +69,28 @@ def shown(root: Path, patterns: list[str], walker: str) -> set[str]:
             if parent and not flags & FLAG_EXCLUDED:
                 out.add(os.fsdecode(os.path.relpath(os.path.join(parent, name), base)))
     return out
+
+
+def sums_count_only(root: Path, patterns: list[str], walker: str, kept: set[str]) -> None:
+    """Every directory's ``tree_bytes`` is its own size plus the sizes of the ``kept`` below it."""
+    top = os.fspath(root)
+    options = walk_options(ScanRequest(root=top, excludes=patterns), top)
+    base = os.fsencode(top)
+    sizes: dict[str, int] = {}
+    dirs: dict[str, int] = {}
+    for batch in open_walker(options, walker=cast(WalkerName, walker)).batches():
+        cols = batch.to_pydict()
+        for parent, name, kind, size, tree, flags in zip(
+            cols["parent"], cols["name"], cols["kind"], cols["size"], cols["tree_bytes"],
+            cols["flags"], strict=True,
+        ):  # fmt: skip
+            rel = os.fsdecode(os.path.relpath(os.path.join(parent, name), base)) if parent else ""
+            sizes[rel] = size
+            if kind == KIND_DIR and not flags & FLAG_EXCLUDED:
+                dirs[rel] = tree
+    for rel, tree in dirs.items():
+        below = [p for p in kept if not rel or p.startswith(rel + "/")]
+        assert tree == sizes[rel] + sum(sizes[p] for p in below), (walker, rel)
 
 
 # -- examples (what git check-ignore says of each) ----------------------------------------------
@@ -292,6 +314,7 @@ def test_both_walkers_exclude_what_git_ignores(
         expected = _git_shown(git_dir, root, patterns, tree)
         for walker in available_walkers():
             assert shown(root, patterns, walker) == expected, walker
+            sums_count_only(root, patterns, walker, expected)
 
 
 # -- against the C library's fnmatch(3) ---------------------------------------------------------

@@ -104,14 +104,16 @@ def test_hard_links_count_once_in_the_root_total(tmp_path: Path, store: Path, wa
     assert info.tree_files == 1  # one inode, four names
 
 
-def test_store_inside_the_root_is_excluded(tmp_path: Path, walker: str) -> None:
+def test_store_inside_the_root_is_counted_and_nothing_inside_it_recorded(
+    tmp_path: Path, walker: str
+) -> None:
     write(tmp_path / "data" / "f", 10)
     store = tmp_path / "store"
     api.scan_root(tmp_path, store=store, walker=walker)  # type: ignore[arg-type]
     rows = {raw_path(r): r for r in api.load(str(tmp_path), store=store).to_pylist()}
     store_row = rows[os.fsencode(store)]
-    assert store_row["excluded"] is True
-    assert store_row["tree_bytes"] is None  # not read: unknown, not zero
+    assert store_row["excluded"] is False
+    assert store_row["tree_bytes"] > store_row["size"]  # what it held while it was walked
     assert not [p for p in rows if p.startswith(os.fsencode(store) + b"/")]
 
 

@@ -675,7 +675,8 @@ def classify_verdicts(
     user = _user_rule_ids(table, user_rules, siblings, now_ns, t)
     verdict[user >= 0] = user[user >= 0]
     group_root[user >= 0] = False
-    verdict[_column(table, "excluded").astype(bool)] = t.id(EXCLUDED)
+    excluded = pc.fill_null(table.column("excluded"), False).to_numpy(zero_copy_only=False)
+    verdict[excluded] = t.id(EXCLUDED)
     verdict[~pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)] = t.id(UNREADABLE)
     _mark_ancestors(is_dir, pidx, down, prot, t)
     protected = prot >= 0
@@ -684,7 +685,7 @@ def classify_verdicts(
     content = content_columns(
         risk_of[verdict],
         np.nan_to_num(_column(table, "size").astype(np.float64)).astype(np.int64),
-        counted_once(table),
+        counted_once(table, among=~excluded),  # excluded entries count nowhere
         is_dir,
         pidx,
         down.slot,

@@ -21,6 +21,7 @@ import pyarrow as pa
 from hygiene_nb.classify.classification import VERDICT_COLUMNS
 from hygiene_nb.classify.summary import (
     DEPENDENCY_GROUPS,
+    NO_SCORE,
     RISKS,
     STALE_BUCKETS,
     STALE_DAYS,
@@ -44,9 +45,11 @@ _NS_PER_DAY = 86_400 * 10**9
 
 # A non-directory with more than one name: counted once, at its first name (lowest row_no).
 _LINKED = "(coalesce(nlink, 1) > 1 AND kind <> 'dir')"
+# An excluded entry is recorded and counted nowhere (in no sum, mix, score or ranking).
+_COUNTED = "NOT coalesce(excluded, false)"
 _FIRST_NAMES = f"""
     SELECT row_no, row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth
-    FROM entries WHERE {_LINKED}
+    FROM entries WHERE {_LINKED} AND {_COUNTED}
 """
 # An entry's path from its columns (display text: shown and ranked by, never joined on).
 PATH_SQL = (
@@ -82,13 +85,14 @@ SUMMARY_QUERIES: dict[str, str] = {
                    AS alloc,
                count(*) AS entries
         FROM entries e LEFT JOIN ({_FIRST_NAMES}) f ON f.row_no = e.row_no
+        WHERE NOT coalesce(e.excluded, false)
         GROUP BY e.risk
     """,
     # what deleting every entry of the chosen risks frees: an inode only with all its names
     "freed": f"""
         WITH chosen AS (
             SELECT row_no, kind, size, alloc, nlink, dev, inode FROM entries
-            WHERE risk IN ({{levels}})),
+            WHERE risk IN ({{levels}}) AND {_COUNTED}),
         links AS (
             SELECT dev, inode, count(*) AS names, min(row_no) AS first FROM chosen
             WHERE {_LINKED} GROUP BY dev, inode)
@@ -107,7 +111,8 @@ SUMMARY_QUERIES: dict[str, str] = {
             SELECT e.risk AS risk, e.size AS size,
                    CAST({{now_ns}} - e.mtime_ns AS DOUBLE) / {_NS_PER_DAY}.0 AS days
             FROM entries e LEFT JOIN ({_FIRST_NAMES}) f ON f.row_no = e.row_no
-            WHERE e.kind <> 'dir' AND (f.nth IS NULL OR f.nth = 1))
+            WHERE e.kind <> 'dir' AND (f.nth IS NULL OR f.nth = 1)
+                  AND NOT coalesce(e.excluded, false))
         SELECT bucket, risk, CAST(sum(size) AS BIGINT) AS bytes FROM (
             SELECT risk, size, CASE {{buckets}} ELSE NULL END AS bucket FROM aged) b
         WHERE bucket IS NOT NULL GROUP BY bucket, risk
@@ -121,13 +126,13 @@ SUMMARY_QUERIES: dict[str, str] = {
     """,
     "group_roots": f"""
         SELECT {_ENTRY_COLUMNS}, \"group\" FROM entries
-        WHERE coalesce(group_root, false) AND \"group\" IS NOT NULL
+        WHERE coalesce(group_root, false) AND \"group\" IS NOT NULL AND {_COUNTED}
     """,
     # the largest entries of one kind of ranking, ties by path (paths made for the few only)
     "largest": f"""
         WITH ranked AS (
             SELECT {_ENTRY_COLUMNS}, coalesce(tree_bytes, size) AS ranked_bytes
-            FROM entries WHERE {{where}}),
+            FROM entries e WHERE ({{where}}) AND {_COUNTED}),
         edge AS (
             SELECT min(ranked_bytes) AS ranked_bytes FROM (
                 SELECT ranked_bytes FROM ranked ORDER BY ranked_bytes DESC LIMIT {{top}}) t)
@@ -137,10 +142,20 @@ SUMMARY_QUERIES: dict[str, str] = {
     """,
 }
 
+# "largest directories" leaves out a directory whose largest child holds half of it or more
+# (that child, or one further down, is the one to show: dust collapses such chains too)
+_CHAIN = """
+    NOT EXISTS (
+        SELECT 1 FROM entries c
+        WHERE c.parent = CASE WHEN e.parent = '/' THEN concat('/', e.name)
+                              ELSE concat(e.parent, '/', e.name) END
+              AND NOT coalesce(c.excluded, false)
+              AND 2 * coalesce(c.tree_bytes, c.size) >= e.tree_bytes)
+"""
 _RANKINGS = {
     "largest": "depth > 0",
     "largest_files": "kind = 'file'",
-    "largest_dirs": "kind = 'dir' AND depth > 0",
+    "largest_dirs": f"kind = 'dir' AND depth > 0 AND {_CHAIN}",
     "children": "depth = 1",
 }
 
@@ -207,7 +222,8 @@ def cleanliness_of(con: duckdb.DuckDBPyConnection, *, partial: bool) -> Cleanlin
     n = sum(clean.values())
     c, i, p, v = (clean.get(r, 0) for r in ("safe", "caution", "unknown", "personal"))
     score = 100 if n == 0 else round(100 - 70 * c / n - 20 * i / n - 10 * p / n)
-    return Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial)
+    reason = NO_SCORE if n == 0 else None
+    return Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial, no_score=reason)
 
 
 def summarize_entries(

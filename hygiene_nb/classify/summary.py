@@ -5,6 +5,8 @@ Reclaimable bytes, the pattern index and staleness are here too.
 Byte sums never double count: each row adds its own bytes (a directory its own size, a file its
 size), so nested entries are counted once, and a hard-linked inode once. Reclaimable bytes count
 an inode only when every one of its names is in the set (otherwise deleting frees nothing).
+An excluded entry (``--exclude``, ``.hygieneignore``) is recorded and counted nowhere: not in the
+walker's sums, the risk mix, reclaimable bytes, staleness, the score or any ranking.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
     "DEPENDENCY_GROUPS",
+    "NO_SCORE",
     "RISKS",
     "STALE_BUCKETS",
     "STALE_DAYS",
+    "chain_dirs",
     "cleanliness",
     "counted_once",
+    "counted_rows",
     "entries_of",
     "freed_bytes",
     "group_index",
@@ -57,6 +62,8 @@ STALE_BUCKETS = (
     ("> 2 years", 730),
 )
 STALE_DAYS = 365
+# Why there is no cleanliness score when it has nothing to count.
+NO_SCORE = "no files outside protected and dependency directories"
 _NS_PER_DAY = 86_400 * 10**9
 Mask = npt.NDArray[np.bool_]
 
@@ -95,10 +102,15 @@ def _first_of_group(linked: Mask, group: npt.NDArray[np.int64]) -> Mask:
     return keep
 
 
-def counted_once(table: pa.Table) -> Mask:
-    """Per row, whether its own bytes count: False for the 2nd, 3rd… name of an inode."""
+def counted_once(table: pa.Table, among: Mask | None = None) -> Mask:
+    """Per row, whether its own bytes count: False for the 2nd, 3rd… name of an inode.
+
+    ``among``: only these rows count (an inode's first name among them); the others never.
+    """
     linked, group, _ = _link_groups(table)
-    return _first_of_group(linked, group)
+    if among is None:
+        return _first_of_group(linked, group)
+    return _first_of_group(linked & among, group) & among
 
 
 def risk_mix(table: pa.Table) -> dict[str, RiskStats]:
@@ -264,7 +276,8 @@ def cleanliness(table: pa.Table, *, partial: bool) -> Cleanliness:
     """Seed 004's score over files that are not protected, not dependencies, not excluded.
 
     safe → cleanable (-70), caution → intermediate (-20), unknown → pending (-10), personal →
-    valuable (no deduction): ``round(100 - 70*c/N - 20*i/N - 10*p/N)``, 100 when N is 0.
+    valuable (no deduction): ``round(100 - 70*c/N - 20*i/N - 10*p/N)``; when N is 0 there is
+    no score (``no_score`` says why; ``score`` is 100 there, which nothing shows).
     """
     is_file = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "file"), dtype=bool)
     group = np.asarray(table.column("group").to_pylist(), dtype=object)
@@ -277,11 +290,38 @@ def cleanliness(table: pa.Table, *, partial: bool) -> Cleanliness:
         int((counted & (risk == r)).sum()) for r in ("safe", "caution", "unknown", "personal")
     )
     score = 100 if n == 0 else round(100 - 70 * c / n - 20 * i / n - 10 * p / n)
-    return Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial)
+    reason = NO_SCORE if n == 0 else None
+    return Cleanliness(max(0, min(100, score)), n, c, i, p, v, estimate=partial, no_score=reason)
 
 
 def _count(mask: pa.ChunkedArray | pa.Array) -> int:
     return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
+def chain_dirs(table: pa.Table) -> pa.Array:
+    """True for each directory whose largest child holds at least half of its bytes.
+
+    "Largest directories" leaves them out (as dust collapses such chains): the child, or one
+    further down, is the one to show. ``table`` holds the counted rows only.
+    """
+    parent = table.column("parent").cast(pa.string())
+    child_bytes = pc.coalesce(table.column("tree_bytes"), table.column("size"))
+    biggest = (
+        pa.table({"parent": parent, "b": child_bytes})
+        .filter(pc.is_valid(parent))
+        .group_by("parent")
+        .aggregate([("b", "max")])
+    )
+    at = pc.index_in(entry_paths(table), biggest.column("parent"))
+    largest_child = pc.take(biggest.column("b_max"), at)
+    half_or_more = pc.greater_equal(pc.multiply(largest_child, 2), table.column("tree_bytes"))
+    is_dir = pc.equal(table.column("kind").cast(pa.string()), "dir")
+    return pc.and_(is_dir, pc.fill_null(half_or_more, False))
+
+
+def counted_rows(table: pa.Table) -> pa.Table:
+    """The rows the figures count: all but the excluded ones (recorded, counted nowhere)."""
+    return table.filter(pc.invert(pc.fill_null(table.column("excluded"), False)))
 
 
 def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: int) -> Summary:
@@ -297,6 +337,14 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: i
     depth = table.column("depth")
     root_rows = table.filter(pc.equal(depth, 0)).to_pylist()
     root = root_rows[0] if root_rows else {}
+    counts = {"dirs": _count(pc.equal(kind, "dir"))}
+    for other in ("file", "symlink", "other"):
+        counts[other] = _count(pc.equal(kind, other))
+    entries, errors = table.num_rows, _count(pc.is_valid(table.column("error")))
+    excluded = _count(table.column("excluded"))
+    table = counted_rows(table)
+    kind = table.column("kind").cast(pa.string())
+    depth = table.column("depth")
     not_root = pc.greater(depth, 0)
     is_dir = pc.equal(kind, "dir")
     stale = staleness(table, now_ns=now_ns)
@@ -308,13 +356,13 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: i
         tree_bytes=root.get("tree_bytes"),
         tree_alloc=root.get("tree_alloc"),
         tree_files=root.get("tree_files"),
-        entries=table.num_rows,
-        dirs=_count(is_dir),
-        files=_count(pc.equal(kind, "file")),
-        symlinks=_count(pc.equal(kind, "symlink")),
-        others=_count(pc.equal(kind, "other")),
-        errors=_count(pc.is_valid(table.column("error"))),
-        excluded=_count(table.column("excluded")),
+        entries=entries,
+        dirs=counts["dirs"],
+        files=counts["file"],
+        symlinks=counts["symlink"],
+        others=counts["other"],
+        errors=errors,
+        excluded=excluded,
         partial=partial,
         fs_free=info.fs_free,
         fs_total=info.fs_total,
@@ -326,6 +374,8 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: i
         cleanliness=cleanliness(table, partial=partial),
         largest=entries_of(table.filter(not_root), top),
         largest_files=entries_of(table.filter(pc.equal(kind, "file")), top),
-        largest_dirs=entries_of(table.filter(pc.and_(is_dir, not_root)), top),
+        largest_dirs=entries_of(
+            table.filter(pc.and_(pc.and_(is_dir, not_root), pc.invert(chain_dirs(table)))), top
+        ),
         children=entries_of(table.filter(pc.equal(depth, 1)), top),
     )

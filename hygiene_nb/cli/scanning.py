@@ -24,7 +24,7 @@ __all__ = ["scan", "snapshots", "summary"]
     multiple=True,
     metavar="GLOB",
     help="Skip what matches (gitignore syntax; repeatable). Skipped entries are recorded as "
-    "excluded. ROOT/.hygieneignore is read too.",
+    "excluded and counted nowhere. ROOT/.hygieneignore is read too.",
 )
 @click.option("--one-file-system", "-x", is_flag=True, help="Do not cross into other filesystems.")
 @click.option(

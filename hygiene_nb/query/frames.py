@@ -63,25 +63,30 @@ def browse_frame(table: pa.Table) -> pd.DataFrame:
     """A classified snapshot as the frame the browser and the treemap read.
 
     ``bytes``/``alloc``/``files`` are recursive for a directory (missing where its subtree could
-    not be read: unknown, never zero) and the entry's own for anything else;
+    not be read: unknown, never zero) and the entry's own for anything else, missing for an
+    excluded entry (counted nowhere, so the treemap gives it no area);
     ``latest_mtime_ns`` is the newest modification inside a directory, else the entry's own.
     """
     is_dir = pc.equal(table.column("kind").cast(pa.string()), "dir")
+    counted = pc.invert(pc.fill_null(table.column("excluded"), False))
+
+    def sized(values: pa.ChunkedArray) -> pd.Series:
+        out: pd.Series = (
+            pc.if_else(counted, values, pa.nulls(1, values.type)[0]).to_pandas().astype("Int64")
+        )
+        return out
+
     frame = pd.DataFrame(
         {
             "path": entry_paths(table).to_pandas(),
             "parent": table.column("parent").cast(pa.string()).to_pandas(),
             "name": table.column("name").to_pandas(),
             "kind": table.column("kind").cast(pa.string()).to_pandas(),
-            "bytes": pc.if_else(is_dir, table.column("tree_bytes"), table.column("size"))
-            .to_pandas()
-            .astype("Int64"),
-            "alloc": pc.if_else(is_dir, table.column("tree_alloc"), table.column("alloc"))
-            .to_pandas()
-            .astype("Int64"),
-            "files": pc.if_else(is_dir, table.column("tree_files"), pa.scalar(1, pa.int64()))
-            .to_pandas()
-            .astype("Int64"),
+            "bytes": sized(pc.if_else(is_dir, table.column("tree_bytes"), table.column("size"))),
+            "alloc": sized(pc.if_else(is_dir, table.column("tree_alloc"), table.column("alloc"))),
+            "files": sized(
+                pc.if_else(is_dir, table.column("tree_files"), pa.scalar(1, pa.int64()))
+            ),
             "latest_mtime_ns": pc.if_else(
                 is_dir, table.column("tree_latest_mtime_ns"), table.column("mtime_ns")
             ).to_pandas(),
@@ -295,7 +300,7 @@ def totals_frame(summary: Summary, *, redact: bool = False) -> pd.DataFrame:
         ("excluded entries", summary.excluded),
         ("partial scan (totals are lower bounds)", summary.partial),
         ("filesystem free bytes", summary.fs_free),
-        ("cleanliness score (0-100)", score.score if score else None),
+        ("cleanliness score (0-100)", score.score if score and not score.no_score else None),
     ]
     return pd.DataFrame(rows, columns=["what", "value"]).astype({"value": object})
 
@@ -357,7 +362,10 @@ def risk_frame(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
 
 
-_SHOWN = "coalesce(CASE WHEN kind = 'dir' THEN tree_bytes ELSE size END, 0)"
+_SHOWN = (
+    "coalesce(CASE WHEN coalesce(excluded, false) THEN NULL WHEN kind = 'dir' THEN tree_bytes "
+    "ELSE size END, 0)"
+)
 # The rows a treemap of ``under`` draws: the directory, its children, and the children of the
 # directories among its ``children`` largest (the same order treemap_nodes ranks them in).
 TREEMAP_ROWS = f"""
@@ -365,8 +373,8 @@ TREEMAP_ROWS = f"""
         SELECT {PATH_SQL} AS path, kind FROM entries WHERE parent = {{under}}
         ORDER BY {_SHOWN} DESC, name ASC LIMIT {{children}})
     SELECT parent, name, kind, size, alloc, mtime_ns, tree_bytes, tree_alloc, tree_files,
-           tree_latest_mtime_ns, partial, error, risk, rule, "group", claim, confidence,
-           content_risk, {", ".join(CONTENT_COLUMNS)}
+           tree_latest_mtime_ns, partial, error, excluded, risk, rule, "group", claim,
+           confidence, content_risk, {", ".join(CONTENT_COLUMNS)}
     FROM entries
     WHERE parent = {{under}} OR {PATH_SQL} = {{under}}
        OR parent IN (SELECT path FROM named WHERE kind = 'dir')

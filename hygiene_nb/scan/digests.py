@@ -10,6 +10,9 @@ that gained a ``thesis.tex`` after it was marked delete has another digest, and 
   out, so a ``chmod`` of the directory alone does not make a decision stale.
 * A directory whose subtree was not read completely (an error, a budget cut, partial sums) has
   no digest: what was not seen cannot be compared, so a decision on it cannot be confirmed.
+  Nor has the store or a quarantine directory (its bytes are summed, its entries not recorded),
+  nor anything above it. An excluded directory is unseen in the same way (and so is everything
+  above it); an excluded file was stat-ed, and its line is hashed like any other.
 
 Directory digests are computed once per snapshot, the first time they are asked for, with one
 DuckDB query per depth level, and kept beside the snapshot in ``digests/host=…/root=…/scan=…/``
@@ -48,7 +51,10 @@ _ENTRIES = r"""
                      CAST(size AS VARCHAR), CAST(mtime_ns AS VARCHAR),
                      coalesce(CAST(ctime_ns AS VARCHAR), '?'), CAST(inode AS VARCHAR)) AS line,
            coalesce(partial, false) OR error IS NOT NULL OR coalesce(budget_cut, false)
-               OR coalesce(excluded, false) OR coalesce(mount_point, false) AS unseen
+               OR coalesce(excluded, false) OR coalesce(mount_point, false) AS unseen,
+           -- sums beyond the directory's own size: rows below it, or (the store, a quarantine)
+           -- a subtree walked for its sums whose entries are not recorded
+           CAST(kind AS VARCHAR) = 'dir' AND coalesce(tree_bytes, size) <> size AS holds
     FROM read_parquet(?, union_by_name = true)
 """
 
@@ -74,6 +80,7 @@ def _directory_digests(store: Store, info: ScanInfo) -> pa.Table:
                 SELECT e.self,
                        CASE WHEN bool_or(e.unseen) OR bool_or(c.kind = 'dir'
                                  AND cd.digest IS NULL AND c.self IS NOT NULL)
+                                 OR (bool_or(e.holds) AND count(c.self) = 0)
                             THEN NULL
                             ELSE sha256(coalesce(string_agg(
                                 c.line || ':' || coalesce(cd.digest, ''), chr(10) ORDER BY c.line

@@ -331,6 +331,8 @@ typedef struct Node {
     uint32_t lane;
     uint8_t flags;
     uint8_t partial;
+    bool quiet;       /* a store/quarantine subtree: its row is counted, never emitted */
+    bool quiet_below; /* what this directory's listing holds is counted, never emitted */
     size_t path_len, name_off;
     char path[]; /* NUL-terminated absolute path; the name is path + name_off */
 } Node;
@@ -524,8 +526,10 @@ static Node *node_new(W *w, Node *parent, const char *ppath, size_t plen, const 
     n->pending = 1;
     n->depth = parent ? parent->depth + 1 : 0;
     n->lane = NO_LANE;
-    if (parent)
+    if (parent) {
+        n->quiet = n->quiet_below = parent->quiet_below;
         atomic_fetch_add(&parent->refs, 1);
+    }
     atomic_fetch_add(&w->dirs, 1);
     return n;
 }
@@ -921,9 +925,11 @@ static void row_of_node(Row *r, const Node *n)
 static void finish_chain(W *w, Worker *t, Node *n)
 {
     for (;;) {
-        Row r;
-        row_of_node(&r, n);
-        emit(t, &r);
+        if (!n->quiet) {
+            Row r;
+            row_of_node(&r, n);
+            emit(t, &r);
+        }
         Node *p = n->parent;
         if (p == NULL) {
             w->done = true;
@@ -1422,29 +1428,32 @@ static void list_entry(W *w, Worker *t, Node *c, int fd, const struct linux_dire
         r.err = e;
         r.flags = 0;
         t->lpartial = true;
-        emit(t, &r);
+        if (!c->quiet_below)
+            emit(t, &r);
         return;
     }
     uint8_t kind = kind_of_mode(st.st_mode);
     uint8_t flags = 0;
     if (w->nrules && is_excluded(w, t, c, name, nlen, kind == KIND_DIR))
         flags = FLAG_EXCLUDED;
+    bool skip = false;
     int64_t size = (int64_t)st.st_size;
     int64_t alloc = (int64_t)st.st_blocks * 512;
     int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000LL + (int64_t)st.st_mtim.tv_nsec;
     int64_t files = 0;
     if (kind == KIND_DIR) {
-        if (skipped(w, name, nlen, &st))
-            flags = FLAG_EXCLUDED;
-        else if (w->ofs && !flags &&
-                 ((uint64_t)st.st_dev != w->root_dev || other_mount(w, fd, name)))
+        if (w->ofs && !flags &&
+            ((uint64_t)st.st_dev != w->root_dev || other_mount(w, fd, name)))
             flags = FLAG_MOUNT_POINT;
+        /* the store and quarantines: descended for their sums, nothing below them emitted */
+        skip = !flags && skipped(w, name, nlen, &st);
         if (!flags) {
             Node *n = node_new(w, c, c->path, c->path_len, name, nlen, &st);
             if (n == NULL) {
                 t->oom = true;
                 return;
             }
+            n->quiet_below |= skip;
             if (t->nsubs == t->capsubs) {
                 size_t cap = t->capsubs ? t->capsubs * 2 : 64;
                 Node **s = realloc(t->subs, cap * sizeof(Node *));
@@ -1458,7 +1467,7 @@ static void list_entry(W *w, Worker *t, Node *c, int fd, const struct linux_dire
             t->subs[t->nsubs++] = n;
             return;
         }
-    } else {
+    } else if (!flags) {
         files = kind == KIND_FILE;
         if (st.st_nlink > 1) {
             Node *l = hl_register(w, t, (uint64_t)st.st_dev, (uint64_t)st.st_ino,
@@ -1480,7 +1489,12 @@ static void list_entry(W *w, Worker *t, Node *c, int fd, const struct linux_dire
             }
         }
     }
-    add_sums(t, size, alloc, files, mtime);
+    if (!(flags & FLAG_EXCLUDED)) /* an excluded entry is recorded, counted nowhere */
+        add_sums(t, size, alloc, files, mtime);
+    else if (kind == KIND_FILE)
+        files = 1;
+    if (c->quiet_below)
+        return;
     r.kind = kind;
     r.size = size;
     r.alloc = alloc;
@@ -1550,7 +1564,8 @@ static void list_dir(W *w, Worker *t, Node *c)
          * then read in ascending block order (fewer seeks cold), and the rows come out with
          * inodes and creation-ordered names and mtimes next to each other (a smaller file). */
         qsort(t->order, k, sizeof(*t->order), dirent_ino_cmp);
-        int64_t g = k ? reserve_entries(w, (int64_t)k) : 0;
+        /* a quiet listing emits no rows: it takes nothing from the entry budget */
+        int64_t g = c->quiet_below ? (int64_t)k : k ? reserve_entries(w, (int64_t)k) : 0;
         for (int64_t i = 0; i < g; i++)
             list_entry(w, t, c, fd, t->order[i]);
         if (g < (int64_t)k) {

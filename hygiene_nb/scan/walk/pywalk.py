@@ -68,6 +68,8 @@ class _Dir:
     flags: int = 0
     pending: int = 0
     listed: bool = False
+    quiet: bool = False  # in a store/quarantine subtree: counted in the sums, never emitted
+    quiet_below: bool = False  # what its listing holds is counted, never emitted
 
 
 def _open_dir(path: bytes) -> int:
@@ -173,17 +175,18 @@ class PyWalker:
         """Emit a finished directory and fold its sums into its parent (post-order)."""
         while node is not None:
             parent = node.parent
-            self._emit(
-                parent.path if parent else b"",
-                node.name,
-                KIND_DIR,
-                node.st,
-                node.depth,
-                (node.tb, node.ta, node.tf, node.tl),
-                node.partial,
-                node.err,
-                node.flags,
-            )
+            if not node.quiet:
+                self._emit(
+                    parent.path if parent else b"",
+                    node.name,
+                    KIND_DIR,
+                    node.st,
+                    node.depth,
+                    (node.tb, node.ta, node.tf, node.tl),
+                    node.partial,
+                    node.err,
+                    node.flags,
+                )
             if parent is None:
                 return
             parent.tb += node.tb
@@ -248,7 +251,7 @@ class PyWalker:
                 return subdirs
             with os.scandir(fd) as it:
                 for entry in it:
-                    if self._out_of_entries():
+                    if not node.quiet_below and self._out_of_entries():
                         node.flags |= FLAG_BUDGET_CUT
                         node.partial = True
                         self.stats.budget_cut = True
@@ -264,7 +267,8 @@ class PyWalker:
         return subdirs
 
     def _entry(self, node: _Dir, entry: os.DirEntry[str]) -> _Dir | None:
-        self.stats.entries += 1
+        quiet = node.quiet_below
+        self.stats.entries += not quiet
         name = os.fsencode(entry.name)  # scandir(fd) yields str; surrogateescape is lossless
         depth = node.depth + 1
         try:
@@ -279,6 +283,8 @@ class PyWalker:
             except OSError:
                 kind = KIND_OTHER
             node.partial = True
+            if quiet:
+                return None
             self._emit(
                 node.path,
                 name,
@@ -299,31 +305,36 @@ class PyWalker:
         ):
             flags = FLAG_EXCLUDED
         if kind == KIND_DIR:
-            if (st.st_dev, st.st_ino) in self.options.skip_identities or (
-                name in self.options.skip_names
-            ):
-                flags = FLAG_EXCLUDED
-            elif (
+            if (
                 self.options.one_file_system
                 and not flags
                 and (st.st_dev != self._root_dev or self._other_mount(_join(node.path, name)))
             ):
                 flags = FLAG_MOUNT_POINT
             if not flags:
+                # the store and quarantines: descended for their sums, nothing below emitted
+                skip = (st.st_dev, st.st_ino) in self.options.skip_identities or (
+                    name in self.options.skip_names
+                )
                 node.pending += 1
                 self._uids += 1
-                return _Dir(_join(node.path, name), name, node, depth, rel, st, self._uids)
+                child = _Dir(_join(node.path, name), name, node, depth, rel, st, self._uids)
+                child.quiet = quiet
+                child.quiet_below = quiet or skip
+                return child
             sums = (st.st_size, st.st_blocks * 512, 0, st.st_mtime_ns)
         else:
             is_reg = kind == KIND_FILE
             sums = (st.st_size, st.st_blocks * 512, int(is_reg), st.st_mtime_ns)
-        if kind != KIND_DIR and st.st_nlink > 1:
-            self._count_link(node, st, kind == KIND_FILE)
-        node.tb += sums[0]
-        node.ta += sums[1]
-        node.tf += sums[2]
-        node.tl = max(node.tl, sums[3])
-        self._emit(node.path, name, kind, st, depth, sums, False, 0, flags)
+        if not flags & FLAG_EXCLUDED:  # an excluded entry is recorded, counted nowhere
+            if kind != KIND_DIR and st.st_nlink > 1:
+                self._count_link(node, st, kind == KIND_FILE)
+            node.tb += sums[0]
+            node.ta += sums[1]
+            node.tf += sums[2]
+            node.tl = max(node.tl, sums[3])
+        if not quiet:
+            self._emit(node.path, name, kind, st, depth, sums, False, 0, flags)
         return None
 
     def _other_mount(self, path: bytes) -> bool:

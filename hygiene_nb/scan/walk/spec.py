@@ -31,12 +31,16 @@ Semantics every walker keeps:
 * ``partial`` (directories only) is true when the directory's own listing is incomplete (error or
   budget cut) or any descendant directory is partial or any entry below failed with ``errno``.
   What is partial is *unknown*, not empty.
-* ``flags`` bit 1 = excluded (matched an exclude rule, or is a skip identity/name: not descended,
-  ``tree_*`` = own values, not partial); bit 2 = mount point under ``one_file_system`` (st_dev
-  or the mount id differs from the root's, so a bind mount of the same filesystem counts, and
-  so does a directory whose mount id cannot be told; recorded, not descended); bit 4 = budget
-  cut (this directory was not listed, or not listed completely, because the budget ran out; it
-  is partial).
+* ``flags`` bit 1 = excluded (matched an exclude rule: not descended, ``tree_*`` = own values,
+  not partial, and counted nowhere: not in any ancestor's ``tree_*`` nor in the hard-link
+  bookkeeping, so every directory's sums equal ``du --exclude``'s); bit 2 = mount point under
+  ``one_file_system`` (st_dev or the mount id differs from the root's, so a bind mount of the
+  same filesystem counts, and so does a directory whose mount id cannot be told; recorded, not
+  descended); bit 4 = budget cut (this directory was not listed, or not listed completely,
+  because the budget ran out; it is partial).
+* A skip identity or name (the store, quarantines) is a directory walked for its sums only: its
+  row is emitted (no flag) with the ``tree_*`` of its whole subtree, as du counts it, and
+  nothing below it is emitted or takes from ``max_entries``.
 * Exclude rules are evaluated in order and the last match wins (gitignore): a rule matches an
   entry when (not ``dir_only`` or the entry is a directory) and the pattern matches the entry's
   name (``anchored`` false) or its path relative to the root without a leading slash (``anchored``
