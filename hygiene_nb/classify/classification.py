@@ -34,7 +34,17 @@ from hygiene_nb.classify.protect import (
     Protection,
     protect_dir,
 )
-from hygiene_nb.classify.rules import BUILTIN_RULES, Risk, Rule, UserRule
+from hygiene_nb.classify.rules import (
+    BUILTIN_RULES,
+    DIR_RULES_BY_NAME,
+    DIR_RULES_BY_PLACE,
+    PACKAGE_RULES,
+    Risk,
+    Rule,
+    UserRule,
+    dir_rule,
+    evidence_met,
+)
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
@@ -104,6 +114,11 @@ EXCLUDED = Verdict(
 UNREADABLE = Verdict(
     Risk.UNKNOWN, "unreadable", None, "Could not be read: what it holds is unknown, not empty", 0.0
 )
+PACKAGE_KEY_MATERIAL = "package-key-material"
+PACKAGE_KEY_CLAIM = (
+    "Key-like file shipped inside a package (a test fixture or a public CA bundle): it belongs "
+    "to the package, not to you"
+)
 IN_PERSONAL = Verdict(
     Risk.PERSONAL,
     "in-personal-folder",
@@ -145,48 +160,18 @@ def _weak(rule: Rule) -> Verdict:
     return Verdict(Risk.CAUTION, rule.rule_id, rule.group, ev.missing_claim, ev.missing_confidence)
 
 
-def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> bool:
-    if rule.names and name not in rule.names:
-        return False
-    if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
-        return False
-    if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
-        return False
-    if rule.not_home_child and parent in ctx.homes:
-        return False
-    return not rule.home_child or parent in ctx.homes
-
-
-def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[int, Rule]]]:
-    """Directory rules by the names they match, and those matching by place alone."""
-    by_name: dict[str, list[tuple[int, Rule]]] = {}
-    by_place: list[tuple[int, Rule]] = []
-    for order, rule in enumerate(BUILTIN_RULES):
-        if rule.kind == "file":
-            continue
-        if rule.names:
-            for name in rule.names:
-                by_name.setdefault(name, []).append((order, rule))
-        elif rule.under_home:
-            by_place.append((order, rule))
-    return by_name, by_place
-
-
-_DIR_RULES_BY_NAME, _DIR_RULES_BY_PLACE = _index_dir_rules()
-
-
 def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     """Per directory row of ``dirs``: whether any built-in directory rule could match it.
 
     A rule matches by name, or by place (directly in a home-relative directory); the others are
     known to match none without asking ``_dir_verdict``.
     """
-    names = pa.array(sorted(_DIR_RULES_BY_NAME), pa.string())
+    names = pa.array(sorted(DIR_RULES_BY_NAME), pa.string())
     hit = pc.is_in(dirs.column("name"), value_set=names)
     places = {
         h if not u else join_path(h, u)
         for h in ctx.homes
-        for _, rule in _DIR_RULES_BY_PLACE
+        for _, rule in DIR_RULES_BY_PLACE
         for u in rule.under_home
     }
     if places:
@@ -197,22 +182,26 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
 
 
 def _dir_verdict(
-    name: str, parent: str, ctx: ProtectContext, siblings: dict[str, set[str]], t: _Table
-) -> tuple[int, bool]:
-    """The built-in verdict of a directory by its own name and place; (id, absorbs)."""
-    candidates = _DIR_RULES_BY_NAME.get(name, [])
-    if _DIR_RULES_BY_PLACE:
-        candidates = sorted(candidates + _DIR_RULES_BY_PLACE, key=lambda pair: pair[0])
-    for _, rule in candidates:
-        if not _matches_place(rule, name, parent, ctx):
-            continue
-        verdict = _strong(rule)
-        if rule.evidence is not None:
-            present = siblings.get(parent, set())
-            if not all(present.intersection(group) for group in rule.evidence.all_of):
-                verdict = _weak(rule)
-        return t.id(verdict), rule.absorbs
-    return -1, False
+    name: str,
+    parent: str,
+    ctx: ProtectContext,
+    siblings: dict[str, set[str]],
+    regular: dict[str, set[str]],
+    t: _Table,
+) -> tuple[int, bool, bool]:
+    """The built-in verdict of a directory by its own name and place; (id, absorbs, package).
+
+    ``package``: it is a dependency or build directory with its evidence standing beside it as
+    regular files (``regular``), so key-like files inside are the packages' own.
+    """
+    rule = dir_rule(name, parent, ctx)
+    if rule is None:
+        return -1, False, False
+    verdict = _strong(rule)
+    if not evidence_met(rule, siblings.get(parent, set())):
+        verdict = _weak(rule)
+    package = rule.rule_id in PACKAGE_RULES and evidence_met(rule, regular.get(parent, set()))
+    return t.id(verdict), rule.absorbs, package
 
 
 @dataclass
@@ -227,6 +216,7 @@ class _PassedDown:
     protect: list[int]  # verdict id of a protection that covers everything inside
     personal: list[bool]
     in_worktree: list[bool]  # inside a git work tree whose tracked files are known
+    package: list[bool]  # inside an evidenced dependency or build directory (PACKAGE_RULES)
     up: list[int]  # its own parent's slot (-1: none)
     slot: npt.NDArray[np.int64]  # per row: the directory's own slot (-1: not one, or no children)
 
@@ -235,6 +225,7 @@ class _PassedDown:
         return cls(
             [-1] * (slots + 1),
             [-1] * (slots + 1),
+            [False] * (slots + 1),
             [False] * (slots + 1),
             [False] * (slots + 1),
             [-1] * (slots + 1),
@@ -260,6 +251,34 @@ def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[str]]:
 def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
     """Parent path → which of ``names`` stand in it (for evidence and user-rule siblings)."""
     hits = table.filter(pc.is_in(table.column("name"), pa.array(sorted(names), pa.string())))
+    out: dict[str, set[str]] = {}
+    for parent, name in zip(
+        hits.column("parent").to_pylist(), hits.column("name").to_pylist(), strict=True
+    ):
+        if parent is not None:
+            out.setdefault(parent, set()).add(name)
+    return out
+
+
+def _regular_siblings(table: pa.Table, kind: pa.ChunkedArray) -> dict[str, set[str]]:
+    """Parent path → which evidence names of ``PACKAGE_RULES`` stand in it as regular files.
+
+    A symlink or a directory by such a name is no evidence that a package lies beside it (the
+    act-time re-check reads the disk the same way).
+    """
+    names = sorted(
+        {
+            n
+            for rule in BUILTIN_RULES
+            if rule.rule_id in PACKAGE_RULES and rule.evidence is not None
+            for group in rule.evidence.all_of
+            for n in group
+        }
+    )
+    mask = pc.and_(
+        pc.is_in(table.column("name"), pa.array(names, pa.string())), pc.equal(kind, "file")
+    )
+    hits = table.select(["parent", "name"]).filter(mask)
     out: dict[str, set[str]] = {}
     for parent, name in zip(
         hits.column("parent").to_pylist(), hits.column("name").to_pylist(), strict=True
@@ -303,13 +322,16 @@ def _file_rules(table: pa.Table, t: _Table) -> Ids:
     return out
 
 
-def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Table) -> Ids:
+def _file_protection(
+    table: pa.Table, in_home: Mask, in_package: Mask, key: Mask, ctx: ProtectContext, t: _Table
+) -> Ids:
     """Protection of non-directories by their own name (credentials, gitfiles, markers).
 
     ``in_home``: per row, whether its parent is one of the homes (its dotfiles are config).
+    ``in_package``: whether it lies in an evidenced dependency or build directory, where a
+    key-like name (``key``) protects nothing (``package-key-material``).
     """
     name = table.column("name")
-    lower = pc.utf8_lower(name)
     out = np.full(table.num_rows, -1, dtype=np.int32)
 
     def put(mask: pa.ChunkedArray, p: Protection) -> None:
@@ -321,8 +343,7 @@ def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Ta
     put(pc.is_in(name, pa.array(sorted(CREDENTIAL_FILES), pa.string())), CREDENTIAL)
     for prefix in CREDENTIAL_PREFIXES:
         put(pc.starts_with(name, prefix), CREDENTIAL)
-    for ext in CREDENTIAL_EXTENSIONS:
-        put(pc.ends_with(lower, ext), CREDENTIAL)
+    put(pa.array(key & ~in_package), CREDENTIAL)
     put(pc.and_(pa.array(in_home), pc.starts_with(name, ".")), CONFIG)
     return out
 
@@ -450,6 +471,7 @@ def classify_verdicts(
     kind = table.column("kind").cast(pa.string())
     is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
     siblings = _siblings(table, _evidence_names(user_rules))
+    regular = _regular_siblings(table, kind)
     keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
     ctx = ProtectContext(
         ctx.root,
@@ -463,7 +485,7 @@ def classify_verdicts(
 
     own = np.full(n, -1, dtype=np.int32)
     prot = np.full(n, -1, dtype=np.int32)
-    down = _walk_directories(table, is_dir, pidx, parents, own, prot, ctx, siblings, t)
+    down = _walk_directories(table, is_dir, pidx, parents, own, prot, ctx, siblings, regular, t)
 
     # What each distinct parent passes down, then per row through the parent index.
     absorb_p = np.array(down.absorb, np.int32)
@@ -477,7 +499,9 @@ def classify_verdicts(
     file_own = _file_rules(table, t)
     own[files] = file_own[files]
     home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
-    file_prot = _file_protection(table, home_parent[pidx], ctx, t)
+    in_package = np.array(down.package, dtype=bool)[pidx]
+    key = _key_like(table) & files
+    file_prot = _file_protection(table, home_parent[pidx], in_package, key, ctx, t)
     prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
     tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
     prot[tracked & (prot < 0)] = t.protection(GIT_TRACKED)
@@ -492,6 +516,7 @@ def classify_verdicts(
     absorbed = inherited_absorb >= 0
     verdict[absorbed] = inherited_absorb[absorbed]
     group_root[absorbed] = False
+    _package_key_material(verdict, key & in_package & (prot < 0), t)
     user = _user_rule_ids(table, user_rules, siblings, now_ns, t)
     verdict[user >= 0] = user[user >= 0]
     group_root[user >= 0] = False
@@ -512,6 +537,7 @@ def _walk_directories(
     prot: Ids,
     ctx: ProtectContext,
     siblings: dict[str, set[str]],
+    regular: dict[str, set[str]],
     t: _Table,
 ) -> _PassedDown:
     """One pass over directories, shallowest first: own verdicts, what children inherit.
@@ -529,11 +555,12 @@ def _walk_directories(
     up_slots = pidx[rows].tolist()
     slot_of = {path: i for i, path in enumerate(parents)}
     down = _PassedDown.empty(len(parents), table.num_rows)
-    absorb, protect, personal, worktree, up = (
+    absorb, protect, personal, worktree, package, up = (
         down.absorb,
         down.protect,
         down.personal,
         down.in_worktree,
+        down.package,
         down.up,
     )
     slot = down.slot
@@ -544,6 +571,7 @@ def _walk_directories(
         path = paths[i]
         # above is -1 for the root: the last slot, which holds what nothing passes down
         s_absorb, s_protect, s_personal = absorb[above], protect[above], personal[above]
+        s_package = package[above]
         in_tree = worktree[above] or path in trees or (parent is None and _under(path, trees))
         found = protect_dir(path, name, ctx)
         if parent is None and ctx.above_root is not None:
@@ -555,7 +583,7 @@ def _walk_directories(
             if found.rule in passes_down:
                 s_protect = int(prot[row])
         if s_absorb < 0 and parent is not None and candidate[i]:
-            verdict, absorbs = _dir_verdict(name, parent, ctx, siblings, t)
+            verdict, absorbs, s_package = _dir_verdict(name, parent, ctx, siblings, regular, t)
             own[row] = verdict
             if absorbs:
                 s_absorb = verdict
@@ -564,9 +592,31 @@ def _walk_directories(
         k = slot_of.get(path)
         if k is not None:  # it has children: they read this
             absorb[k], protect[k], personal[k] = s_absorb, s_protect, s_personal
+            package[k] = s_package
             worktree[k], up[k] = in_tree, above
             slot[row] = k
     return down
+
+
+def _key_like(table: pa.Table) -> Mask:
+    """Per row, whether its name has a key's extension (``CREDENTIAL_EXTENSIONS``)."""
+    lower = pc.utf8_lower(table.column("name"))
+    out = np.zeros(table.num_rows, dtype=bool)
+    for ext in CREDENTIAL_EXTENSIONS:
+        out |= np.asarray(pc.ends_with(lower, ext).to_numpy(zero_copy_only=False), dtype=bool)
+    return out
+
+
+def _package_key_material(verdict: Ids, rows: Mask, t: _Table) -> None:
+    """Key-like files inside an evidenced package: ``package-key-material``, in its group.
+
+    They keep the group of the directory that absorbs them (a venv's CA bundle is part of the
+    venv), so counts by group stay whole.
+    """
+    for absorbing in np.unique(verdict[rows]).tolist():
+        group = t.verdicts[absorbing].group
+        found = Verdict(Risk.CAUTION, PACKAGE_KEY_MATERIAL, group, PACKAGE_KEY_CLAIM, 0.7)
+        verdict[rows & (verdict == absorbing)] = t.id(found)
 
 
 def _under(path: str, trees: frozenset[str]) -> bool:

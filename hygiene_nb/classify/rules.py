@@ -16,17 +16,23 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from hygiene_nb.classify.protect import ProtectContext
 from hygiene_nb.errors import RuleInvalid
 from hygiene_nb.store import read_regular_file
 
 __all__ = [
     "BUILTIN_RULES",
+    "DIR_RULES_BY_NAME",
+    "DIR_RULES_BY_PLACE",
     "GROUPS",
     "LOCKFILES",
+    "PACKAGE_RULES",
     "Evidence",
     "Risk",
     "Rule",
     "UserRule",
+    "dir_rule",
+    "evidence_met",
     "load_user_rules",
     "parse_user_rules",
     "rules_table_markdown",
@@ -264,6 +270,63 @@ BUILTIN_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in BUILTIN_RULES))
+
+# Dependency and build directories whose files are the packages' own: inside one matched with
+# its evidence (as regular files), a key-like file (``*.pem``, ``*.key``…) is the package's
+# (``package-key-material``), not a credential of yours. Its exact-name credentials stay
+# protected.
+PACKAGE_RULES = frozenset({"pycache", "tox", "node-modules", "venv", "rust-target", "build-dir"})
+
+
+def evidence_met(rule: Rule, present: set[str] | frozenset[str]) -> bool:
+    """Whether ``present`` (the names beside the entry) holds the evidence ``rule`` needs."""
+    if rule.evidence is None:
+        return True
+    return all(present.intersection(group) for group in rule.evidence.all_of)
+
+
+def _matches_place(rule: Rule, name: str, parent: str, ctx: ProtectContext) -> bool:
+    if rule.names and name not in rule.names:
+        return False
+    if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
+        return False
+    if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
+        return False
+    if rule.not_home_child and parent in ctx.homes:
+        return False
+    return not rule.home_child or parent in ctx.homes
+
+
+def _index_dir_rules() -> tuple[dict[str, list[tuple[int, Rule]]], list[tuple[int, Rule]]]:
+    """Directory rules by the names they match, and those matching by place alone."""
+    by_name: dict[str, list[tuple[int, Rule]]] = {}
+    by_place: list[tuple[int, Rule]] = []
+    for order, rule in enumerate(BUILTIN_RULES):
+        if rule.kind == "file":
+            continue
+        if rule.names:
+            for name in rule.names:
+                by_name.setdefault(name, []).append((order, rule))
+        elif rule.under_home:
+            by_place.append((order, rule))
+    return by_name, by_place
+
+
+DIR_RULES_BY_NAME, DIR_RULES_BY_PLACE = _index_dir_rules()
+
+
+def dir_rule(name: str, parent: str, ctx: ProtectContext) -> Rule | None:
+    """The built-in rule of a directory by its own name and place (the first that matches).
+
+    Classification and the act-time re-check ask this same question.
+    """
+    candidates = DIR_RULES_BY_NAME.get(name, [])
+    if DIR_RULES_BY_PLACE:
+        candidates = sorted(candidates + DIR_RULES_BY_PLACE, key=lambda pair: pair[0])
+    for _, rule in candidates:
+        if _matches_place(rule, name, parent, ctx):
+            return rule
+    return None
 
 
 def _matcher(rule: Rule) -> str:
