@@ -14,7 +14,9 @@ questions, in this order, and answer with the same codes (``hygiene_nb.codes``, 
 4. Kind, device, inode, size, mtime and ctime are the reviewed ones, and a directory's subtree
    fingerprint is the reviewed one (``changed-since-review``). ctime is what no user can set,
    so a rewrite with its mtime put back is seen.
-5. Nothing protects it now (``now-protected``): keys, VCS data or a keep marker inside it,
+5. Nothing protects it now (``now-protected``): keys, VCS data or a keep marker inside it
+   (a key-like name such as ``*.pem`` only outside a dependency or build directory whose
+   evidence stands beside it, as regular files, now),
    protection's own rules (a home's configuration, system directories) at the moment of
    asking, a keep marker above it, or git tracking it above (or git unable to tell).
 
@@ -32,19 +34,19 @@ from typing import Literal
 
 from hygiene_nb.classify.protect import (
     CREDENTIAL_DIRS,
-    CREDENTIAL_EXTENSIONS,
-    CREDENTIAL_FILES,
-    CREDENTIAL_PREFIXES,
     KEEP_MARKER,
     VCS_DIRS,
     ProtectContext,
     Protection,
     account_homes,
+    credential_name,
     find_git_tracked,
+    key_like,
     protect_dir,
     protect_file,
     protection_above,
 )
+from hygiene_nb.classify.rules import PACKAGE_RULES, dir_rule, evidence_met
 from hygiene_nb.fs.fingerprint import (
     DIR_FLAGS,
     Entry,
@@ -52,6 +54,7 @@ from hygiene_nb.fs.fingerprint import (
     SymlinkOnPath,
     fingerprint,
     kind_of_mode,
+    open_dir_at,
     open_dirs_at,
     signed64,
     walk_subtree_at,
@@ -188,7 +191,7 @@ class Rechecker:
         except OSError as exc:
             return -1, finding_for_oserror(exc)
         try:
-            found = self._check_at(parent, rel[-1], item)
+            found = self._check_at(parent, rel, item)
         except OSError as exc:
             found = finding_for_oserror(exc)
         if found is not None:
@@ -196,7 +199,8 @@ class Rechecker:
             return -1, found
         return parent, None
 
-    def _check_at(self, parent: int, name: bytes, item: Reviewed) -> Finding | None:
+    def _check_at(self, parent: int, rel: list[bytes], item: Reviewed) -> Finding | None:
+        name = rel[-1]
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         mode = st.st_mode
         is_dir = stat.S_ISDIR(mode)
@@ -222,16 +226,23 @@ class Rechecker:
             found = _contents_differ(item.fingerprint, fingerprint(entries))
             if found is not None:
                 return found
-        return self._protected(name, is_dir, item, entries)
+        packaged = self._packaged(parent, rel, is_dir, entries)
+        return self._protected(name, is_dir, item, entries, packaged)
 
     def _protected(
-        self, name: bytes, is_dir: bool, item: Reviewed, entries: list[Entry]
+        self,
+        name: bytes,
+        is_dir: bool,
+        item: Reviewed,
+        entries: list[Entry],
+        packaged: frozenset[bytes],
     ) -> Finding | None:
-        if _protected_name(name, is_dir) or any(
-            _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir") for e in entries
+        if _protected_name(name, is_dir, b"" in packaged) or any(
+            _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir", e[0] in packaged)
+            for e in entries
         ):
             return Finding("now-protected", "it holds keys, VCS data or a keep marker")
-        found = _protection_now(item.raw, is_dir, entries, self.protect)
+        found = _protection_now(item.raw, is_dir, entries, self.protect, packaged)
         if found is not None:
             return Finding("now-protected", f"{found.claim} ({found.rule})")
         keep, tree = _above(item.raw)
@@ -243,6 +254,104 @@ class Rechecker:
             if self.git.is_tracked_or_unknown(tree, inside):
                 return Finding("now-protected", f"git in {tree} tracks it (or cannot tell)")
         return None
+
+    def _packaged(
+        self, parent: int, rel: list[bytes], is_dir: bool, entries: list[Entry]
+    ) -> frozenset[bytes]:
+        """The key-like files of the item that lie in an evidenced package, as the disk is now.
+
+        Paths relative to the item (``b""``: the item itself). Classification's question
+        (``dir_rule``: the outermost directory rule that covers a whole subtree decides),
+        asked of the directories above the item through handles opened from the root's, of
+        the item at its parent's handle, and of the directories inside it from the walk just
+        made. Evidence counts only as regular files: a symlink or a directory by a
+        manifest's name, or one that went, leaves a key-like file a credential.
+        """
+        keys = [e[0] for e in entries if e[1] != "dir" and key_like(_text(_base(e[0])))]
+        if not is_dir and key_like(_text(rel[-1])):
+            keys.append(b"")
+        if not keys:
+            return frozenset()
+        state = self._state_above(rel[:-1])
+        if state is None and is_dir:
+            state = self._state_of(rel[-1], _text(os.path.join(self.root, *rel[:-1])), parent)
+        if state is None and is_dir:
+            inside = _states_inside(_text(os.path.join(self.root, *rel)), entries, self.protect)
+            return frozenset(k for k in keys if inside.get(os.path.dirname(k)) is True)
+        return frozenset(keys) if state is True else frozenset()
+
+    def _state_above(self, parts: list[bytes]) -> bool | None:
+        """Where the directories above the item put it, walked from the root's handle.
+
+        In a package (True), under another whole-subtree rule (False), or neither (None).
+        """
+        fd = os.dup(self.fd)
+        path = self.root
+        try:
+            for part in parts:
+                state = self._state_of(part, _text(path), fd)
+                if state is not None:
+                    return state
+                nxt = open_dir_at(fd, part)
+                os.close(fd)
+                fd, path = nxt, os.path.join(path, part)
+            return None
+        finally:
+            os.close(fd)
+
+    def _state_of(self, name: bytes, parent: str, parent_fd: int) -> bool | None:
+        """What directory ``name`` in ``parent`` (open as ``parent_fd``) is now.
+
+        A package with its evidence (True), another whole-subtree rule or a package without
+        its evidence (False), or neither (None).
+        """
+        rule = dir_rule(_text(name), parent, self.protect)
+        if rule is None or not rule.absorbs:
+            return None
+        if rule.rule_id not in PACKAGE_RULES or rule.evidence is None:
+            return rule.rule_id in PACKAGE_RULES
+        names = {n for group in rule.evidence.all_of for n in group}
+        return evidence_met(rule, {n for n in names if _regular_at(parent_fd, n)})
+
+
+def _text(raw: bytes) -> str:
+    """A path or name as snapshot paths and homes are written."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _base(rel: bytes) -> bytes:
+    return rel.rsplit(b"/", 1)[-1]
+
+
+def _regular_at(dir_fd: int, name: str) -> bool:
+    """Whether ``name`` is a regular file in ``dir_fd`` now (a symlink is not followed)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode)
+
+
+def _states_inside(top: str, entries: list[Entry], ctx: ProtectContext) -> dict[bytes, bool | None]:
+    """Per directory inside the item, from the walk's entries: what ``_state_of`` says.
+
+    Keyed by the path relative to the item (``b""``: the item, neither).
+    """
+    regular: dict[bytes, set[str]] = {}
+    for rel, kind, *_ in entries:
+        if kind == "file":
+            regular.setdefault(os.path.dirname(rel), set()).add(_text(_base(rel)))
+    states: dict[bytes, bool | None] = {b"": None}
+    dirs = sorted((e[0] for e in entries if e[1] == "dir"), key=lambda r: r.count(b"/"))
+    for rel in dirs:
+        up = os.path.dirname(rel)
+        state = states[up]
+        if state is None:
+            rule = dir_rule(_text(_base(rel)), top + "/" + _text(up) if up else top, ctx)
+            if rule is not None and rule.absorbs:
+                state = rule.rule_id in PACKAGE_RULES and evidence_met(rule, regular.get(up, set()))
+        states[rel] = state
+    return states
 
 
 def finding_for_oserror(exc: OSError) -> Finding:
@@ -270,17 +379,14 @@ def _contents_differ(planned: Fingerprint | None, fresh: Fingerprint) -> Finding
     )
 
 
-def _protected_name(name: bytes, is_dir: bool) -> bool:
+def _protected_name(name: bytes, is_dir: bool, packaged: bool) -> bool:
+    """Whether the name alone protects (``packaged``: a key-like file in a package does not)."""
     text = os.fsdecode(name)
     if text in VCS_DIRS or text == KEEP_MARKER:
         return True
     if is_dir:
         return text in CREDENTIAL_DIRS
-    return (
-        text in CREDENTIAL_FILES
-        or text.startswith(CREDENTIAL_PREFIXES)
-        or text.lower().endswith(CREDENTIAL_EXTENSIONS)
-    )
+    return credential_name(text) or (key_like(text) and not packaged)
 
 
 def _above(path: bytes) -> tuple[str | None, str | None]:
@@ -299,7 +405,7 @@ def _above(path: bytes) -> tuple[str | None, str | None]:
 
 
 def _protection_now(
-    raw: bytes, is_dir: bool, entries: list[Entry], ctx: ProtectContext
+    raw: bytes, is_dir: bool, entries: list[Entry], ctx: ProtectContext, packaged: frozenset[bytes]
 ) -> Protection | None:
     """What protects the item now: something above it, its own name and place, or inside it.
 
@@ -310,18 +416,22 @@ def _protection_now(
     found = protection_above(os.path.dirname(path), ctx)
     if found is not None:
         return found
-    found = _protected_entry(path, is_dir, ctx)
+    found = _protected_entry(path, is_dir, ctx, b"" in packaged)
     for rel, kind, *_ in entries:
         if found is not None:
             break
         inside = f"{path}/{rel.decode('utf-8', 'backslashreplace')}"
-        found = _protected_entry(inside, kind == "dir", ctx)
+        found = _protected_entry(inside, kind == "dir", ctx, rel in packaged)
     return found
 
 
-def _protected_entry(path: str, is_dir: bool, ctx: ProtectContext) -> Protection | None:
+def _protected_entry(
+    path: str, is_dir: bool, ctx: ProtectContext, packaged: bool
+) -> Protection | None:
     parent, name = os.path.split(path)
-    return protect_dir(path, name, ctx) if is_dir else protect_file(name, parent, ctx)
+    if is_dir:
+        return protect_dir(path, name, ctx)
+    return protect_file(name, parent, ctx, in_package=packaged)
 
 
 def _mount_on_or_in(parent: int, name: bytes, is_dir: bool) -> str:
