@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -93,11 +94,10 @@ def _directory(evidence: Path) -> None:
 @pytest.mark.parametrize("change", [_removed, _symlink, _directory])
 @pytest.mark.parametrize("whole", [True, False], ids=["the venv", "a CA bundle in it"])
 def test_a_virtualenv_whose_project_file_is_no_longer_a_file_is_refused_when_acting(
-    project: dict[str, Path], change: object, whole: bool
+    project: dict[str, Path], change: Callable[[Path], None], whole: bool
 ) -> None:
     target = project["venv"] if whole else project["site"] / "certifi" / "cacert.pem"
     issued = _plan(project, target)
-    assert callable(change)
     change(project["root"] / "proj" / "pyproject.toml")
 
     assert _skips(project, issued) == [(str(target), "now-protected")]
