@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hygiene_nb import api
+from hygiene_nb.classify.classification import PACKAGE_KEY_CLAIM, PACKAGE_KEY_MATERIAL
 from hygiene_nb.scan.snapshot import entry_paths
 from tests.helpers import project_with_venv, ssh_keygen, write
 
@@ -193,3 +194,9 @@ def test_a_manifest_that_is_a_symlink_is_no_evidence_for_key_material(
 
     assert verdict(rows, root / "w" / "node_modules") == ("high", "contains-protected")
     assert verdict(rows, key) == ("high", "credential")
+
+
+def test_the_package_key_material_rule_and_its_claim_are_documented() -> None:
+    doc = " ".join((Path(__file__).parent.parent / "docs" / "rules.md").read_text().split())
+    assert f"rule `{PACKAGE_KEY_MATERIAL}`" in doc
+    assert PACKAGE_KEY_CLAIM in doc

@@ -50,6 +50,8 @@ from hygiene_nb.scan.snapshot import entry_paths
 __all__ = [
     "CLASSIFY_COLUMNS",
     "CLASSIFY_INPUTS",
+    "PACKAGE_KEY_CLAIM",
+    "PACKAGE_KEY_MATERIAL",
     "VERDICT_COLUMNS",
     "VERDICT_SCHEMA",
     "Verdict",
