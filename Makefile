@@ -10,7 +10,7 @@ DEVSTAMP := $(VENV)/.installed-dev
 CHROMIUM := /usr/bin/chromium
 NBVAL  := $(VENV)/bin/pytest -p no:cacheprovider --nbval-current-env
 
-.PHONY: audit test lint bench clean
+.PHONY: audit test lint bench clean wheelhouse
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,10 +52,25 @@ SAFETY_PATH := hygiene_nb/executor/*,hygiene_nb/recheck.py,hygiene_nb/plan/reade
 SAFETY_FLOOR := 100
 PACKAGE_FLOOR := 94
 
+# The wheels the real-virtualenv tests install offline (`python -m venv` + `pip install
+# --no-index`): pinned, downloaded once from PyPI into a git-ignored directory.
+WHEELHOUSE := .cache/wheelhouse
+WHEELS := requests==2.34.2 charset-normalizer==3.5.3 idna==3.20 urllib3==2.8.0 \
+          certifi==2026.10.19.post1 babel==2.19.0 tornado==6.6.1
+WHEELSTAMP := $(WHEELHOUSE)/.filled
+
+$(WHEELSTAMP): | $(PY)
+	$(PY) -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+	  --dest $(WHEELHOUSE) $(WHEELS)
+	touch $@
+
+## wheelhouse: download the wheels the real-virtualenv tests install (make test does it)
+wheelhouse: $(WHEELSTAMP)
+
 ## test: lint, the unit/executor/widget/report/browser tests under coverage, then nbval
-test: lint $(CHROMIUM)
+test: lint $(CHROMIUM) $(WHEELSTAMP)
 	rm -f .coverage
-	$(VENV)/bin/pytest --cov --cov-report=
+	HYGIENE_NB_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(VENV)/bin/pytest --cov --cov-report=
 	$(VENV)/bin/coverage report --show-missing --skip-covered --include='$(SAFETY_PATH)' --fail-under=$(SAFETY_FLOOR)
 	$(VENV)/bin/coverage report --format=total --fail-under=$(PACKAGE_FLOOR)
 	$(NBVAL) --nbval-lax --ignore=notebooks/golden notebooks/

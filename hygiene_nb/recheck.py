@@ -14,7 +14,9 @@ questions, in this order, and answer with the same codes (``hygiene_nb.codes``, 
 4. Kind, device, inode, size, mtime and ctime are the reviewed ones, and a directory's subtree
    fingerprint is the reviewed one (``changed-since-review``). ctime is what no user can set,
    so a rewrite with its mtime put back is seen.
-5. Nothing protects it now (``now-protected``): keys, VCS data or a keep marker inside it,
+5. Nothing protects it now (``now-protected``): keys, VCS data or a keep marker inside it
+   (a key-like name such as ``*.pem`` only outside a dependency or build directory whose
+   evidence stands beside it, as regular files, now),
    protection's own rules (a home's configuration, system directories) at the moment of
    asking, a keep marker above it, or git tracking it above (or git unable to tell).
 
@@ -32,19 +34,19 @@ from typing import Literal
 
 from hygiene_nb.classify.protect import (
     CREDENTIAL_DIRS,
-    CREDENTIAL_EXTENSIONS,
-    CREDENTIAL_FILES,
-    CREDENTIAL_PREFIXES,
     KEEP_MARKER,
     VCS_DIRS,
     ProtectContext,
     Protection,
     account_homes,
+    credential_name,
     find_git_tracked,
+    key_like,
     protect_dir,
     protect_file,
     protection_above,
 )
+from hygiene_nb.classify.rules import PACKAGE_RULES, dir_rule, evidence_present, is_manifest
 from hygiene_nb.fs.fingerprint import (
     DIR_FLAGS,
     Entry,
@@ -52,6 +54,7 @@ from hygiene_nb.fs.fingerprint import (
     SymlinkOnPath,
     fingerprint,
     kind_of_mode,
+    open_dir_at,
     open_dirs_at,
     signed64,
     walk_subtree_at,
@@ -188,7 +191,7 @@ class Rechecker:
         except OSError as exc:
             return -1, finding_for_oserror(exc)
         try:
-            found = self._check_at(parent, rel[-1], item)
+            found = self._check_at(parent, rel, item)
         except OSError as exc:
             found = finding_for_oserror(exc)
         if found is not None:
@@ -196,7 +199,8 @@ class Rechecker:
             return -1, found
         return parent, None
 
-    def _check_at(self, parent: int, name: bytes, item: Reviewed) -> Finding | None:
+    def _check_at(self, parent: int, rel: list[bytes], item: Reviewed) -> Finding | None:
+        name = rel[-1]
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         mode = st.st_mode
         is_dir = stat.S_ISDIR(mode)
@@ -222,16 +226,25 @@ class Rechecker:
             found = _contents_differ(item.fingerprint, fingerprint(entries))
             if found is not None:
                 return found
-        return self._protected(name, is_dir, item, entries)
+        packaged, manifests = self._packaged(parent, rel, is_dir, entries)
+        if manifests:  # classification protects them in a project: here, project or not
+            return Finding("now-protected", "it holds a project's manifest or lockfile")
+        return self._protected(name, is_dir, item, entries, packaged)
 
     def _protected(
-        self, name: bytes, is_dir: bool, item: Reviewed, entries: list[Entry]
+        self,
+        name: bytes,
+        is_dir: bool,
+        item: Reviewed,
+        entries: list[Entry],
+        packaged: frozenset[bytes],
     ) -> Finding | None:
-        if _protected_name(name, is_dir) or any(
-            _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir") for e in entries
+        if _protected_name(name, is_dir, b"" in packaged) or any(
+            _protected_name(e[0].rsplit(b"/", 1)[-1], e[1] == "dir", e[0] in packaged)
+            for e in entries
         ):
             return Finding("now-protected", "it holds keys, VCS data or a keep marker")
-        found = _protection_now(item.raw, is_dir, entries, self.protect)
+        found = _protection_now(item.raw, is_dir, entries, self.protect, packaged)
         if found is not None:
             return Finding("now-protected", f"{found.claim} ({found.rule})")
         keep, tree = _above(item.raw)
@@ -243,6 +256,132 @@ class Rechecker:
             if self.git.is_tracked_or_unknown(tree, inside):
                 return Finding("now-protected", f"git in {tree} tracks it (or cannot tell)")
         return None
+
+    def _packaged(
+        self, parent: int, rel: list[bytes], is_dir: bool, entries: list[Entry]
+    ) -> tuple[frozenset[bytes], list[bytes]]:
+        """Where the item's key-like and manifest files lie, as the disk is now.
+
+        Returns the key-like files that lie in an evidenced package, and the project manifests
+        that lie under no whole-subtree rule (paths relative to the item, ``b""``: the item).
+        Classification's question (``dir_rule``: the outermost directory rule that covers a
+        whole subtree decides), asked of the directories above the item through handles opened
+        from the root's, of the item at its parent's handle, and of the directories inside it
+        from the walk just made. Evidence counts only as regular files: a symlink or a
+        directory by a manifest's name, or one that went, leaves a key-like file a credential.
+        """
+        files = [e[0] for e in entries if e[1] != "dir"] + ([] if is_dir else [b""])
+        name_of = {f: _text(_base(f) if f else rel[-1]) for f in files}
+        keys = [f for f in files if key_like(name_of[f])]
+        manifests = [f for f in files if is_manifest(name_of[f])]
+        if not keys and not manifests:
+            return frozenset(), []
+        state = self._state_above(rel[:-1])
+        if state is None and is_dir:
+            state = self._state_of(rel[-1], _text(os.path.join(self.root, *rel[:-1])), parent)
+        if state is None and is_dir:
+            inside = _states_inside(_text(os.path.join(self.root, *rel)), entries, self.protect)
+            placed = {f: inside.get(os.path.dirname(f)) for f in files}
+        else:
+            placed = dict.fromkeys(files, state)
+        return (
+            frozenset(k for k in keys if placed[k] is True),
+            [m for m in manifests if placed[m] is None],
+        )
+
+    def _state_above(self, parts: list[bytes]) -> bool | None:
+        """Where the directories above the item put it, walked from the root's handle.
+
+        In a package (True), under another whole-subtree rule (False), or neither (None).
+        """
+        fd = os.dup(self.fd)
+        path = self.root
+        try:
+            for part in parts:
+                state = self._state_of(part, _text(path), fd)
+                if state is not None:
+                    return state
+                nxt = open_dir_at(fd, part)
+                os.close(fd)
+                fd, path = nxt, os.path.join(path, part)
+            return None
+        finally:
+            os.close(fd)
+
+    def _state_of(self, name: bytes, parent: str, parent_fd: int) -> bool | None:
+        """What directory ``name`` in ``parent`` (open as ``parent_fd``) is now.
+
+        A package with its evidence (True), another whole-subtree rule or a package without
+        its evidence (False), or neither (None).
+        """
+        every, regular = _names_at(parent_fd)
+        return _package_state(_text(name), parent, self.protect, every, regular)
+
+
+def _package_state(
+    name: str, parent: str, ctx: ProtectContext, every: set[str], regular: set[str]
+) -> bool | None:
+    """Classification's question of one directory, on the names beside it now.
+
+    ``every``: the names in its parent; ``regular``: those that are regular files. The rule is
+    the one the names make (``dir_rule``); it is a package only when the regular files alone
+    make it that package's rule with its evidence.
+    """
+    found = dir_rule(name, parent, ctx, evidence_present(every))
+    if found is None or not found[0].absorbs:
+        return None
+    as_files = dir_rule(name, parent, ctx, evidence_present(regular))
+    return as_files is not None and as_files[1] and as_files[0].rule_id in PACKAGE_RULES
+
+
+def _names_at(dir_fd: int) -> tuple[set[str], set[str]]:
+    """The names in the directory ``dir_fd`` now, and those of its regular files.
+
+    A symlink is not followed: one by a manifest's name is no regular file.
+    """
+    every: set[str] = set()
+    regular: set[str] = set()
+    with os.scandir(dir_fd) as found:
+        for entry in found:
+            name = _text(os.fsencode(entry.name))
+            every.add(name)
+            if entry.is_file(follow_symlinks=False):
+                regular.add(name)
+    return every, regular
+
+
+def _text(raw: bytes) -> str:
+    """A path or name as snapshot paths and homes are written."""
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _base(rel: bytes) -> bytes:
+    return rel.rsplit(b"/", 1)[-1]
+
+
+def _states_inside(top: str, entries: list[Entry], ctx: ProtectContext) -> dict[bytes, bool | None]:
+    """Per directory inside the item, from the walk's entries: what ``_state_of`` says.
+
+    Keyed by the path relative to the item (``b""``: the item, neither).
+    """
+    every: dict[bytes, set[str]] = {}
+    regular: dict[bytes, set[str]] = {}
+    for rel, kind, *_ in entries:
+        every.setdefault(os.path.dirname(rel), set()).add(_text(_base(rel)))
+        if kind == "file":
+            regular.setdefault(os.path.dirname(rel), set()).add(_text(_base(rel)))
+    states: dict[bytes, bool | None] = {b"": None}
+    dirs = sorted((e[0] for e in entries if e[1] == "dir"), key=lambda r: r.count(b"/"))
+    for rel in dirs:
+        up = os.path.dirname(rel)
+        state = states[up]
+        if state is None:
+            where = top + "/" + _text(up) if up else top
+            state = _package_state(
+                _text(_base(rel)), where, ctx, every.get(up, set()), regular.get(up, set())
+            )
+        states[rel] = state
+    return states
 
 
 def finding_for_oserror(exc: OSError) -> Finding:
@@ -270,17 +409,14 @@ def _contents_differ(planned: Fingerprint | None, fresh: Fingerprint) -> Finding
     )
 
 
-def _protected_name(name: bytes, is_dir: bool) -> bool:
+def _protected_name(name: bytes, is_dir: bool, packaged: bool) -> bool:
+    """Whether the name alone protects (``packaged``: a key-like file in a package does not)."""
     text = os.fsdecode(name)
     if text in VCS_DIRS or text == KEEP_MARKER:
         return True
     if is_dir:
         return text in CREDENTIAL_DIRS
-    return (
-        text in CREDENTIAL_FILES
-        or text.startswith(CREDENTIAL_PREFIXES)
-        or text.lower().endswith(CREDENTIAL_EXTENSIONS)
-    )
+    return credential_name(text) or (key_like(text) and not packaged)
 
 
 def _above(path: bytes) -> tuple[str | None, str | None]:
@@ -299,7 +435,7 @@ def _above(path: bytes) -> tuple[str | None, str | None]:
 
 
 def _protection_now(
-    raw: bytes, is_dir: bool, entries: list[Entry], ctx: ProtectContext
+    raw: bytes, is_dir: bool, entries: list[Entry], ctx: ProtectContext, packaged: frozenset[bytes]
 ) -> Protection | None:
     """What protects the item now: something above it, its own name and place, or inside it.
 
@@ -310,18 +446,22 @@ def _protection_now(
     found = protection_above(os.path.dirname(path), ctx)
     if found is not None:
         return found
-    found = _protected_entry(path, is_dir, ctx)
+    found = _protected_entry(path, is_dir, ctx, b"" in packaged)
     for rel, kind, *_ in entries:
         if found is not None:
             break
         inside = f"{path}/{rel.decode('utf-8', 'backslashreplace')}"
-        found = _protected_entry(inside, kind == "dir", ctx)
+        found = _protected_entry(inside, kind == "dir", ctx, rel in packaged)
     return found
 
 
-def _protected_entry(path: str, is_dir: bool, ctx: ProtectContext) -> Protection | None:
+def _protected_entry(
+    path: str, is_dir: bool, ctx: ProtectContext, packaged: bool
+) -> Protection | None:
     parent, name = os.path.split(path)
-    return protect_dir(path, name, ctx) if is_dir else protect_file(name, parent, ctx)
+    if is_dir:
+        return protect_dir(path, name, ctx)
+    return protect_file(name, parent, ctx, in_package=packaged)
 
 
 def _mount_on_or_in(parent: int, name: bytes, is_dir: bool) -> str:

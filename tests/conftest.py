@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,3 +89,36 @@ def other_user() -> Iterator[tuple[int, int]]:
         yield entry.pw_uid, entry.pw_gid
     finally:
         subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+WHEELHOUSE_ENV = "HYGIENE_NB_WHEELHOUSE"
+VENV_PACKAGES = ("requests", "babel", "tornado")
+
+
+@pytest.fixture(scope="session")
+def real_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv made by ``python -m venv`` with requests, babel and tornado installed by pip
+    from the wheelhouse ``make wheelhouse`` fills (offline). Built once: copy it, never change it.
+
+    Without a wheelhouse the tests that need it skip, except under ``CI=true``, where they fail.
+    """
+    wheelhouse = os.environ.get(WHEELHOUSE_ENV, "")
+    if not wheelhouse or not any(Path(wheelhouse).glob("*.whl")):
+        reason = (
+            f"no wheelhouse in ${WHEELHOUSE_ENV}: run `make test`, or `make wheelhouse` and "
+            f"{WHEELHOUSE_ENV}=$PWD/.cache/wheelhouse"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    venv = tmp_path_factory.mktemp("real-venv") / ".venv"
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
+         "--no-cache-dir", "--disable-pip-version-check", "--find-links", wheelhouse,
+         *VENV_PACKAGES],
+        check=True,
+        env=env,
+    )  # fmt: skip
+    return venv

@@ -419,3 +419,26 @@ def build_tree(root: Path, entries: list[TreeEntry]) -> None:
             made.append(path)
         stamp = now - entry.age_days * 86_400
         os.utime(path, (stamp, stamp))
+
+
+def project_with_venv(venv: Path, project: Path) -> Path:
+    """``project`` with a ``pyproject.toml`` and a copy of the virtualenv ``venv`` as ``.venv``.
+
+    Returns the copy's ``site-packages``.
+    """
+    write(project / "pyproject.toml", data=b'[project]\nname = "demo"\nversion = "0"\n')
+    shutil.copytree(venv, project / ".venv", symlinks=True)
+    (found,) = (project / ".venv").glob("lib/python*/site-packages")
+    return found
+
+
+def ssh_keygen(path: Path, *args: str) -> Path:
+    """An OpenSSH key pair made by ``ssh-keygen`` at ``path`` (no passphrase); skips without it."""
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen is not installed")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", str(path), *args],
+        check=True,
+    )
+    return path

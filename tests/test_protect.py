@@ -18,6 +18,7 @@ from hygiene_nb.classify.protect import (
     CREDENTIAL_FILES,
     KEEP_MARKER,
     PASSES_DOWN,
+    SSH_KEY_NAMES,
     SYSTEM_DIRS,
     VCS_DIRS,
     GitInfo,
@@ -143,6 +144,8 @@ def test_the_home_and_root_protections_do_not_pass_down_but_the_others_do() -> N
         ("/scan/thesis/" + KEEP_MARKER, "keep-marker"),
         ("/scan/deploy/id_ed25519", "credential"),
         ("/scan/deploy/id_rsa.pub", "credential"),
+        ("/scan/deploy/id_ecdsa_sk-cert.pub", "credential"),
+        ("/scan/.envrc", "credential"),
         ("/scan/app/.env", "credential"),
         ("/scan/app/.env.local", "credential"),
         ("/scan/certs/server.pem", "credential"),
@@ -170,11 +173,28 @@ def test_every_listed_credential_file_is_protected_anywhere() -> None:
         "/scan/.bashrc",
         "/scan/keys.txt",
         "/scan/turkey",  # ".key" only as the extension
-        "/scan/paid_invoice.csv",  # "id_" only at the start of the name
+        "/scan/paid_invoice.csv",
+        "/scan/babel/locale-data/id_ID.dat",  # a locale file: no name fragment makes a key
+        "/scan/id_rsa.txt",
+        "/scan/deploy/identity",
     ],
 )
 def test_ordinary_files_are_not_protected(path: str) -> None:
     assert rule_of_file(path) is None
+
+
+def test_every_openssh_key_name_and_its_twins_are_credentials() -> None:
+    names = [key + twin for key in SSH_KEY_NAMES for twin in ("", ".pub", "-cert.pub")]
+    assert len(names) == 18 and set(names) <= CREDENTIAL_FILES
+    assert {rule_of_file(f"/scan/p/{name}") for name in names} == {"credential"}
+
+
+@pytest.mark.parametrize("name", ["cacert.pem", "test.key", "store.P12", "vault.kdbx"])
+def test_a_key_like_name_in_a_package_is_no_credential_an_exact_name_is(name: str) -> None:
+    assert protect_file(name, "/scan/p/.venv/lib", CTX, in_package=True) is None
+    assert protect_file(name, "/scan/p/.venv/lib", CTX) is not None
+    for exact in ("id_ed25519", ".netrc", ".env.local", ".git"):
+        assert protect_file(exact, "/scan/p/.venv/lib", CTX, in_package=True) is not None
 
 
 # -- from above: what the root lies in (reads the disk) ------------------------------------------

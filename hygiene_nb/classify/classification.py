@@ -8,7 +8,6 @@ personal folder < the entry's own built-in rule < a built-in rule covering its d
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,11 +38,18 @@ from hygiene_nb.classify.protect import (
 )
 from hygiene_nb.classify.rules import (
     BUILTIN_RULES,
+    DIR_RULE_PREFIXES,
+    DIR_RULE_SUFFIXES,
+    DIR_RULES_BY_NAME,
+    DIR_RULES_BY_PLACE,
+    EVIDENCE_NAMES,
+    PACKAGE_RULES,
     PROJECT_MANIFESTS,
     PROJECT_MARKERS,
     Risk,
     Rule,
     UserRule,
+    dir_rule,
 )
 from hygiene_nb.classify.summary import counted_once
 from hygiene_nb.scan.snapshot import entry_paths
@@ -51,6 +57,8 @@ from hygiene_nb.scan.snapshot import entry_paths
 __all__ = [
     "CLASSIFY_COLUMNS",
     "CLASSIFY_INPUTS",
+    "PACKAGE_KEY_CLAIM",
+    "PACKAGE_KEY_MATERIAL",
     "VERDICT_COLUMNS",
     "VERDICT_SCHEMA",
     "Verdict",
@@ -118,6 +126,11 @@ EXCLUDED = Verdict(
 UNREADABLE = Verdict(
     Risk.UNKNOWN, "unreadable", None, "Could not be read: what it holds is unknown, not empty", 0.0
 )
+PACKAGE_KEY_MATERIAL = "package-key-material"
+PACKAGE_KEY_CLAIM = (
+    "Key-like file shipped inside a package (a test fixture or a public CA bundle): it belongs "
+    "to the package, not to you"
+)
 IN_PERSONAL = Verdict(
     Risk.PERSONAL,
     "in-personal-folder",
@@ -159,46 +172,6 @@ def _weak(rule: Rule) -> Verdict:
     return Verdict(Risk.CAUTION, rule.rule_id, rule.group, ev.missing_claim, ev.missing_confidence)
 
 
-def _matches_affix(rule: Rule, name: str) -> bool:
-    """Whether ``name`` starts with one of a rule's prefixes or ends with one of its suffixes."""
-    return name.startswith(rule.prefixes) or name.endswith(rule.suffixes)
-
-
-def _matches_place(rule: Rule, parent: str, ctx: ProtectContext) -> bool:
-    """Whether a rule's place conditions hold (its name matched: ``_candidates``)."""
-    if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
-        return False
-    if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
-        return False
-    if rule.not_home_child and parent in ctx.homes:
-        return False
-    return not rule.home_child or parent in ctx.homes
-
-
-_Ordered = list[tuple[int, Rule]]
-
-
-def _index_dir_rules() -> tuple[dict[str, _Ordered], _Ordered, _Ordered]:
-    """Directory rules by the names they match, by name prefix or suffix, and by place alone."""
-    by_name: dict[str, _Ordered] = {}
-    by_affix: _Ordered = []
-    by_place: _Ordered = []
-    for order, rule in enumerate(BUILTIN_RULES):
-        if rule.kind == "file":
-            continue
-        if rule.names:
-            for name in rule.names:
-                by_name.setdefault(name, []).append((order, rule))
-        elif rule.prefixes or rule.suffixes:
-            by_affix.append((order, rule))
-        elif rule.under_home:
-            by_place.append((order, rule))
-    return by_name, by_affix, by_place
-
-
-_DIR_RULES_BY_NAME, _DIR_RULES_BY_AFFIX, _DIR_RULES_BY_PLACE = _index_dir_rules()
-_AFFIX_PREFIXES = tuple(p for _, r in _DIR_RULES_BY_AFFIX for p in r.prefixes)
-_AFFIX_SUFFIXES = tuple(x for _, r in _DIR_RULES_BY_AFFIX for x in r.suffixes)
 _MARKER_NAMES = frozenset(PROJECT_MARKERS)
 _NONE: frozenset[str] = frozenset()
 _TAG_RULE = next(rule for rule in BUILTIN_RULES if rule.tagged)
@@ -232,16 +205,16 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     A rule matches by name, or by place (directly in a home-relative directory); the others are
     known to match none without asking ``_dir_verdict``.
     """
-    names = pa.array(sorted(_DIR_RULES_BY_NAME), pa.string())
+    names = pa.array(sorted(DIR_RULES_BY_NAME), pa.string())
     hit = pc.is_in(dirs.column("name"), value_set=names)
-    for prefix in _AFFIX_PREFIXES:
+    for prefix in DIR_RULE_PREFIXES:
         hit = pc.or_(hit, pc.starts_with(dirs.column("name"), prefix))
-    for suffix in _AFFIX_SUFFIXES:
+    for suffix in DIR_RULE_SUFFIXES:
         hit = pc.or_(hit, pc.ends_with(dirs.column("name"), suffix))
     places = {
         h if not u else join_path(h, u)
         for h in ctx.homes
-        for _, rule in _DIR_RULES_BY_PLACE
+        for _, rule in DIR_RULES_BY_PLACE
         for u in rule.under_home
     }
     if places:
@@ -251,43 +224,29 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     return flags
 
 
-@functools.lru_cache(maxsize=4096)
-def _candidates(name: str) -> tuple[Rule, ...]:
-    """The directory rules that could match a name (by it, its affix or place), in order."""
-    pairs = _DIR_RULES_BY_NAME.get(name, [])
-    pairs = pairs + [pair for pair in _DIR_RULES_BY_AFFIX if _matches_affix(pair[1], name)]
-    pairs = pairs + _DIR_RULES_BY_PLACE
-    return tuple(rule for _, rule in sorted(pairs, key=lambda pair: pair[0]))
-
-
 def _dir_verdict(
-    name: str, parent: str, ctx: ProtectContext, siblings: dict[str, set[str]], t: _Table
-) -> tuple[int, bool]:
-    """The built-in verdict of a directory by its own name and place; (id, absorbs).
+    name: str,
+    parent: str,
+    ctx: ProtectContext,
+    siblings: dict[str, set[str]],
+    regular: dict[str, set[str]],
+    t: _Table,
+) -> tuple[int, bool, bool]:
+    """The built-in verdict of a directory by its own name and place; (id, absorbs, package).
 
-    The first rule (in table order) that matches wins; where its evidence is missing, a later
-    rule matching the same name whose evidence stands beside it wins instead (``target`` beside
-    a ``pom.xml`` is Maven's, not a Rust target without its Cargo.toml). A rule whose evidence
-    is ``required`` does not match without it.
+    ``dir_rule`` decides, on the evidence names beside it (``siblings``). ``package``: it is a
+    dependency or build directory with its evidence standing beside it as regular files
+    (``regular``: the same question the act-time re-check asks of the disk), so key-like files
+    inside are the packages' own.
     """
-    weak: Rule | None = None
-    for rule in _candidates(name):
-        if not _matches_place(rule, parent, ctx):
-            continue
-        if rule.beside and not siblings.get(parent, set()).intersection(rule.beside):
-            continue
-        if rule.evidence is not None:
-            present = siblings.get(parent, set())
-            if not all(present.intersection(group) for group in rule.evidence.all_of):
-                if weak is None and not rule.evidence.required:
-                    weak = rule
-                continue
-        elif weak is not None and not (rule.names or rule.prefixes or rule.suffixes):
-            break  # a rule by place alone never outranks an earlier one by name
-        return t.id(_strong(rule)), rule.absorbs
-    if weak is not None:
-        return t.id(_weak(weak)), weak.absorbs
-    return -1, False
+    found = dir_rule(name, parent, ctx, siblings.get(parent, _NONE))
+    if found is None:
+        return -1, False, False
+    rule, strong = found
+    verdict = _strong(rule) if strong else _weak(rule)
+    as_files = dir_rule(name, parent, ctx, regular.get(parent, _NONE))
+    package = as_files is not None and as_files[1] and as_files[0].rule_id in PACKAGE_RULES
+    return t.id(verdict), rule.absorbs, package
 
 
 @dataclass
@@ -303,6 +262,7 @@ class _PassedDown:
     personal: list[bool]
     in_worktree: list[bool]  # inside a git work tree whose tracked files are known
     project: list[bool]  # inside a project (a marker in it or above), outside dependencies
+    package: list[bool]  # inside an evidenced dependency or build directory (PACKAGE_RULES)
     up: list[int]  # its own parent's slot (-1: none)
     slot: npt.NDArray[np.int64]  # per row: the directory's own slot (-1: not one, or no children)
 
@@ -311,6 +271,7 @@ class _PassedDown:
         return cls(
             [-1] * (slots + 1),
             [-1] * (slots + 1),
+            [False] * (slots + 1),
             [False] * (slots + 1),
             [False] * (slots + 1),
             [False] * (slots + 1),
@@ -357,6 +318,16 @@ def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
         if parent is not None:
             out.setdefault(parent, set()).add(name)
     return out
+
+
+def _regular_siblings(table: pa.Table, kind: pa.ChunkedArray) -> dict[str, set[str]]:
+    """Parent path → which of the rules' evidence names stand in it as regular files.
+
+    A symlink or a directory by such a name is no evidence that a package lies beside it (the
+    act-time re-check reads the disk the same way).
+    """
+    files = table.select(["parent", "name"]).filter(pc.equal(kind, "file"))
+    return _siblings(files, set(EVIDENCE_NAMES))
 
 
 def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
@@ -466,13 +437,16 @@ def _beside_same_stem(
     return beside
 
 
-def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Table) -> Ids:
+def _file_protection(
+    table: pa.Table, in_home: Mask, in_package: Mask, key: Mask, ctx: ProtectContext, t: _Table
+) -> Ids:
     """Protection of non-directories by their own name (credentials, gitfiles, markers).
 
     ``in_home``: per row, whether its parent is one of the homes (its dotfiles are config).
+    ``in_package``: whether it lies in an evidenced dependency or build directory, where a
+    key-like name (``key``) protects nothing (``package-key-material``).
     """
     name = table.column("name")
-    lower = pc.utf8_lower(name)
     out = np.full(table.num_rows, -1, dtype=np.int32)
 
     def put(mask: pa.ChunkedArray, p: Protection) -> None:
@@ -484,8 +458,7 @@ def _file_protection(table: pa.Table, in_home: Mask, ctx: ProtectContext, t: _Ta
     put(pc.is_in(name, pa.array(sorted(CREDENTIAL_FILES), pa.string())), CREDENTIAL)
     for prefix in CREDENTIAL_PREFIXES:
         put(pc.starts_with(name, prefix), CREDENTIAL)
-    for ext in CREDENTIAL_EXTENSIONS:
-        put(pc.ends_with(lower, ext), CREDENTIAL)
+    put(pa.array(key & ~in_package), CREDENTIAL)
     put(pc.and_(pa.array(in_home), pc.starts_with(name, ".")), CONFIG)
     return out
 
@@ -624,6 +597,7 @@ def classify_verdicts(
     kind = table.column("kind").cast(pa.string())
     is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
     siblings = _siblings(table, _evidence_names(user_rules))
+    regular = _regular_siblings(table, kind)
     keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
     ctx = ProtectContext(
         ctx.root,
@@ -638,7 +612,7 @@ def classify_verdicts(
 
     own = np.full(n, -1, dtype=np.int32)
     prot = np.full(n, -1, dtype=np.int32)
-    down = _walk_directories(table, is_dir, pidx, parents, own, prot, ctx, siblings, t)
+    down = _walk_directories(table, is_dir, pidx, parents, own, prot, ctx, siblings, regular, t)
 
     # What each distinct parent passes down, then per row through the parent index.
     absorb_p = np.array(down.absorb, np.int32)
@@ -654,7 +628,9 @@ def classify_verdicts(
     file_own = _file_rules(table, pidx, in_project, t)
     own[files] = file_own[files]
     home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
-    file_prot = _file_protection(table, home_parent[pidx], ctx, t)
+    in_package = np.array(down.package, dtype=bool)[pidx]
+    key = _key_like(table) & files
+    file_prot = _file_protection(table, home_parent[pidx], in_package, key, ctx, t)
     prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
     tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
     prot[tracked & (prot < 0)] = t.protection(GIT_TRACKED)
@@ -672,6 +648,7 @@ def classify_verdicts(
     absorbed = inherited_absorb >= 0
     verdict[absorbed] = inherited_absorb[absorbed]
     group_root[absorbed] = False
+    _package_key_material(verdict, key & in_package & (prot < 0), t)
     user = _user_rule_ids(table, user_rules, siblings, now_ns, t)
     verdict[user >= 0] = user[user >= 0]
     group_root[user >= 0] = False
@@ -704,6 +681,7 @@ def _walk_directories(
     prot: Ids,
     ctx: ProtectContext,
     siblings: dict[str, set[str]],
+    regular: dict[str, set[str]],
     t: _Table,
 ) -> _PassedDown:
     """One pass over directories, shallowest first: own verdicts, what children inherit.
@@ -721,12 +699,13 @@ def _walk_directories(
     up_slots = pidx[rows].tolist()
     slot_of = {path: i for i, path in enumerate(parents)}
     down = _PassedDown.empty(len(parents), table.num_rows)
-    absorb, protect, personal, worktree, project, up = (
+    absorb, protect, personal, worktree, project, package, up = (
         down.absorb,
         down.protect,
         down.personal,
         down.in_worktree,
         down.project,
+        down.package,
         down.up,
     )
     slot = down.slot
@@ -738,6 +717,7 @@ def _walk_directories(
         path = paths[i]
         # above is -1 for the root: the last slot, which holds what nothing passes down
         s_absorb, s_protect, s_personal = absorb[above], protect[above], personal[above]
+        s_package = package[above]
         in_tree = worktree[above] or path in trees or (parent is None and _under(path, trees))
         s_project = project[above] or (parent is None and _under(path, trees))
         found = protect_dir(path, name, ctx)
@@ -753,10 +733,10 @@ def _walk_directories(
         if s_absorb < 0 and parent is not None and (candidate[i] or tool is not None):
             verdict, absorbs = -1, False
             if candidate[i]:
-                verdict, absorbs = _dir_verdict(name, parent, ctx, siblings, t)
+                verdict, absorbs, s_package = _dir_verdict(name, parent, ctx, siblings, regular, t)
             # a protected directory's tag counts for nothing (a home's would cover the home)
             if tool is not None and prot[row] < 0 and _tag_wins(verdict, t):
-                verdict, absorbs = t.id(_tag_verdict(tool)), True
+                verdict, absorbs, s_package = t.id(_tag_verdict(tool)), True, False
             own[row] = verdict
             if absorbs:
                 s_absorb = verdict
@@ -769,9 +749,30 @@ def _walk_directories(
             elif not s_project and not siblings.get(path, _NONE).isdisjoint(_MARKER_NAMES):
                 s_project = True
             absorb[k], protect[k], personal[k] = s_absorb, s_protect, s_personal
-            worktree[k], project[k], up[k] = in_tree, s_project, above
+            worktree[k], project[k], package[k], up[k] = in_tree, s_project, s_package, above
             slot[row] = k
     return down
+
+
+def _key_like(table: pa.Table) -> Mask:
+    """Per row, whether its name has a key's extension (``CREDENTIAL_EXTENSIONS``)."""
+    lower = pc.utf8_lower(table.column("name"))
+    out = np.zeros(table.num_rows, dtype=bool)
+    for ext in CREDENTIAL_EXTENSIONS:
+        out |= np.asarray(pc.ends_with(lower, ext).to_numpy(zero_copy_only=False), dtype=bool)
+    return out
+
+
+def _package_key_material(verdict: Ids, rows: Mask, t: _Table) -> None:
+    """Key-like files inside an evidenced package: ``package-key-material``, in its group.
+
+    They keep the group of the directory that absorbs them (a venv's CA bundle is part of the
+    venv), so counts by group stay whole.
+    """
+    for absorbing in np.unique(verdict[rows]).tolist():
+        group = t.verdicts[absorbing].group
+        found = Verdict(Risk.CAUTION, PACKAGE_KEY_MATERIAL, group, PACKAGE_KEY_CLAIM, 0.7)
+        verdict[rows & (verdict == absorbing)] = t.id(found)
 
 
 def _under(path: str, trees: frozenset[str]) -> bool:

@@ -24,13 +24,16 @@ __all__ = [
     "CREDENTIAL_PREFIXES",
     "KEEP_MARKER",
     "PASSES_DOWN",
+    "SSH_KEY_NAMES",
     "SYSTEM_DIRS",
     "VCS_DIRS",
     "GitInfo",
     "ProtectContext",
     "Protection",
     "account_homes",
+    "credential_name",
     "find_git_tracked",
+    "key_like",
     "protect_dir",
     "protect_file",
     "protection_above",
@@ -42,8 +45,16 @@ VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 CREDENTIAL_DIRS = frozenset(
     {".ssh", ".gnupg", ".aws", ".kube", ".password-store", "keyrings", ".pki", ".docker"}
 )
-CREDENTIAL_FILES = frozenset({".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc"})
-CREDENTIAL_PREFIXES = ("id_", ".env")
+# OpenSSH's default key names (ssh-keygen -t …), each with its public key and certificate
+SSH_KEY_NAMES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk")
+# Credentials by their exact name: protected anywhere, inside a package too.
+CREDENTIAL_FILES = frozenset(
+    {".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc"}
+    | {key + twin for key in SSH_KEY_NAMES for twin in ("", ".pub", "-cert.pub")}
+)
+CREDENTIAL_PREFIXES = (".env",)  # .env, .env.local, .envrc: secrets by convention
+# Key-like by extension: credentials, except inside an evidenced dependency or build directory,
+# where packages ship them (certifi's CA bundle, test fixtures): see classification.
 CREDENTIAL_EXTENSIONS = (".pem", ".key", ".p12", ".pfx", ".kdbx", ".keystore", ".jks")
 SYSTEM_DIRS = frozenset(
     {
@@ -253,15 +264,29 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
     return None
 
 
-def protect_file(name: str, parent: str, ctx: ProtectContext) -> Protection | None:
-    """Why a non-directory entry is protected by its own name or place (not git tracking)."""
+def credential_name(name: str) -> bool:
+    """Whether ``name`` is a credential by its exact name (``id_rsa``, ``.netrc``, ``.env*``)."""
+    return name in CREDENTIAL_FILES or name.startswith(CREDENTIAL_PREFIXES)
+
+
+def key_like(name: str) -> bool:
+    """Whether ``name`` has a key's extension (``*.pem``, ``*.key``…, in any case)."""
+    return name.lower().endswith(CREDENTIAL_EXTENSIONS)
+
+
+def protect_file(
+    name: str, parent: str, ctx: ProtectContext, *, in_package: bool = False
+) -> Protection | None:
+    """Why a non-directory entry is protected by its own name or place (not git tracking).
+
+    ``in_package``: it lies inside an evidenced dependency or build directory, where a key-like
+    name is the package's (a CA bundle, a test key), not a credential of yours.
+    """
     if name in VCS_DIRS:  # a gitfile (.git as a file, in submodules and worktrees)
         return VCS
     if name == KEEP_MARKER:
         return KEEP
-    if name in CREDENTIAL_FILES or name.startswith(CREDENTIAL_PREFIXES):
-        return CREDENTIAL
-    if name.lower().endswith(CREDENTIAL_EXTENSIONS):
+    if credential_name(name) or (key_like(name) and not in_package):
         return CREDENTIAL
     if parent in ctx.homes and name.startswith("."):
         return CONFIG

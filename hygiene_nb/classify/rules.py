@@ -8,21 +8,30 @@ beside an entry for the high-confidence verdict; without it the rule falls back 
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from hygiene_nb.classify.protect import ProtectContext
 from hygiene_nb.errors import RuleInvalid
 from hygiene_nb.store import read_regular_file
 
 __all__ = [
     "BUILTIN_RULES",
+    "DIR_RULES_BY_AFFIX",
+    "DIR_RULES_BY_NAME",
+    "DIR_RULES_BY_PLACE",
+    "DIR_RULE_PREFIXES",
+    "DIR_RULE_SUFFIXES",
+    "EVIDENCE_NAMES",
     "GROUPS",
     "LOCKFILES",
+    "PACKAGE_RULES",
     "PROJECT_MANIFESTS",
     "PROJECT_MARKERS",
     "SOURCE_EXTENSIONS",
@@ -30,6 +39,10 @@ __all__ = [
     "Risk",
     "Rule",
     "UserRule",
+    "dir_rule",
+    "evidence_met",
+    "evidence_present",
+    "is_manifest",
     "load_user_rules",
     "parse_user_rules",
     "rules_table_markdown",
@@ -445,6 +458,129 @@ BUILTIN_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 GROUPS: tuple[str, ...] = tuple(dict.fromkeys(r.group for r in BUILTIN_RULES))
+
+# Dependency and build directories whose files are the packages' own: inside one matched with
+# its evidence (as regular files), a key-like file (``*.pem``, ``*.key``…) is the package's
+# (``package-key-material``), not a credential of yours. Its exact-name credentials stay
+# protected.
+PACKAGE_RULES = frozenset({"pycache", "tox", "node-modules", "venv", "rust-target", "build-dir"})
+
+
+_MANIFEST_EXACT = frozenset(m for m in PROJECT_MANIFESTS if not m.startswith("*"))
+_MANIFEST_SUFFIXES = tuple(m[1:] for m in PROJECT_MANIFESTS if m.startswith("*"))
+
+
+def is_manifest(name: str) -> bool:
+    """Whether ``name`` is a project manifest's or lockfile's (``PROJECT_MANIFESTS``)."""
+    return name in _MANIFEST_EXACT or name.endswith(_MANIFEST_SUFFIXES)
+
+
+def evidence_met(rule: Rule, present: set[str] | frozenset[str]) -> bool:
+    """Whether ``present`` (the names beside the entry) holds the evidence ``rule`` needs."""
+    if rule.evidence is None:
+        return True
+    return all(present.intersection(group) for group in rule.evidence.all_of)
+
+
+def _matches_affix(rule: Rule, name: str) -> bool:
+    """Whether ``name`` starts with one of a rule's prefixes or ends with one of its suffixes."""
+    return name.startswith(rule.prefixes) or name.endswith(rule.suffixes)
+
+
+def _matches_place(rule: Rule, parent: str, ctx: ProtectContext) -> bool:
+    """Whether a rule's place conditions hold (its name matched: ``_candidates``)."""
+    if rule.parent_names and parent.rsplit("/", 1)[-1] not in rule.parent_names:
+        return False
+    if rule.under_home and ctx.home_rel(parent) not in rule.under_home:
+        return False
+    if rule.not_home_child and parent in ctx.homes:
+        return False
+    return not rule.home_child or parent in ctx.homes
+
+
+_Ordered = list[tuple[int, Rule]]
+
+
+def _index_dir_rules() -> tuple[dict[str, _Ordered], _Ordered, _Ordered]:
+    """Directory rules by the names they match, by name prefix or suffix, and by place alone."""
+    by_name: dict[str, _Ordered] = {}
+    by_affix: _Ordered = []
+    by_place: _Ordered = []
+    for order, rule in enumerate(BUILTIN_RULES):
+        if rule.kind == "file":
+            continue
+        if rule.names:
+            for name in rule.names:
+                by_name.setdefault(name, []).append((order, rule))
+        elif rule.prefixes or rule.suffixes:
+            by_affix.append((order, rule))
+        elif rule.under_home:
+            by_place.append((order, rule))
+    return by_name, by_affix, by_place
+
+
+DIR_RULES_BY_NAME, DIR_RULES_BY_AFFIX, DIR_RULES_BY_PLACE = _index_dir_rules()
+DIR_RULE_PREFIXES = tuple(p for _, r in DIR_RULES_BY_AFFIX for p in r.prefixes)
+DIR_RULE_SUFFIXES = tuple(x for _, r in DIR_RULES_BY_AFFIX for x in r.suffixes)
+# Every name a built-in rule looks for beside an entry (``*`` first: a suffix pattern).
+EVIDENCE_NAMES = frozenset(
+    {n for r in BUILTIN_RULES if r.evidence for group in r.evidence.all_of for n in group}
+    | {n for r in BUILTIN_RULES for n in r.beside}
+)
+_EVIDENCE_EXACT = frozenset(n for n in EVIDENCE_NAMES if not n.startswith("*"))
+_EVIDENCE_PATTERNS = tuple(sorted(n for n in EVIDENCE_NAMES if n.startswith("*")))
+
+
+def evidence_present(names: Iterable[str]) -> set[str]:
+    """Which of ``EVIDENCE_NAMES`` the names in one directory make present (patterns too)."""
+    out: set[str] = set()
+    for name in names:
+        if name in _EVIDENCE_EXACT:
+            out.add(name)
+        out.update(p for p in _EVIDENCE_PATTERNS if name.endswith(p[1:]))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _candidates(name: str) -> tuple[Rule, ...]:
+    """The directory rules that could match a name (by it, its affix or place), in order."""
+    pairs = DIR_RULES_BY_NAME.get(name, [])
+    pairs = pairs + [pair for pair in DIR_RULES_BY_AFFIX if _matches_affix(pair[1], name)]
+    pairs = pairs + DIR_RULES_BY_PLACE
+    return tuple(rule for _, rule in sorted(pairs, key=lambda pair: pair[0]))
+
+
+def dir_rule(
+    name: str, parent: str, ctx: ProtectContext, present: set[str] | frozenset[str]
+) -> tuple[Rule, bool] | None:
+    """The built-in rule of a directory by its own name and place, and whether its evidence holds.
+
+    ``present``: the evidence names standing beside it (``evidence_present``). The first rule
+    (in table order) that matches wins; where its evidence is missing, a later rule matching
+    the same name whose evidence stands beside it wins instead (``target`` beside a
+    ``pom.xml`` is Maven's, not a Rust target without its Cargo.toml). A rule whose evidence
+    is ``required``, or whose ``beside`` names are all missing, does not match without them.
+    Classification and the act-time re-check ask this same question.
+    """
+    weak: Rule | None = None
+    for rule in _candidates(name):
+        if not _matches_place(rule, parent, ctx):
+            continue
+        if rule.beside and not present.intersection(rule.beside):
+            continue
+        if not evidence_met(rule, present):
+            assert rule.evidence is not None
+            if weak is None and not rule.evidence.required:
+                weak = rule
+            continue
+        if (
+            rule.evidence is None
+            and weak is not None
+            and not (rule.names or rule.prefixes or rule.suffixes)
+        ):
+            break  # a rule by place alone never outranks an earlier one by name
+        return rule, True
+    return (weak, False) if weak is not None else None
 
 
 def _matcher(rule: Rule) -> str:

@@ -40,6 +40,7 @@ from hygiene_nb.executor.batches import (
 from hygiene_nb.executor.fileops import DIR_FLAGS, REMOVING_PREFIX, LocalFileOps
 from hygiene_nb.fs.fingerprint import fingerprint, kind_of_mode, signed64, walk_subtree
 from hygiene_nb.plan.schema import plan_digest
+from hygiene_nb.recheck import Reviewed
 from hygiene_nb.store import Store
 
 # -- plans, and executions killed in a child -------------------------------------------------------
@@ -508,3 +509,22 @@ def first_rename_fails(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
         real(self, src_dir, src, dst_dir, dst)
 
     monkeypatch.setattr(LocalFileOps, "rename_noreplace", rename)
+
+
+def reviewed_now(root: Path, target: Path) -> Reviewed:
+    """``target`` as a re-check would find it unchanged: what the disk holds now."""
+    st = os.lstat(target)
+    found = None
+    if stat.S_ISDIR(st.st_mode):
+        found = fingerprint(walk_subtree(os.fsencode(root), os.fsencode(target)))
+    return Reviewed(
+        str(target),
+        os.fsencode(target),
+        kind_of_mode(st.st_mode),
+        signed64(st.st_dev),
+        signed64(st.st_ino),
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+        found,
+    )
