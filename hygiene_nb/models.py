@@ -24,6 +24,7 @@ class SizedEntry:
     claim: str | None = None
     confidence: float | None = None
     path_b64: str | None = None  # the exact bytes, where ``path`` (text) cannot give them back
+    holds: str | None = None  # a directory: what it holds (a risk, or "mixed"; classify.content)
 
 
 @dataclass(frozen=True)

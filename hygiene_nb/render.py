@@ -182,7 +182,11 @@ def _entry_line(e: SizedEntry) -> str:
         note = "  [partial]"
     elif e.nlink > 1 and e.kind == "file":
         note = f"  [{e.nlink} hard links]"
-    risk = f"{e.risk:<8} " if e.risk else ""
+    # a directory shows what it holds, as the treemap colours it; its own verdict beside
+    word = e.holds or e.risk
+    risk = f"{word:<8} " if word else ""
+    if e.holds and e.holds != e.risk and e.rule != "no-rule":
+        note += f"  [as a whole: {e.risk}, {e.rule}]"
     return f"  {human_bytes(e.bytes):>10}  {risk}{e.kind:<7} {shown(e.path)}{note}"
 
 

@@ -7,6 +7,8 @@ the root to the summary's risk mix.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +167,23 @@ def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(
     colours = dict(zip(trace.ids, trace.marker.colors, strict=True))
     assert colours[str(root / "web")] == figures.RISK_COLORS[MIXED]
     assert "holds: %{customdata[2]}" in trace.hovertemplate
+
+
+def test_the_summary_ranks_a_directory_by_what_it_holds_and_says_its_own_verdict(
+    tmp_path: Path, store: Path
+) -> None:
+    root = web_project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    summary = api.summarize(str(root), store=store, top=3)
+    (web,) = [e for e in summary.children if e.path == str(root / "web")]
+    assert (web.holds, web.risk, web.rule) == (MIXED, "high", "contains-protected")
+    modules = [e for e in summary.largest if e.path.endswith("/node_modules")]
+    assert [(e.holds, e.risk) for e in modules] == [("safe", "safe")]
+    assert all(e.holds is None for e in summary.largest_files)
+    shown = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "summary", str(root), "--store", str(store)],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    ending = f"{root / 'web'}  [as a whole: high, contains-protected]"
+    (line,) = [x for x in shown.splitlines() if x.rstrip().endswith(ending)]
+    assert " mixed " in line

@@ -58,7 +58,7 @@ PATH_SQL = (
 )
 _ENTRY_COLUMNS = (
     "parent, name, parent_raw, name_raw, kind, size, alloc, nlink, tree_bytes, tree_alloc, "
-    "tree_files, partial, error, risk, rule, claim, confidence"
+    "tree_files, partial, error, risk, rule, claim, confidence, content_risk"
 )
 
 SUMMARY_QUERIES: dict[str, str] = {

@@ -199,6 +199,9 @@ def entries_of(rows: pa.Table, n: int) -> list[SizedEntry]:
             claim=get.get("claim", [None] * rows.num_rows)[i],
             confidence=get.get("confidence", [None] * rows.num_rows)[i],
             path_b64=_exact(get, i),
+            holds=get["content_risk"][i]
+            if "content_risk" in get and get["kind"][i] == "dir"
+            else None,
         )
         for i in range(rows.num_rows)
     ]
