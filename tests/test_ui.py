@@ -21,7 +21,7 @@ from hygiene_nb import api
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.ledger.annotations import AnnotationLedger
 from hygiene_nb.notebook.demo import DemoStore, make_demo_store
-from hygiene_nb.notebook.figures import DECISION_BORDER, treemap_trace
+from hygiene_nb.notebook.figures import DECISION_BORDER, RISK_COLORS, treemap_trace
 from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.plan.document import select_candidates, selection_summary
 from hygiene_nb.scan.digests import entry_digests
@@ -426,3 +426,17 @@ def test_the_widget_holds_the_classified_snapshot_once_in_one_chunk(
     assert before == selection_summary(
         select_candidates(panel.table, [], root=panel.root), panel.table
     )
+
+
+def test_a_directory_row_and_its_tile_show_what_it_holds(demo: DemoStore) -> None:
+    """The listing's badge and the treemap's colour are the same word: what the bytes are."""
+    panel = Annotator(str(demo.root), store=demo.store)
+    projects = row(panel, "projects")
+    assert projects.entry.risk == "high"  # as a whole: it holds a project's manifests
+    holds = str(projects.entry.content_risk)
+    assert holds == "mixed"
+    assert f">{holds}</span>" in projects.info.value
+    assert "holds: " in projects.info.value and "as a whole: high" in projects.info.value
+    trace = panel.fig.data[0]
+    at = list(trace.ids).index(str(demo.root / "projects"))
+    assert trace.marker.colors[at] == RISK_COLORS[holds]
