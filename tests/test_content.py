@@ -180,6 +180,8 @@ def test_the_summary_ranks_a_directory_by_what_it_holds_and_says_its_own_verdict
     modules = [e for e in summary.largest if e.path.endswith("/node_modules")]
     assert [(e.holds, e.risk) for e in modules] == [("safe", "safe")]
     assert all(e.holds is None for e in summary.largest_files)
+    table = views.entries_frame(summary.children).set_index("path")  # the report's table
+    assert tuple(table.loc[str(root / "web"), ["holds", "risk"]]) == (MIXED, "high")
     shown = subprocess.run(
         [sys.executable, "-m", "hygiene_nb", "summary", str(root), "--store", str(store)],
         capture_output=True, text=True, timeout=120, check=True,

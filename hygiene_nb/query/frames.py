@@ -306,7 +306,11 @@ def totals_frame(summary: Summary, *, redact: bool = False) -> pd.DataFrame:
 
 
 def entries_frame(entries: Sequence[SizedEntry]) -> pd.DataFrame:
-    """Ranked entries (largest first) as a table: path, kind, bytes, files, risk, rule, claim."""
+    """Ranked entries (largest first): path, kind, bytes, files, holds, risk, rule, claim.
+
+    ``holds``: what a directory holds (a risk, or ``mixed``: the treemap's colour), else the
+    entry's own risk; ``risk``, ``rule`` and ``claim``: its own verdict, as a whole.
+    """
     return pd.DataFrame(
         [
             {
@@ -314,13 +318,14 @@ def entries_frame(entries: Sequence[SizedEntry]) -> pd.DataFrame:
                 "kind": e.kind,
                 "bytes": e.bytes,
                 "files": e.files,
+                "holds": e.holds or e.risk,
                 "risk": e.risk,
                 "rule": e.rule,
                 "claim": e.claim,
             }
             for e in entries
         ],
-        columns=["path", "kind", "bytes", "files", "risk", "rule", "claim"],
+        columns=["path", "kind", "bytes", "files", "holds", "risk", "rule", "claim"],
     ).astype({"files": "Int64"})
 
 
