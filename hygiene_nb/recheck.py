@@ -26,9 +26,10 @@ Reading here is read-only. A failed check is a ``Finding``, never an exception.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -46,7 +47,14 @@ from hygiene_nb.classify.protect import (
     protect_file,
     protection_above,
 )
-from hygiene_nb.classify.rules import PACKAGE_RULES, dir_rule, evidence_present, is_manifest
+from hygiene_nb.classify.rules import (
+    PACKAGE_RULES,
+    dir_rule,
+    evidence_present,
+    is_manifest,
+    tag_outranks,
+)
+from hygiene_nb.fs.cachedir_tag import TAG_NAME, read_tag
 from hygiene_nb.fs.fingerprint import (
     DIR_FLAGS,
     Entry,
@@ -251,7 +259,8 @@ class Rechecker:
         if keep is not None:
             return Finding("now-protected", f"{keep} holds a {KEEP_MARKER} marker")
         if tree is not None:
-            below = [e[0].decode("utf-8", "backslashreplace") for e in entries if e[1] == "file"]
+            # every non-directory git may track: files and symlinks alike
+            below = [e[0].decode("utf-8", "backslashreplace") for e in entries if e[1] != "dir"]
             inside = [item.path] + [f"{item.path}/{rel}" for rel in below]
             if self.git.is_tracked_or_unknown(tree, inside):
                 return Finding("now-protected", f"git in {tree} tracks it (or cannot tell)")
@@ -280,7 +289,16 @@ class Rechecker:
         if state is None and is_dir:
             state = self._state_of(rel[-1], _text(os.path.join(self.root, *rel[:-1])), parent)
         if state is None and is_dir:
-            inside = _states_inside(_text(os.path.join(self.root, *rel)), entries, self.protect)
+            top = _text(os.path.join(self.root, *rel))
+
+            def tagged_inside(inner: bytes) -> bool:
+                fd = open_dirs_at(parent, [rel[-1], *inner.split(b"/")])
+                try:
+                    return read_tag(fd) is not None
+                finally:
+                    os.close(fd)
+
+            inside = _states_inside(top, entries, self.protect, tagged_inside)
             placed = {f: inside.get(os.path.dirname(f)) for f in files}
         else:
             placed = dict.fromkeys(files, state)
@@ -315,23 +333,46 @@ class Rechecker:
         its evidence (False), or neither (None).
         """
         every, regular = _names_at(parent_fd)
-        return _package_state(_text(name), parent, self.protect, every, regular)
+
+        def tagged() -> bool:
+            fd = open_dir_at(parent_fd, name)
+            try:
+                return read_tag(fd) is not None
+            finally:
+                os.close(fd)
+
+        return _package_state(_text(name), parent, self.protect, every, regular, tagged)
 
 
 def _package_state(
-    name: str, parent: str, ctx: ProtectContext, every: set[str], regular: set[str]
+    name: str,
+    parent: str,
+    ctx: ProtectContext,
+    every: set[str],
+    regular: set[str],
+    tagged: Callable[[], bool],
 ) -> bool | None:
     """Classification's question of one directory, on the names beside it now.
 
     ``every``: the names in its parent; ``regular``: those that are regular files. The rule is
     the one the names make (``dir_rule``); it is a package only when the regular files alone
-    make it that package's rule with its evidence.
+    make it that package's rule with its evidence. A valid cache directory tag in it
+    (``tagged``, read now) makes it a cache where classification would: a whole-subtree rule
+    that is no package. A directory that cannot be opened to read it raises (``OSError``): the
+    entry is refused, as for any error on the way.
     """
     found = dir_rule(name, parent, ctx, evidence_present(every))
+    path = parent.rstrip("/") + "/" + name
+    if tag_outranks(found) and protect_dir(path, name, ctx) is None and tagged():
+        return False
     if found is None or not found[0].absorbs:
         return None
     as_files = dir_rule(name, parent, ctx, evidence_present(regular))
     return as_files is not None and as_files[1] and as_files[0].rule_id in PACKAGE_RULES
+
+
+def _untagged() -> bool:
+    return False
 
 
 def _names_at(dir_fd: int) -> tuple[set[str], set[str]]:
@@ -359,10 +400,13 @@ def _base(rel: bytes) -> bytes:
     return rel.rsplit(b"/", 1)[-1]
 
 
-def _states_inside(top: str, entries: list[Entry], ctx: ProtectContext) -> dict[bytes, bool | None]:
+def _states_inside(
+    top: str, entries: list[Entry], ctx: ProtectContext, tagged: Callable[[bytes], bool]
+) -> dict[bytes, bool | None]:
     """Per directory inside the item, from the walk's entries: what ``_state_of`` says.
 
-    Keyed by the path relative to the item (``b""``: the item, neither).
+    Keyed by the path relative to the item (``b""``: the item, neither). ``tagged``: whether
+    the directory at a relative path holds a valid cache directory tag now.
     """
     every: dict[bytes, set[str]] = {}
     regular: dict[bytes, set[str]] = {}
@@ -378,7 +422,12 @@ def _states_inside(top: str, entries: list[Entry], ctx: ProtectContext) -> dict[
         if state is None:
             where = top + "/" + _text(up) if up else top
             state = _package_state(
-                _text(_base(rel)), where, ctx, every.get(up, set()), regular.get(up, set())
+                _text(_base(rel)),
+                where,
+                ctx,
+                every.get(up, set()),
+                regular.get(up, set()),
+                functools.partial(tagged, rel) if TAG_NAME in regular.get(rel, ()) else _untagged,
             )
         states[rel] = state
     return states

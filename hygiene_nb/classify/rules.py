@@ -46,6 +46,7 @@ __all__ = [
     "load_user_rules",
     "parse_user_rules",
     "rules_table_markdown",
+    "tag_outranks",
 ]
 
 
@@ -581,6 +582,15 @@ def dir_rule(
             break  # a rule by place alone never outranks an earlier one by name
         return rule, True
     return (weak, False) if weak is not None else None
+
+
+def tag_outranks(found: tuple[Rule, bool] | None) -> bool:
+    """Whether a valid CACHEDIR.TAG decides over what ``dir_rule`` found for its directory.
+
+    Over nothing, over a rule whose evidence is missing (the tag is that evidence), and over
+    the generic application cache; a more specific rule with its evidence keeps its verdict.
+    """
+    return found is None or not found[1] or found[0].rule_id == "user-cache"
 
 
 def _matcher(rule: Rule) -> str:

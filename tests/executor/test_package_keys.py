@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -208,3 +209,75 @@ def test_a_manifest_that_is_a_symlink_is_no_evidence_when_acting(tmp_path: Path)
         found, protected = _recheck_and_classify(root, tmp_path / "s", root / target)
         assert found is not None and found.code == "now-protected", target
         assert protected, target
+
+
+# -- a cache directory tag decides at act time as it does in classification -------------------
+
+TAG = b"Signature: 8a477f597d28d172789f06886806bc55\n# created by cargo.\n"
+NOT_A_TAG = b"Signature: 8a477f597d28d172789f06886806bc56\n"  # one digit off
+
+
+@pytest.mark.parametrize(
+    ("tag", "files", "target", "refused"),
+    [
+        # a tagged cache holding a node_modules: the cache decides, its keys stay credentials
+        (TAG, [*[f"p/cache/{n}" for n in NODE], "p/cache/node_modules/x/k.pem"],
+         "p/cache/node_modules", True),
+        (TAG, [*[f"p/cache/{n}" for n in NODE], "p/cache/node_modules/x/k.pem"],
+         "p/cache/node_modules/x", True),
+        (TAG, [*[f"p/cache/{n}" for n in NODE], "p/cache/node_modules/x/k.pem"], "p", True),
+        # a tagged cache holding a manifest: a cache, the manifest no project's
+        (TAG, ["p/cache/package.json", "p/cache/blob"], "p/cache", False),
+        (TAG, ["p/cache/package.json", "p/cache/blob"], "p", False),
+        # a file that is no valid tag changes nothing
+        (NOT_A_TAG, ["p/cache/package.json", "p/cache/blob"], "p/cache", True),
+        (NOT_A_TAG, [*[f"p/cache/{n}" for n in NODE], "p/cache/node_modules/x/k.pem"],
+         "p/cache/node_modules", False),
+    ],
+)  # fmt: skip
+def test_a_cache_directory_tag_decides_when_acting_as_it_does_in_classification(
+    tmp_path: Path, tag: bytes, files: list[str], target: str, refused: bool
+) -> None:
+    root = tmp_path / "r"
+    for rel in files:
+        write(root / rel, 10)
+    write(root / "p" / "cache" / "CACHEDIR.TAG", data=tag)
+
+    found, protected = _recheck_and_classify(root, tmp_path / "s", root / target)
+
+    assert (found.code if found else None) == ("now-protected" if refused else None)
+    assert protected == refused
+
+
+def test_a_tag_written_after_the_plan_makes_a_package_key_a_credential_again(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "r"
+    for rel in [*[f"p/cache/{n}" for n in NODE], "p/cache/node_modules/x/k.pem"]:
+        write(root / rel, 10)
+    target = root / "p" / "cache" / "node_modules"
+    reviewed = reviewed_now(root, target)
+    with Rechecker(str(root)) as checker:
+        assert checker.check(reviewed) is None  # the package's key material, as planned
+    write(root / "p" / "cache" / "CACHEDIR.TAG", data=TAG)  # outside the candidate
+    with Rechecker(str(root)) as checker:
+        found = checker.check(reviewed)
+    assert found is not None and found.code == "now-protected"
+
+
+def test_a_symlink_git_tracks_inside_a_candidate_refuses_it(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "r"
+    write(root / "proj" / "Makefile", 10)
+    write(root / "proj" / "build" / "out.o", 10)
+    (root / "proj" / "build" / "link").symlink_to("out.o")
+    git = ["git", "-C", str(root / "proj"), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-f", "build/link", "Makefile"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+
+    found, protected = _recheck_and_classify(root, tmp_path / "s", root / "proj" / "build")
+
+    assert protected
+    assert found is not None and found.code == "now-protected" and "git" in found.detail
