@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from hygiene_nb.classify.classification import VERDICT_COLUMNS
 from hygiene_nb.classify.summary import (
@@ -30,6 +31,7 @@ from hygiene_nb.classify.summary import (
 )
 from hygiene_nb.models import Cleanliness, RiskStats, StaleBucket, Summary
 from hygiene_nb.scan.index import ScanInfo
+from hygiene_nb.scan.snapshot import FORMAT_2_COLUMNS
 
 __all__ = [
     "PATH_SQL",
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 _NS_PER_DAY = 86_400 * 10**9
+_FORMAT_2_TYPES = {"ctime_ns": "BIGINT", "uid": "BIGINT", "gid": "BIGINT", "mode": "INTEGER"}
 
 # A non-directory with more than one name: counted once, at its first name (lowest row_no).
 _LINKED = "(coalesce(nlink, 1) > 1 AND kind <> 'dir')"
@@ -190,6 +193,14 @@ def open_entries(
     (``classify_verdicts``) when the store could not keep them, or None for the snapshot alone.
     """
     rows = f"read_parquet({sql_literal(snapshot)}, file_row_number = true)"
+    # a format-1 snapshot has no owner, ctime or mode: null there (unknown), never zero
+    try:
+        present = set(pq.read_schema(snapshot).names)
+    except (OSError, pa.ArrowException):
+        present = set(FORMAT_2_COLUMNS)  # unreadable: the query itself says why
+    lacking = "".join(
+        f", CAST(NULL AS {_FORMAT_2_TYPES[c]}) AS {c}" for c in FORMAT_2_COLUMNS if c not in present
+    )
     if verdicts is None:
         source = f"{rows} s"
     elif isinstance(verdicts, pa.Table):
@@ -200,7 +211,7 @@ def open_entries(
     con.execute(
         f"""
         CREATE OR REPLACE TEMP VIEW {name} AS
-        SELECT * EXCLUDE (file_row_number), s.file_row_number AS row_no FROM {source}
+        SELECT * EXCLUDE (file_row_number), s.file_row_number AS row_no{lacking} FROM {source}
         """
     )
 

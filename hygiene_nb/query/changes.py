@@ -13,16 +13,30 @@ import duckdb
 import pandas as pd
 
 from hygiene_nb import api
+from hygiene_nb.classify.filetypes import EXTENSION_SQL, NO_EXTENSION, category_sql
 from hygiene_nb.classify.queries import PATH_SQL
 from hygiene_nb.errors import SnapshotNotFound, UsageError
+from hygiene_nb.query.breakdowns import OwnerBy, age_bucket_sql, id_names, owner_label
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 from hygiene_nb.scan.snapshot import query_engine
 
 __all__ = ["DIFF_BY", "DiffBy", "changed_entries", "diff"]
 
-DiffBy = Literal["dir", "group", "risk"]
-DIFF_BY: tuple[DiffBy, ...] = ("dir", "group", "risk")
+DiffBy = Literal["dir", "group", "risk", "owner", "owner_group", "type", "category", "age"]
+DIFF_BY: tuple[DiffBy, ...] = (
+    "dir",
+    "group",
+    "risk",
+    "owner",
+    "owner_group",
+    "type",
+    "category",
+    "age",
+)
+# The keys that count regular files only (a directory has no type, and the histogram of ages
+# is one of files): their deltas add up to the change in the files' bytes.
+_FILES_ONLY = ("type", "category", "age")
 _DIFF_COLUMNS = ["parent", "name", "kind", "depth", "size", "alloc", "dev", "inode", "nlink"]
 
 
@@ -131,9 +145,17 @@ def _entry_diff(
     is the entry's direct child of the root (``.`` for the root itself).
     """
     extra = 'coalesce(n.risk, o.risk) AS risk, coalesce(n."group", o."group") AS grp,'
+    extra = extra if classified else ""
+    extra_out = "risk, grp," if classified else ""
+    # the owner and the age a row is counted under: the newer scan's where it is in both
+    extra += "coalesce(n.uid, o.uid) AS uid, coalesce(n.gid, o.gid) AS gid,"
+    new_age = age_bucket_sql(api.scan_time_ns(new_info), "n.mtime_ns")
+    old_age = age_bucket_sql(api.scan_time_ns(old_info), "o.mtime_ns")
+    extra += f"CASE WHEN n.name IS NOT NULL THEN {new_age} ELSE {old_age} END AS age,"
+    extra_out += "uid, gid, age,"
     query = _ENTRY_DIFF.format(
-        extra=extra if classified else "",
-        extra_out="risk, grp," if classified else "",
+        extra=extra,
+        extra_out=extra_out,
         start=len(old_info.root) + (1 if old_info.root.endswith("/") else 2),
     )
     con = query_engine()
@@ -152,7 +174,7 @@ def diff(
     by: DiffBy = "dir",
     rules: str | None = None,
 ) -> pd.DataFrame:
-    """What changed between two scans of one root, by direct child, pattern group or risk.
+    """What changed between two scans of one root: by child, pattern group, risk, owner, type, age.
 
     Args:
         root: the scanned root (default: the root of the latest scan in the store).
@@ -161,7 +183,13 @@ def diff(
         new: the later scan id (default: the latest scan of ``root``).
         by: ``dir`` (direct children of the root; ``.`` is the root's own entry), ``group``
             (pattern group, ``(none)`` outside every group) or ``risk`` (classified as of each
-            scan's time; an entry present in both takes its verdict in the newer scan).
+            scan's time; an entry present in both takes its verdict in the newer scan),
+            ``owner``/``owner_group`` (the entry's user or group, named as the scans recorded;
+            an entry in both counts under its newer owner: who grew most), ``type``
+            (extension) or ``category`` of the regular files, or ``age`` (the files' mtime
+            age bucket, ``breakdowns.AGE_BUCKETS``, at the newer scan's time, or the older's
+            for a file gone since). ``type``, ``category`` and ``age`` count regular files
+            only, so their deltas add up to the change in the files' bytes.
         rules: an extra rules file for ``group``/``risk``.
 
     Returns:
@@ -177,8 +205,18 @@ def diff(
     if by not in DIFF_BY:
         raise UsageError(f"by must be one of {', '.join(DIFF_BY)}, not {by!r}.")
     old_info, new_info = _pair(root, store, old, new)
-    classified = by != "dir"
-    key = {"dir": "top", "group": "coalesce(grp, '(none)')", "risk": "risk"}[by]
+    classified = by in ("group", "risk")
+    key = {
+        "dir": "top",
+        "group": "coalesce(grp, '(none)')",
+        "risk": "risk",
+        "owner": "uid",
+        "owner_group": "gid",
+        "type": EXTENSION_SQL,
+        "category": category_sql(),
+        "age": "age",
+    }[by]
+    where = "WHERE kind = 'file'" if by in _FILES_ONLY else ""
     with _entry_diff(store, old_info, new_info, classified, rules) as con:
         frame = con.execute(
             f"""
@@ -199,10 +237,16 @@ def diff(
                        AS shrank_entries,
                    CAST(sum(CASE WHEN change = 'shrank' THEN old_bytes - new_bytes ELSE 0 END)
                         AS BIGINT) AS shrank_bytes
-            FROM j GROUP BY 1
+            FROM j {where} GROUP BY 1
             ORDER BY abs(sum(new_bytes) - sum(old_bytes)) DESC, 1
             """
         ).df()
+    if by in ("owner", "owner_group"):
+        which: OwnerBy = "user" if by == "owner" else "group"
+        names = {**id_names(old_info, which), **id_names(new_info, which)}
+        frame[by] = [owner_label(v, names, which) for v in frame[by]]
+    elif by == "type":
+        frame[by] = [v if v != NO_EXTENSION else "(none)" for v in frame[by]]
     frame.attrs.update(old=old_info.scan_id, new=new_info.scan_id, root=old_info.root)
     return frame
 

@@ -21,12 +21,14 @@ live in ``hygiene_nb.query`` by noun:
 - ``frames``: ``browse_frame``, ``FrameIndex``, ``treemap_nodes``, ``treemap_of``,
   ``totals_frame``, ``entries_frame``, ``groups_frame``, ``risk_frame``.
 - ``provenance``: ``provenance`` and ``rules_digest``.
+- ``breakdowns``: ``by_owner``, ``by_type``, ``age_histogram`` (who, what kind, how old).
 """
 
 from __future__ import annotations
 
 from types import FunctionType
 
+from hygiene_nb.query.breakdowns import AGE_BUCKETS, age_histogram, by_owner, by_type
 from hygiene_nb.query.changes import DIFF_BY, changed_entries, diff
 from hygiene_nb.query.changes import DiffBy as DiffBy
 from hygiene_nb.query.frames import BROWSE_COLUMNS as BROWSE_COLUMNS
@@ -62,10 +64,14 @@ from hygiene_nb.query.review import (
 )
 
 __all__ = [
+    "AGE_BUCKETS",
     "DIFF_BY",
     "Coverage",
     "FrameIndex",
+    "age_histogram",
     "browse_frame",
+    "by_owner",
+    "by_type",
     "changed_entries",
     "child_growth",
     "classified_as_of_scan",
