@@ -12,6 +12,8 @@ this process's own ``ru_maxrss`` at that point, in KiB.
   ``unsure`` and ``keep`` from one round (and one pass over the listing) to the next, so each
   click changes the ledger. Each decision is read back from the ledger afterwards.
 - ``diff``: ``views.diff(ROOT, store=STORE, by="risk")`` of the root's two latest snapshots.
+- ``by_owner``, ``by_type``, ``age_histogram``: that breakdown of the root's latest snapshot
+  (``by_owner`` after the summary has kept the classification it reads).
 """
 
 from __future__ import annotations
@@ -96,12 +98,32 @@ def diff(root: str, store: str) -> dict[str, Any]:
     }
 
 
+BREAKDOWNS = ("by_owner", "by_type", "age_histogram")
+
+
+def breakdown(mode: str, root: str, store: str) -> dict[str, Any]:
+    from hygiene_nb.query import views
+
+    import_rss = _rss_kib()
+    started = time.perf_counter()
+    found = getattr(views, mode)(root, store=store)
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "rows": len(found),
+        "import_rss_kib": import_rss,
+        "rss_kib": _rss_kib(),
+    }
+
+
 def main() -> int:
     mode, root, store = sys.argv[1:4]
     if mode == "annotator":
         out = annotator(root, store, int(sys.argv[4]), int(sys.argv[5]))
     elif mode == "diff":
         out = diff(root, store)
+    elif mode in BREAKDOWNS:
+        out = breakdown(mode, root, store)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     print(json.dumps(out))

@@ -153,19 +153,30 @@ def _annotator(root: str, store: Path, rounds: int, timeout: float) -> dict[str,
     return found
 
 
-def _diff(root: str, store: Path, rounds: int, timeout: float) -> dict[str, Any]:
+def _probe(
+    mode: str, label: str, root: str, store: Path, rounds: int, timeout: float
+) -> dict[str, Any]:
+    """One in-process view (``_views_probe.py MODE``), in a fresh process each round."""
     seconds, rss = [], []
     for _ in range(rounds):
         m = _ok(
             measure(
-                [sys.executable, PROBE, "diff", root, store], capture_stdout=True, timeout=timeout
+                [sys.executable, PROBE, mode, root, store], capture_stdout=True, timeout=timeout
             )
         )
         out = _json_line(m)
         seconds.append(round(out["seconds"], 4))
         rss.append(m.maxrss_kib)
-        _line('diff(by="risk")', out["seconds"], m.maxrss_kib, f" ({out['rows']} rows)")
+        _line(label, out["seconds"], m.maxrss_kib, f" ({out['rows']} rows)")
     return {"seconds": seconds, "rss_kib": rss}
+
+
+def _diff(root: str, store: Path, rounds: int, timeout: float) -> dict[str, Any]:
+    return _probe("diff", 'diff(by="risk")', root, store, rounds, timeout)
+
+
+# The breakdowns (docs/breakdowns.md), each one query over the latest snapshot.
+BREAKDOWNS = ("by_owner", "by_type", "age_histogram")
 
 
 def _report(
@@ -326,6 +337,7 @@ def _peaks(measures: dict[str, Any]) -> dict[str, float]:
         "report_tree": ("report", "tree_rss_kib"),
         "diff_risk": ("diff_risk", "rss_kib"),
         "help": ("help", "rss_kib"),
+        **{name: (name, "rss_kib") for name in BREAKDOWNS},
     }
     found = {}
     for name, (measure_name, key) in sources.items():
@@ -361,6 +373,10 @@ def views_section(tree_root: Path, store_dir: Path, report: Any) -> None:
         ("annotator", lambda: _annotator(root, store, rounds, timeout)),
         ("report", lambda: _report(exe, root, store, store_dir, rounds, timeout)),
         ("diff_risk", lambda: _diff(root, store, rounds, timeout)),
+        *(
+            (name, lambda name=name: _probe(name, f"{name}()", root, store, rounds, timeout))
+            for name in BREAKDOWNS
+        ),
         ("help", lambda: _help(exe, rounds, timeout)),
     ]
     for name, func in plan:
@@ -502,6 +518,14 @@ ROWS = (
         "ru_maxrss)"),
     Row("views_diff_risk_s", 'diff(by="risk") of two snapshots', "diff_risk", "seconds",
         "median", "s", 1.0),
+    Row("views_by_owner_s", "by_owner() of the latest snapshot", "by_owner", "seconds",
+        "median", "s", 1.0, note="the classification kept by the summary before it"),
+    Row("views_by_owner_rss_mib", "by_owner(), peak RSS", "by_owner", "rss_kib", "peak", "MiB",
+        400.0),
+    Row("views_by_type_s", "by_type() of the latest snapshot", "by_type", "seconds", "median",
+        "s", 1.0),
+    Row("views_age_histogram_s", "age_histogram() of the latest snapshot", "age_histogram",
+        "seconds", "median", "s", 1.0),
     Row("views_help_s", "hygiene-nb --help", "help", "seconds", "median", "s", 0.15),
     Row("views_help_pyarrow", "hygiene-nb --help imports pyarrow", "help", "heavy_imports",
         "pyarrow", "bool", 0.0),
