@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
-from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.request import walk_options
 from hygiene_nb.scan.snapshot import read_scan_info
 from hygiene_nb.store import resolve_store
-from tests.helpers import du_bytes, write
+from tests.helpers import as_format_1, du_bytes, write
 
 
 def test_snapshot_lands_in_a_hive_partition_with_private_modes(tmp_path: Path, store: Path) -> None:
@@ -234,27 +233,6 @@ def test_format_2_records_ctime_owner_group_and_mode_as_lstat_does(
         ), row["path"]
 
 
-def _as_format_1(info: ScanInfo, store: Path) -> None:
-    """Rewrite a scan the way a format-1 writer left it: no new columns, no format key."""
-    part = Path(info.path) / "part-0.parquet"
-    table = pq.read_table(part)
-    meta = {k: v for k, v in pq.read_metadata(part).metadata.items() if k != b"ARROW:schema"}
-    footer = json.loads(meta.pop(b"hygiene_nb.scan"))
-    footer.pop("format_version")
-    meta.pop(b"hygiene_nb.format_version")
-    meta[b"hygiene_nb.scan"] = json.dumps(footer).encode()
-    old = table.drop_columns(["ctime_ns", "uid", "gid", "mode"]).replace_schema_metadata(meta)
-    pq.write_table(old, part)
-    index = store / "index.jsonl"
-    lines = []
-    for line in index.read_text().splitlines():
-        record = json.loads(line)
-        if record["scan_id"] == info.scan_id:
-            record.pop("format_version")
-        lines.append(json.dumps(record))
-    index.write_text("\n".join(lines) + "\n")
-
-
 def test_a_format_1_snapshot_still_loads_summarizes_and_charts(tmp_path: Path, store: Path) -> None:
     from hygiene_nb.query import views
 
@@ -262,7 +240,7 @@ def test_a_format_1_snapshot_still_loads_summarizes_and_charts(tmp_path: Path, s
     write(root / "a" / "f", 10)
     old = api.scan_root(root, store=store)
     then = du_bytes(root / "a", apparent=True)
-    _as_format_1(old, store)
+    as_format_1(old, store)
     write(root / "a" / "g", 7)
     new = api.scan_root(root, store=store)
     now = du_bytes(root / "a", apparent=True)
@@ -286,7 +264,7 @@ def test_a_plan_from_a_format_1_snapshot_is_refused(tmp_path: Path, store: Path)
     root = tmp_path / "r"
     write(root / "junk.tmp", 10)
     info = api.scan_root(root, store=store)
-    _as_format_1(info, store)
+    as_format_1(info, store)
     api.annotate([str(root / "junk.tmp")], store=store, decision="delete")
     with pytest.raises(SnapshotOutdated, match=r"scan .* again"):
         api.make_plan(root, store=store)
