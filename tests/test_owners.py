@@ -15,7 +15,7 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb.scan import owners
 from hygiene_nb.scan.index import ScanInfo, find_scan
-from hygiene_nb.scan.owners import group_name, owner_name
+from hygiene_nb.scan.owners import OwnerNames, group_name, owner_name
 from hygiene_nb.scan.snapshot import read_scan_info, snapshot_file
 from hygiene_nb.store import Store
 from tests.helpers import Account, added_account, as_format_1, remove_account, write
@@ -143,8 +143,13 @@ def test_a_scan_recorded_without_owner_names_loads_with_none(tmp_path: Path, sto
     old = api.list_snapshots(store=store)[-1]
     assert (old.format_version, old.user_names, old.group_names) == (1, {}, {})
     assert read_scan_info(snapshot_file(old)).user_names == {}
-    rows = api.load(str(root), store=store).to_pylist()
+    table = api.load(str(root), store=store)
+    rows = table.to_pylist()
     assert {owner_name(old, r["uid"]) for r in rows} == {"owner unknown"}  # null ids
+    collected = OwnerNames()
+    for batch in table.to_batches():
+        collected.note(batch)  # null ids are no ids
+    assert collected.names() == ({}, {})
     assert {group_name(old, r["gid"]) for r in rows} == {"owner unknown"}
     assert owner_name(old, os.getuid()) == f"uid {os.getuid()}"  # an id, but no recorded name
     assert group_name(old, os.getgid()) == f"gid {os.getgid()}"
