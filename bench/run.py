@@ -352,7 +352,8 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
         real = _real_tree_size(exe, report.real_tree, store_dir)
         report.sections["scan"]["real_tree"] = real
     _print_statistics(generated, real.get("tree_statistics"), report.real_tree)
-    report.sections["scan"]["formats"] = _format_sizes(out, shared, store_dir)
+    warmup = report.sections["scan"]["warmup_output"]  # its snapshot stays; the rounds' do not
+    report.sections["scan"]["formats"] = _format_sizes(warmup, shared, store_dir)
 
 
 def _format_sizes(out: dict[str, Any], shared: Path, store_dir: Path) -> dict[str, Any]:
