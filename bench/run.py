@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.classify import classify_section
 from bench.executor import executor_section
+from bench.formats import format_bytes, two_owner_bytes
 from bench.gen_tree import generate_tree
 from bench.load import load_section
 from bench.measure import MeasureError, Measurement, measure
@@ -351,6 +352,34 @@ def scan_section(tree_root: Path, store_dir: Path, report: Report) -> None:
         real = _real_tree_size(exe, report.real_tree, store_dir)
         report.sections["scan"]["real_tree"] = real
     _print_statistics(generated, real.get("tree_statistics"), report.real_tree)
+    warmup = report.sections["scan"]["warmup_output"]  # its snapshot stays; the rounds' do not
+    report.sections["scan"]["formats"] = _format_sizes(warmup, shared, store_dir)
+
+
+def _format_sizes(out: dict[str, Any], shared: Path, store_dir: Path) -> dict[str, Any]:
+    """Snapshot bytes per entry without format 2's columns (before) and with them (after): the
+    warm-up's snapshot rewritten both ways, then a small tree of two owners (bench/formats.py)."""
+    path = Path(str(out["snapshot_path"]))
+    rewrites = Path(tempfile.mkdtemp(prefix="formats-", dir=store_dir))
+    try:
+        bench_tree = format_bytes(path if path.is_absolute() else shared / path, rewrites)
+    finally:
+        shutil.rmtree(rewrites, ignore_errors=True)
+    rows = {"bench_tree": bench_tree, "two_owners": two_owner_bytes(store_dir)}
+    print(f"  {'snapshot bytes / entry':<56} {'format 1':>9} {'format 2':>9} {'cost':>6}")
+    for key, label in (("bench_tree", "this tree"), ("two_owners", "two-owner tree")):
+        row = rows[key]
+        if "skipped" in row:
+            print(f"  {label:<56} skipped: {row['skipped']}")
+            continue
+        label = f"{label} ({row['entries']:,} entries)"
+        print(
+            f"  {label:<56} {row['format_1_bytes_per_entry']:9.2f} "
+            f"{row['format_2_bytes_per_entry']:9.2f} {row['format_2_cost']:+6.2f}"
+        )
+        columns = ", ".join(f"{k} {v:.2f}" for k, v in row["column_bytes_per_entry"].items())
+        print(f"    of which {columns}")
+    return rows
 
 
 def _statistics(out: dict[str, Any], store: Path) -> dict[str, float]:

@@ -7,8 +7,6 @@ Helpers that are not fixtures are in tests/helpers.py.
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb.scan.walk import available_walkers
-from tests.helpers import write
+from tests.helpers import Account, added_account, write
 
 
 @pytest.fixture(autouse=True)
@@ -74,21 +72,15 @@ def tricky_tree(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def other_user() -> Iterator[tuple[int, int]]:
     """A real second user (uid, gid), removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("this case needs root (a second user)")
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not available")
-    name = f"hnbt_{secrets.token_hex(3)}"
-    done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot add a user here: {done.stderr.strip()}")
-    try:
-        import pwd
+    with added_account() as account:
+        yield account.uid, account.gid
 
-        entry = pwd.getpwnam(name)
-        yield entry.pw_uid, entry.pw_gid
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True)
+
+@pytest.fixture
+def other_account() -> Iterator[Account]:
+    """A real second user (name, uid, gid) with its own group, removed afterwards."""
+    with added_account() as account:
+        yield account
 
 
 WHEELHOUSE_ENV = "HYGIENE_NB_WHEELHOUSE"

@@ -2,7 +2,8 @@
 
 Files made with a size, what du says, a scratch directory and a child process as another user,
 this process acting as another user, tmpfs, bind and FUSE mounts that are always unmounted, a
-filesystem filled to the last byte, an immutable file, and a deadline for what could hang.
+filesystem filled to the last byte, an immutable file, real accounts made and removed, a scan
+rewritten as format 1, and a deadline for what could hang.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import dataclasses
 import errno
 import json
 import os
+import pwd
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -24,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import strategies as st
@@ -215,6 +218,64 @@ def _unmount(where: Path, mounted: int | None) -> None:
     points = points or [where]
     if subprocess.run(["umount", str(points[0])], capture_output=True).returncode != 0:
         subprocess.run(["umount", "-l", str(points[0])], capture_output=True)
+
+
+class Account(NamedTuple):
+    """A real account made by ``useradd`` (with a group of its name)."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+@contextmanager
+def added_account() -> Iterator[Account]:
+    """A real user with its own group, removed afterwards (skips unless root with useradd)."""
+    if os.geteuid() != 0:
+        pytest.skip("this case needs root (a second user)")
+    if shutil.which("useradd") is None:
+        pytest.skip("useradd is not available")
+    name = f"hnbt_{secrets.token_hex(3)}"
+    done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot add a user here: {done.stderr.strip()}")
+    try:
+        entry = pwd.getpwnam(name)
+        yield Account(name, entry.pw_uid, entry.pw_gid)
+    finally:
+        remove_account(name)
+
+
+def remove_account(name: str) -> None:
+    """``userdel`` the account ``name`` and its group (nothing if it is gone already)."""
+    subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+def as_format_1(info: Any, store: Path) -> None:
+    """Rewrite a scan (a ``ScanInfo``) the way a format-1 writer left it: no format-2 columns, no
+    format key, and none of the metadata fields added since (``format_version``, owner names)."""
+    import pyarrow.parquet as pq
+
+    later = ("format_version", "user_names", "group_names")
+    part = Path(info.path) / "part-0.parquet"
+    table = pq.read_table(part)
+    meta = {k: v for k, v in pq.read_metadata(part).metadata.items() if k != b"ARROW:schema"}
+    footer = json.loads(meta.pop(b"hygiene_nb.scan"))
+    for key in later:
+        footer.pop(key)
+    meta.pop(b"hygiene_nb.format_version")
+    meta[b"hygiene_nb.scan"] = json.dumps(footer).encode()
+    old = table.drop_columns(["ctime_ns", "uid", "gid", "mode"]).replace_schema_metadata(meta)
+    pq.write_table(old, part)
+    index = store / "index.jsonl"
+    lines = []
+    for line in index.read_text().splitlines():
+        record = json.loads(line)
+        if record["scan_id"] == info.scan_id:
+            for key in later:
+                record.pop(key)
+        lines.append(json.dumps(record))
+    index.write_text("\n".join(lines) + "\n")
 
 
 @contextmanager

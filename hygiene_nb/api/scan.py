@@ -21,6 +21,7 @@ from hygiene_nb.api.remembered import apply_remembered_rules
 from hygiene_nb.api.snapshots import StoreArg, open_store
 from hygiene_nb.scan.cachedir import TagReader
 from hygiene_nb.scan.index import ScanInfo
+from hygiene_nb.scan.owners import OwnerNames
 from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options
 from hygiene_nb.scan.snapshot import FORMAT_VERSION, SnapshotWriter, int_scalar
 from hygiene_nb.scan.walk import WalkerName, open_walker
@@ -118,12 +119,14 @@ def scan_root(
     report, close_bar = _progress(progress)
     writer = SnapshotWriter(store, info)
     tags = TagReader(options.root)
+    owners = OwnerNames()
     try:
         walk = open_walker(options, walker=walker)
         info.walker = walk.name
         for batch in walk.batches():
             writer.write(batch)
             tags.note(batch)
+            owners.note(batch)
             _take_root_totals(batch, info)
             if report is not None:
                 report(walk.stats.entries)
@@ -139,6 +142,10 @@ def scan_root(
     info.cache_tags = tags.tags
     if tags.dropped:
         info.options["cache_tags_dropped"] = tags.dropped
+    # looked up now, before the footer is written: the accounts may be gone when it is read
+    info.user_names, info.group_names = owners.names()
+    if owners.dropped:
+        info.options["owner_ids_dropped"] = owners.dropped
     info.finished_at = _utcnow()
     info.options["seconds"] = round(time.monotonic() - started, 3)
     info = writer.close()

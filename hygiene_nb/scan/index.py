@@ -61,6 +61,11 @@ class ScanInfo:
     # the valid CACHEDIR.TAG files the scan met: {"dir": path, "tool": name (when it says)};
     # a scan recorded without them has none (``hygiene_nb.scan.cachedir``)
     cache_tags: list[dict[str, str]] = field(default_factory=list)
+    # the names of the rows' uids and gids in the password and group databases when the scan
+    # ran, keyed by the decimal id ("1000": "ada"); an id with no account then is absent, and a
+    # scan recorded without them has none (``hygiene_nb.scan.owners``)
+    user_names: dict[str, str] = field(default_factory=dict)
+    group_names: dict[str, str] = field(default_factory=dict)
     path: str = ""  # the snapshot's partition directory
 
     def to_json(self) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "int_scalar",
     "load_snapshot",
     "named_rows",
+    "parquet_writer",
     "query_engine",
     "snapshot_file",
     "snapshot_format",
@@ -237,32 +238,43 @@ _ZSTD_LEVELS = {
 }
 
 
-def _parquet_writer(path: Path) -> pq.ParquetWriter:
+_DICTIONARY_COLUMNS = (
+    "parent",
+    "kind",
+    "error",
+    "dev",
+    "nlink",
+    "depth",
+    "alloc",
+    "uid",
+    "gid",
+    "mode",
+)
+# Listings come in inode order, so inodes delta-encode well; names are stored without their
+# lengths interleaved. (BYTE_STREAM_SPLIT on inode and size saves 0.5 B/entry more, but Spark
+# before 4.0 cannot read it, and the store is for Spark to read as it is.)
+_COLUMN_ENCODINGS = {"inode": "DELTA_BINARY_PACKED", "name": "DELTA_LENGTH_BYTE_ARRAY"}
+_STATISTICS_COLUMNS = ("depth", "size", "tree_bytes", "mtime_ns")
+
+
+def parquet_writer(path: Path, schema: pa.Schema = SNAPSHOT_SCHEMA) -> pq.ParquetWriter:
+    """A Parquet writer with the store's settings, for ``schema``.
+
+    The snapshot's schema, or a subset of its columns: the benchmark writes a snapshot without
+    the format-2 ones to weigh them.
+    """
+    names = set(schema.names)
     return pq.ParquetWriter(
         path,
-        SNAPSHOT_SCHEMA,
+        schema,
         compression="zstd",
-        compression_level=_ZSTD_LEVELS,
-        use_dictionary=[
-            "parent",
-            "kind",
-            "error",
-            "dev",
-            "nlink",
-            "depth",
-            "alloc",
-            "uid",
-            "gid",
-            "mode",
-        ],
+        compression_level={k: v for k, v in _ZSTD_LEVELS.items() if k in names},
+        use_dictionary=[c for c in _DICTIONARY_COLUMNS if c in names],
         # One dictionary page holds a row group's distinct parents (the 1 MiB default would
         # fall back to plain strings on a wide tree).
         dictionary_pagesize_limit=_DICTIONARY_PAGE_LIMIT,
-        # Listings come in inode order, so inodes delta-encode well; names are stored without
-        # their lengths interleaved. (BYTE_STREAM_SPLIT on inode and size saves 0.5 B/entry
-        # more, but Spark before 4.0 cannot read it, and the store is for Spark to read as it is.)
-        column_encoding={"inode": "DELTA_BINARY_PACKED", "name": "DELTA_LENGTH_BYTE_ARRAY"},
-        write_statistics=["depth", "size", "tree_bytes", "mtime_ns"],
+        column_encoding={k: v for k, v in _COLUMN_ENCODINGS.items() if k in names},
+        write_statistics=[c for c in _STATISTICS_COLUMNS if c in names],
     )
 
 
@@ -294,7 +306,7 @@ class SnapshotWriter:
         self._staging = store.incoming / info.scan_id
         make_private_dir(self._staging)
         self._file = self._staging / "part-0.parquet"
-        self._writer = _parquet_writer(self._file)
+        self._writer = parquet_writer(self._file)
         # Within each row group, directories come after everything else: a directory row among
         # a listing's files breaks every column's run (names, inodes, mtimes, sizes), and the
         # tree_* columns (null for files) become one dense stretch. One row group, not two, so
