@@ -503,26 +503,3 @@ def ssh_keygen(path: Path, *args: str) -> Path:
         check=True,
     )
     return path
-
-
-def as_format_1(info: Any, store: Path) -> None:
-    """Rewrite a scan the way a format-1 writer left it: no new columns, no format key."""
-    part = Path(info.path) / "part-0.parquet"
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(part)
-    meta = {k: v for k, v in pq.read_metadata(part).metadata.items() if k != b"ARROW:schema"}
-    footer = json.loads(meta.pop(b"hygiene_nb.scan"))
-    footer.pop("format_version")
-    meta.pop(b"hygiene_nb.format_version")
-    meta[b"hygiene_nb.scan"] = json.dumps(footer).encode()
-    old = table.drop_columns(["ctime_ns", "uid", "gid", "mode"]).replace_schema_metadata(meta)
-    pq.write_table(old, part)
-    index = store / "index.jsonl"
-    lines = []
-    for line in index.read_text().splitlines():
-        record = json.loads(line)
-        if record["scan_id"] == info.scan_id:
-            record.pop("format_version")
-        lines.append(json.dumps(record))
-    index.write_text("\n".join(lines) + "\n")

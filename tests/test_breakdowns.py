@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import grp
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -27,7 +29,8 @@ from hygiene_nb.classify.filetypes import (
 )
 from hygiene_nb.errors import UsageError
 from hygiene_nb.query import views
-from hygiene_nb.query.breakdowns import AGE_BUCKETS, AGE_EDGES_DAYS, UNKNOWN_OWNER
+from hygiene_nb.query.breakdowns import AGE_BUCKETS, AGE_EDGES_DAYS
+from hygiene_nb.scan.owners import UNKNOWN_OWNER
 from tests.helpers import as_format_1, write
 
 DAY = 86_400
@@ -231,6 +234,8 @@ def test_by_owner_matches_find_per_uid(
     assert {k: r["bytes"] for k, r in rows.items()} == find_by_uid(root)
     me = os.geteuid()
     assert rows[uid]["files"] == 2 and rows[me]["files"] == 3
+    assert rows[uid]["owner"] == pwd.getpwuid(uid).pw_name  # named as the scan found it
+    assert rows[me]["owner"] == pwd.getpwuid(me).pw_name
     assert rows[uid]["share"] + rows[me]["share"] == pytest.approx(1.0)
     # top directories ranked by what the owner holds inside them, not by who owns them
     theirs_top = rows[uid]["top_dirs"]
@@ -244,6 +249,7 @@ def test_by_owner_matches_find_per_uid(
 
     groups = views.by_owner(str(root), store=store, by="group")
     assert keyed(groups, "gid")[gid]["bytes"] == rows[uid]["bytes"]
+    assert keyed(groups, "gid")[gid]["owner"] == grp.getgrgid(gid).gr_name
     assert groups["bytes"].sum() == frame["bytes"].sum()
 
 

@@ -23,6 +23,7 @@ from hygiene_nb.classify.queries import PATH_SQL
 from hygiene_nb.errors import UsageError
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.scan.index import ScanInfo
+from hygiene_nb.scan.owners import UNKNOWN_OWNER
 from hygiene_nb.scan.snapshot import query_engine
 
 __all__ = [
@@ -58,7 +59,6 @@ AGE_BUCKETS = (
     "3 years or more",
 )
 FUTURE = "in the future"  # an mtime after the scan (a clock set wrong, an archive's dates)
-UNKNOWN_OWNER = "owner unknown"
 
 _NS_PER_DAY = 86_400 * 10**9
 _COUNTED = "NOT coalesce(excluded, false)"
@@ -74,12 +74,15 @@ _ONCE = f"""
 
 def id_names(info: ScanInfo, by: OwnerBy) -> Mapping[str, str]:
     """The names the scan recorded for its uids (``user``) or gids (``group``)."""
-    names = getattr(info, "user_names" if by == "user" else "group_names", None)
-    return names if isinstance(names, dict) else {}
+    return info.user_names if by == "user" else info.group_names
 
 
 def owner_label(value: object, names: Mapping[str, str], by: OwnerBy) -> str:
-    """An owner id as people read it: its recorded name, else ``uid N``/``gid N``."""
+    """An owner id as people read it: its recorded name, else ``uid N``/``gid N``.
+
+    ``scan.owners.owner_name`` says the same of one scan; this takes the names of several (a
+    diff's two) and the missing values of a DataFrame column.
+    """
     if value is None or pd.isna(value):  # type: ignore[call-overload]
         return UNKNOWN_OWNER
     number = int(value)  # type: ignore[call-overload]
