@@ -235,8 +235,11 @@ def _breakdown(
         # click.Choice guarantees the literal
         frame = views.age_histogram(root, store=store, scan_id=scan_id, by=age_by)  # type: ignore[arg-type]
         totals = frame.groupby(age_by, sort=False)["bytes"].sum()
-        keep = totals.sort_values(ascending=False, kind="stable").index[:top]
-        capped = frame[frame[age_by].isin(keep)].reset_index(drop=True)
+        order = totals.sort_index().sort_values(ascending=False, kind="stable")
+        rank = {key: n for n, key in enumerate(order.index[:top])}
+        capped = frame[frame[age_by].isin(rank)]
+        capped = capped.iloc[capped[age_by].map(rank).argsort(kind="stable")]
+        capped = capped.reset_index(drop=True)
         capped.attrs.update(frame.attrs)
         return capped
     capped = frame.head(top).reset_index(drop=True)
