@@ -148,7 +148,7 @@ _BY_HELP = (
     "holds bytes in and what deleting safe / caution entries would free), group (the same per "
     "group), type (regular files per extension), category (per file-type category: image, "
     "code, archive, …), age (regular files per modification age at the scan's finish: under 1 "
-    "day … 3 years or more). --top caps the rows."
+    "day … 3 years or more; every bucket is listed). --top caps the rows."
 )
 
 
