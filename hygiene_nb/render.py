@@ -13,6 +13,8 @@ from hygiene_nb.pathnames import shown
 from hygiene_nb.scan.index import ScanInfo
 
 if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
+    import pandas as pd
+
     from hygiene_nb.api import AnnotateResult, PlanResult
     from hygiene_nb.executor import (
         BatchInfo,
@@ -26,9 +28,11 @@ if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to lo
     from hygiene_nb.notebook.report import ReportResult
 
 __all__ = [
+    "BREAKDOWNS",
     "annotate_result",
     "batches",
     "batches_json",
+    "breakdown_json",
     "counted",
     "emit_json",
     "execute_result",
@@ -38,6 +42,7 @@ __all__ = [
     "prune_json",
     "purge_result",
     "recover_result",
+    "render_breakdown",
     "render_prune",
     "render_rule_forgotten",
     "render_rule_remembered",
@@ -515,3 +520,150 @@ def purge_result(result: PurgeResult) -> str:
         * bool(result.changed)
     )
     return text + "".join(f"\n  changed after it was quarantined: {p}" for p in result.changed)
+
+
+# ``summary --by``: the breakdown views' frames (hygiene_nb.query.breakdowns) as a table or JSON.
+BREAKDOWNS = ("owner", "group", "type", "category", "age")
+_BREAKDOWN_TITLES = {
+    "owner": "bytes by owner (user)",
+    "group": "bytes by owner (group)",
+    "type": "regular files by extension",
+    "category": "regular files by category",
+    "age": "regular files by modification age",
+}
+
+
+def _json_value(value: Any) -> Any:
+    """One cell as JSON: timestamps as ISO-8601, numpy numbers as Python's, NaN/NA as null."""
+    import pandas as pd
+
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()  # nanoseconds kept: a snapshot records them
+    if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
+        return None
+    if hasattr(value, "item"):  # a numpy scalar
+        return value.item()
+    return value
+
+
+def breakdown_json(frame: pd.DataFrame, by: str) -> dict[str, Any]:
+    """The ``summary --by`` JSON object: ``root``, ``scan_id``, ``by`` and one object per row."""
+    rows = [
+        {str(column): _json_value(value) for column, value in record.items()}
+        for record in frame.to_dict("records")
+    ]
+    return {"root": frame.attrs["root"], "scan_id": frame.attrs["scan_id"], "by": by, "rows": rows}
+
+
+def _table(header: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
+    """Columns padded to their widest cell: those in ``left`` left-aligned, the others right."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        (
+            "  "
+            + "  ".join(
+                cell.ljust(width) if i in left else cell.rjust(width)
+                for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+            )
+        ).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def _percent(share: Any) -> str:
+    return f"{float(share) * 100:.1f}%"
+
+
+def _date(value: Any) -> str:
+    import pandas as pd
+
+    return "-" if value is None or pd.isna(value) else str(value)[:10]
+
+
+def _under(path: str, root: str) -> str:
+    """``path`` as it lies under ``root`` (the whole path when it does not)."""
+    base = root.rstrip("/") + "/"
+    return shown(path[len(base) :] if path.startswith(base) else path)
+
+
+def _owner_lines(records: list[dict[str, Any]], root: str) -> list[str]:
+    header = ["owner", "bytes", "share", "files", "safe", "+caution", "newest", "oldest"]
+    rows = [
+        [
+            shown(str(r["owner"])),
+            human_bytes(int(r["bytes"])),
+            _percent(r["share"]),
+            f"{int(r['files']):,}",
+            human_bytes(int(r["reclaimable_safe"])),
+            human_bytes(int(r["reclaimable_caution"])),
+            _date(r["newest"]),
+            _date(r["oldest"]),
+        ]
+        for r in records
+    ]
+    table = _table(header, rows, {0, 6, 7})
+    lines = [table[0]]
+    for record, line in zip(records, table[1:], strict=True):
+        lines.append(line)
+        tops = [
+            f"{_under(d['path'], root)} {human_bytes(int(d['bytes']))}" for d in record["top_dirs"]
+        ]
+        if tops:
+            lines.append("      in " + ", ".join(tops))
+    return lines
+
+
+def _type_lines(records: list[dict[str, Any]], root: str, by: str) -> list[str]:
+    key, second = ("extension", "category") if by == "type" else ("category", "extensions")
+    header = [key, second, "files", "bytes", "share", "largest"]
+    rows = [
+        [
+            shown(str(r[key])),
+            str(r[second]) if by == "type" else f"{int(r[second]):,}",
+            f"{int(r['files']):,}",
+            human_bytes(int(r["bytes"])),
+            _percent(r["share"]),
+            _under(str(r["examples"][0]), root) if len(r["examples"]) else "",
+        ]
+        for r in records
+    ]
+    return _table(header, rows, {0, 1, 5} if by == "type" else {0, 5})
+
+
+def _age_lines(records: list[dict[str, Any]], age_by: str | None) -> list[str]:
+    header = [*([age_by] if age_by else []), "age", "files", "bytes", "share"]
+    rows = [
+        [
+            *([shown(str(r[age_by]))] if age_by else []),
+            str(r["bucket"]),
+            f"{int(r['files']):,}",
+            human_bytes(int(r["bytes"])),
+            _percent(r["share"]),
+        ]
+        for r in records
+    ]
+    return _table(header, rows, {0, 1} if age_by else {0})
+
+
+def render_breakdown(frame: pd.DataFrame, by: str, *, age_by: str | None = None) -> str:
+    """``summary --by``: a title line, then the view's rows as a table in human units."""
+    root = str(frame.attrs["root"])
+    title = _BREAKDOWN_TITLES[by] + (f", per {age_by}" if by == "age" and age_by else "")
+    lines = [f"{shown(root)} — snapshot {frame.attrs['scan_id']}: {title}"]
+    records = [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
+    if by in ("owner", "group"):
+        lines.append("  own bytes, hard links once; safe / +caution: what deleting them would free")
+        lines += _owner_lines(records, root)
+    elif by in ("type", "category"):
+        lines.append("  own bytes, hard links once; largest: the largest such file")
+        lines += _type_lines(records, root, by)
+    else:
+        lines.append("  own bytes, hard links once; age of the mtime when the scan finished")
+        lines += _age_lines(records, age_by)
+    if not records:
+        lines.append("  (nothing to show)")
+    return "\n".join(lines)

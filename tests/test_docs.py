@@ -99,6 +99,25 @@ def test_rules_doc_holds_the_builtin_rule_table() -> None:
         assert f"| `{protection.rule}` | {protection.claim} |" in doc
 
 
+def test_breakdowns_doc_lists_every_category_with_every_extension() -> None:
+    from hygiene_nb.classify.filetypes import CATEGORIES
+    from hygiene_nb.query.breakdowns import AGE_BUCKETS
+
+    doc = (DOCS / "breakdowns.md").read_text()
+    rows = {
+        cells[1].strip(): cells[2]
+        for line in doc.splitlines()
+        if line.startswith("| ") and len(cells := line.split("|")) == 4
+    }
+    for category, extensions in CATEGORIES.items():
+        assert category in rows, f"docs/breakdowns.md has no row for {category!r}"
+        listed = re.findall(r"`([^`]+)`", rows[category])
+        assert listed == list(extensions), f"regenerate the {category!r} row of the table"
+    assert "other" in rows
+    for label in AGE_BUCKETS:
+        assert f"`{label}`" in doc, label
+
+
 def test_the_format_doc_describes_every_snapshot_column_and_the_current_version() -> None:
     from hygiene_nb.plan.document import _CANDIDATE_KEYS
     from hygiene_nb.scan.index import ScanInfo

@@ -7,11 +7,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from hygiene_nb import api, render
 from hygiene_nb.cli.app import MAX_DAYS, MAX_KEEP, MAX_TOP, Finite, common_options, emit
+
+if TYPE_CHECKING:  # the frame's type for the checker; pandas loads with the views
+    import pandas as pd
 
 __all__ = ["scan", "snapshots", "summary"]
 
@@ -139,6 +143,15 @@ def snapshots_prune(
     )
 
 
+_BY_HELP = (
+    "Break the snapshot down instead: owner (bytes per user, with the top directories each "
+    "holds bytes in and what deleting safe / caution entries would free), group (the same per "
+    "group), type (regular files per extension), category (per file-type category: image, "
+    "code, archive, …), age (regular files per modification age at the scan's finish: under 1 "
+    "day … 3 years or more; every bucket is listed). --top caps the rows."
+)
+
+
 @click.command()
 @click.argument("root", type=click.Path())
 @click.option("--snapshot", "scan_id", metavar="ID", help="A given scan (default: the latest).")
@@ -147,22 +160,88 @@ def snapshots_prune(
     type=click.IntRange(min=0, max=MAX_TOP),
     default=20,
     show_default=True,
-    help="How many largest entries.",
+    help="How many largest entries (with --by: how many rows).",
 )
 @click.option(
     "--rules",
     type=click.Path(dir_okay=False),
     help="A rules file (TOML) on top of the store's rules.toml.",
 )
+@click.option("--by", type=click.Choice(render.BREAKDOWNS), help=_BY_HELP)
+@click.option(
+    "--age-by",
+    type=click.Choice(["user", "group", "extension", "category"]),
+    help="With --by age: one histogram per user, group, extension or category (--top caps "
+    "how many, largest first).",
+)
 @common_options
 def summary(
-    root: str, scan_id: str | None, top: int, rules: str | None, store: str | None, as_json: bool
+    root: str,
+    scan_id: str | None,
+    top: int,
+    rules: str | None,
+    by: str | None,
+    age_by: str | None,
+    store: str | None,
+    as_json: bool,
 ) -> None:
     """Summarize ROOT's latest snapshot (or --snapshot ID).
 
-    Totals, risk mix, pattern groups, staleness, the cleanliness score and the largest entries.
+    Totals, risk mix, pattern groups, staleness, the cleanliness score and the largest entries;
+    or, with --by, one breakdown of it (docs/breakdowns.md).
 
     Computed from the snapshot: no rescan. Changing rules re-classifies at once.
     """
+    if age_by and by != "age":
+        raise click.UsageError("--age-by goes with --by age only.")
+    if by is not None:
+        frame = _breakdown(
+            root, scan_id=scan_id, top=top, rules=rules, by=by, age_by=age_by, store=store
+        )
+        emit(
+            as_json,
+            render.breakdown_json(frame, by),
+            render.render_breakdown(frame, by, age_by=age_by),
+        )
+        return
     result = api.summarize(root, store=store, scan_id=scan_id, top=top, rules=rules)
     emit(as_json, render.summary_json(result), render.render_summary(result))
+
+
+def _breakdown(
+    root: str,
+    *,
+    scan_id: str | None,
+    top: int,
+    rules: str | None,
+    by: str,
+    age_by: str | None,
+    store: str | None,
+) -> pd.DataFrame:
+    """The view ``--by`` names, its rows capped at ``top`` (the age buckets of ``top`` keys)."""
+    from hygiene_nb.query import views  # loads the data libraries: only when asked
+
+    if by in ("owner", "group"):
+        frame = views.by_owner(
+            root, store=store, scan_id=scan_id, by="user" if by == "owner" else "group", rules=rules
+        )
+    elif by in ("type", "category"):
+        frame = views.by_type(
+            root, store=store, scan_id=scan_id, by="extension" if by == "type" else "category"
+        )
+    elif age_by is None:
+        return views.age_histogram(root, store=store, scan_id=scan_id)
+    else:
+        # click.Choice guarantees the literal
+        frame = views.age_histogram(root, store=store, scan_id=scan_id, by=age_by)  # type: ignore[arg-type]
+        totals = frame.groupby(age_by, sort=False)["bytes"].sum()
+        order = totals.sort_index().sort_values(ascending=False, kind="stable")
+        rank = {key: n for n, key in enumerate(order.index[:top])}
+        capped = frame[frame[age_by].isin(rank)]
+        capped = capped.iloc[capped[age_by].map(rank).argsort(kind="stable")]
+        capped = capped.reset_index(drop=True)
+        capped.attrs.update(frame.attrs)
+        return capped
+    capped = frame.head(top).reset_index(drop=True)
+    capped.attrs.update(frame.attrs)
+    return capped
