@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 
 from hygiene_nb import api
-from hygiene_nb.classify.filetypes import EXTENSION_SQL, NO_EXTENSION, category_sql
+from hygiene_nb.classify.filetypes import EXTENSION_SQL, NO_EXTENSION, category_of, category_sql
 from hygiene_nb.classify.queries import PATH_SQL
 from hygiene_nb.errors import UsageError
 from hygiene_nb.query.history import resolve_scan
@@ -265,46 +265,69 @@ def by_type(
     if examples < 0:
         raise UsageError(f"examples must be 0 or more, not {examples}.")
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    key = "ext" if by == "extension" else "category"
     with query_engine() as con:
         _open(con, info, store, classified=False, rules=None, now_ns=None)
+        # each file's extension computed once; a category is a function of it (joined below)
         con.execute(
             f"""
-            CREATE TEMP VIEW typed AS
-            SELECT row_no, parent, name, size, alloc, once, ext, {category_sql("ext")} AS category
-            FROM (SELECT *, {EXTENSION_SQL} AS ext FROM ({_ONCE}) o WHERE kind = 'file') t
+            CREATE TEMP TABLE typed AS
+            SELECT row_no, {EXTENSION_SQL} AS ext, size, alloc, once
+            FROM ({_ONCE}) o WHERE kind = 'file'
             """
         )
-        frame = con.execute(
+        per_ext = con.execute(
             f"""
-            SELECT {key} AS key, count(*) AS files,
-                   {_bytes("once")} AS bytes, {_bytes("once", "alloc")} AS alloc,
-                   count(DISTINCT ext) AS extensions, min(category) AS category
-            FROM typed GROUP BY {key}
+            SELECT ext, count(*) AS files, {_bytes("once")} AS bytes,
+                   {_bytes("once", "alloc")} AS alloc
+            FROM typed GROUP BY ext
             """
         ).df()
-        largest = con.execute(
+        # the largest files of each extension (a category's are among its extensions'); their
+        # paths are made for these few rows only
+        con.execute(
             f"""
-            SELECT key, path FROM (
-                SELECT {key} AS key, {PATH_SQL} AS path, row_number() OVER (
-                           PARTITION BY {key} ORDER BY size DESC, {PATH_SQL}) AS nth
+            CREATE TEMP TABLE picked AS SELECT ext, row_no, size FROM (
+                SELECT ext, row_no, size, row_number() OVER (
+                           PARTITION BY ext ORDER BY size DESC, row_no) AS nth
                 FROM typed WHERE once) r
-            WHERE nth <= {int(examples)} ORDER BY key, nth
+            WHERE nth <= {int(examples)}
+            """
+        )
+        picked = con.execute(
+            f"""
+            SELECT p.ext, p.size, p.row_no, {PATH_SQL} AS path
+            FROM entries e JOIN picked p ON e.row_no = p.row_no
             """
         ).fetchall()
-    shown: dict[str, list[str]] = {}
-    for value, path in largest:
-        shown.setdefault(value, []).append(path)
-    frame["examples"] = [shown.get(v, []) for v in frame["key"]]
+    per_ext["category"] = [category_of(ext) for ext in per_ext["ext"]]
+    largest: dict[str, list[tuple[int, int, str]]] = {}
+    for ext, size, row_no, path in picked:
+        group = ext if by == "extension" else category_of(ext)
+        largest.setdefault(group, []).append((-int(size), int(row_no), path))
+    if by == "extension":
+        frame = per_ext.assign(key=per_ext["ext"])
+    else:
+        frame = (
+            per_ext.groupby("category", as_index=False)
+            .agg(files=("files", "sum"), bytes=("bytes", "sum"), alloc=("alloc", "sum"),
+                 extensions=("ext", "count"))
+            .assign(key=lambda f: f["category"])
+        )  # fmt: skip
+    frame["examples"] = pd.Series(
+        [[path for *_, path in sorted(largest.get(v, []))[:examples]] for v in frame["key"]],
+        index=frame.index,
+        dtype=object,
+    )
     _share(frame)
     if by == "extension":
         frame["extension"] = [v if v != NO_EXTENSION else "(none)" for v in frame["key"]]
         columns = ["extension", "category", "files", "bytes", "alloc", "share", "examples"]
     else:
-        frame["category"] = frame["key"]
         columns = ["category", "extensions", "files", "bytes", "alloc", "share", "examples"]
     frame = frame.sort_values(["bytes", "key"], ascending=[False, True])[columns]
     frame = frame.reset_index(drop=True)
+    for column in ("files", "bytes", "alloc"):
+        frame[column] = frame[column].astype("int64")
     frame.attrs.update(root=info.root, scan_id=info.scan_id, by=by)
     return frame
 
