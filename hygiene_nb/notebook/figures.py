@@ -32,6 +32,7 @@ __all__ = [
     "RISK_COLORS",
     "TREEMAP_IDS",
     "age_figure",
+    "byte_ticks",
     "diff_figure",
     "groups_figure",
     "growth_figure",
