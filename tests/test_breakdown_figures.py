@@ -76,7 +76,8 @@ def test_the_treemap_by_type_colours_each_box_by_the_category_holding_most_bytes
     trace = fig.data[0]
     at = list(trace.ids).index(str(typed_tree / "photos"))
     assert trace.marker.colors[at] == CATEGORY_COLORS["image"]
-    assert human_bytes(int(nodes.loc[str(typed_tree / "photos"), "bytes"])) in trace.customdata[at]
+    photos = int(nodes["bytes"].to_dict()[str(typed_tree / "photos")])
+    assert human_bytes(photos) in trace.customdata[at]
 
 
 def test_the_treemap_in_memory_colours_files_by_their_own_category(
