@@ -277,8 +277,8 @@ def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
     """Bytes per owner (``views.by_owner``), largest on top, with what deleting would free.
 
     Each owner's bar is what it holds; inside it, what deleting its *safe* (then also its
-    *caution*) entries would free. Owners past ``top`` are one ``(N more)`` bar. With no owner
-    (an empty snapshot) the figure is a sentence.
+    *caution*) entries would free (drawn only where some owner has any). Owners past ``top``
+    are one ``(N more)`` bar. With no owner (an empty snapshot) the figure is a sentence.
     """
     by = str(owners.attrs.get("by", "user"))
     title = f"Bytes per owner ({by})"
@@ -310,6 +310,8 @@ def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
     ]
     for level, name in (("caution", "reclaimable: safe + caution"), ("safe", "reclaimable: safe")):
         values = shown[f"reclaimable_{level}"]
+        if not values.any():
+            continue  # nothing to free at this level: no bar, no legend entry
         traces.append(
             go.Bar(
                 y=labels,

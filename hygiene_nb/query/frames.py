@@ -483,7 +483,7 @@ def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -
     """``views.by_owner`` for display: the ``top`` owners, sizes in human units.
 
     Columns ``owner``, ``size``, ``files``, ``share`` (of the snapshot's bytes),
-    ``reclaimable`` (safe + caution) and ``largest in`` (the root's child where the owner holds
+    ``reclaimable (safe + caution)`` and ``largest in`` (the root's child where the owner holds
     most). With ``redact`` no owner is named nor numbered: one row, ``owners`` (how many), and
     their ``size`` and ``files`` together.
     """
@@ -515,11 +515,11 @@ def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -
                 "size": human_bytes(int(size)),
                 "files": int(files),
                 "share": _percent(share),
-                "reclaimable": human_bytes(int(freed)),
+                "reclaimable (safe + caution)": human_bytes(int(freed)),
                 "largest in": largest,
             }
         )
-    columns = ["owner", "size", "files", "share", "reclaimable", "largest in"]
+    columns = ["owner", "size", "files", "share", "reclaimable (safe + caution)", "largest in"]
     return pd.DataFrame(rows, columns=columns)
 
 
