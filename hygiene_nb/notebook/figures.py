@@ -332,8 +332,7 @@ def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
         height=160 + 34 * len(shown),
         xaxis={"title": {"text": "bytes"}, **byte_ticks(float(shown["bytes"].max()))},
         yaxis={"automargin": True, "ticksuffix": " "},
-        legend={"orientation": "h", "y": -0.2},
-        margin={**_LAYOUT["margin"], "b": 60},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
     )
 
 
