@@ -9,7 +9,9 @@ runs over the same inputs give the same bytes.
 
 from __future__ import annotations
 
+import html
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,21 +21,30 @@ from plotly.offline import get_plotlyjs
 
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.models import GroupStats, RiskStats, StaleBucket
+from hygiene_nb.query.breakdowns import AGE_BUCKETS, FUTURE
+from hygiene_nb.query.frames import CATEGORY_COLORS, OWNER_COLORS
+from hygiene_nb.render import human_bytes
 
 __all__ = [
+    "CATEGORY_COLORS",
     "DECISION_BORDER",
     "FIGURE_IDS",
     "RISK_COLORS",
+    "TREEMAP_IDS",
+    "age_figure",
+    "byte_ticks",
     "diff_figure",
     "groups_figure",
     "growth_figure",
     "history_figure",
+    "owners_figure",
     "plotlyjs",
     "risk_history_figure",
     "risk_mix_figure",
     "show",
     "staleness_figure",
     "treemap_figure",
+    "type_mix_figure",
 ]
 
 RISK_COLORS = {
@@ -54,7 +65,10 @@ DECISION_BORDER = {
 }
 FIGURE_IDS = (
     "history", "growth", "risk-mix", "risk-history", "diff", "groups", "staleness", "treemap",
+    "owners", "type-mix", "age",
 )  # fmt: skip
+# the treemap's id by its colouring (the report draws the one by risk, "treemap")
+TREEMAP_IDS = {"risk": "treemap", "owner": "treemap-owner", "type": "treemap-type"}
 _LAYOUT: dict[str, Any] = {
     "template": "plotly_white",
     "margin": {"t": 50, "l": 10, "r": 10, "b": 10},
@@ -63,7 +77,7 @@ _LAYOUT: dict[str, Any] = {
 
 
 def _figure(fig_id: str, title: str, traces: Sequence[Any], **layout: Any) -> go.Figure:
-    assert fig_id in FIGURE_IDS, fig_id
+    assert fig_id in FIGURE_IDS or fig_id in TREEMAP_IDS.values(), fig_id
     fig = go.Figure(list(traces))
     fig.update_layout(**{**_LAYOUT, "title": {"text": title}, "meta": {"id": fig_id}, **layout})
     return fig
@@ -221,22 +235,284 @@ def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
     )
 
 
+# -- the breakdowns: who, what kind, how old (views.by_owner, by_type, age_histogram) --------
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+_HELD = "#4e79a7"  # bytes held, on the owner and age charts
+
+
+def byte_ticks(maximum: float, count: int = 5) -> dict[str, Any]:
+    """An axis's ticks in binary units up to ``maximum`` bytes (``0``, ``256 KiB``, ``512 KiB``)."""
+    if maximum <= 0:
+        return {}
+    power = 0
+    while power < len(_UNITS) - 1 and maximum >= 1024 ** (power + 1):
+        power += 1
+    scale = 1024**power
+    raw = maximum / scale / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    values = [i * step for i in range(int(maximum / scale / step) + 2)]
+    return {
+        "tickvals": [v * scale for v in values],
+        "ticktext": ["0" if v == 0 else f"{v:g} {_UNITS[power]}" for v in values],
+    }
+
+
+def _said(fig_id: str, title: str, sentence: str) -> go.Figure:
+    """A figure with nothing to draw: its sentence, no axes."""
+    fig = _figure(fig_id, title, [], height=140)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.add_annotation(text=sentence, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig
+
+
+def _files(n: object) -> str:
+    count = int(n)  # type: ignore[call-overload]
+    return f"{count:,} file" + ("" if count == 1 else "s")
+
+
+def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
+    """Bytes per owner (``views.by_owner``), largest on top, with what deleting would free.
+
+    Each owner's bar is what it holds; inside it, what deleting its *safe* (then also its
+    *caution*) entries would free (drawn only where some owner has any). Owners past ``top``
+    are one ``(N more)`` bar. With no owner (an empty snapshot) the figure is a sentence.
+    """
+    by = str(owners.attrs.get("by", "user"))
+    title = f"Bytes per owner ({by})"
+    if not len(owners) or int(owners["bytes"].sum()) == 0:
+        return _said("owners", title, "No bytes in this snapshot: no owner to show.")
+    columns = ["owner", "bytes", "files", "reclaimable_safe", "reclaimable_caution"]
+    shown = owners[columns].head(top).copy()
+    rest = owners.iloc[top:]
+    if len(rest):
+        more = {c: int(rest[c].sum()) for c in columns[1:]}
+        shown = pd.concat([shown, pd.DataFrame([{"owner": f"({len(rest)} more)", **more}])])
+    shown = shown.iloc[::-1]  # plotly draws the first row at the bottom
+    labels = list(shown["owner"])
+    held = [
+        f"{human_bytes(int(b))} in {_files(f)}"
+        for b, f in zip(shown["bytes"], shown["files"], strict=True)
+    ]
+    traces = [
+        go.Bar(
+            y=labels,
+            x=shown["bytes"],
+            name="holds",
+            orientation="h",
+            marker_color=_HELD,
+            width=0.8,
+            customdata=held,
+            hovertemplate="%{y}: %{customdata}<extra></extra>",
+        )
+    ]
+    for level, name in (("caution", "reclaimable: safe + caution"), ("safe", "reclaimable: safe")):
+        values = shown[f"reclaimable_{level}"]
+        if not values.any():
+            continue  # nothing to free at this level: no bar, no legend entry
+        traces.append(
+            go.Bar(
+                y=labels,
+                x=values,
+                name=name,
+                orientation="h",
+                marker_color=RISK_COLORS[level],
+                width=0.4,
+                customdata=[human_bytes(int(v)) for v in values],
+                hovertemplate=f"%{{y}}: %{{customdata}} {name}<extra></extra>",
+            )
+        )
+    return _figure(
+        "owners",
+        title,
+        traces,
+        barmode="overlay",
+        height=160 + 34 * len(shown),
+        xaxis={"title": {"text": "bytes"}, **byte_ticks(float(shown["bytes"].max()))},
+        yaxis={"automargin": True, "ticksuffix": " "},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
+    )
+
+
+def type_mix_figure(types: pd.DataFrame, *, per_category: int = 8) -> go.Figure:
+    """The files' bytes by type (``views.by_type``), in each category's fixed colour.
+
+    By category: one bar per category, largest on top. By extension: a sunburst, categories
+    inside and their extensions around them (the ``per_category`` largest of each; the rest
+    one ``(N more)`` slice). With no file bytes the figure is a sentence.
+    """
+    title = "Type mix (bytes of files)"
+    if not len(types) or int(types["bytes"].sum()) == 0:
+        return _said("type-mix", title, "No file bytes in this snapshot: no type mix to show.")
+    if "extension" not in types:
+        rows = types[types["bytes"] > 0].iloc[::-1]
+        return _figure(
+            "type-mix",
+            title,
+            [
+                go.Bar(
+                    y=list(rows["category"]),
+                    x=rows["bytes"],
+                    orientation="h",
+                    marker_color=[CATEGORY_COLORS.get(c, "#bab0ac") for c in rows["category"]],
+                    customdata=[
+                        f"{human_bytes(int(b))} in {_files(f)} ({s:.1%})"
+                        for b, f, s in zip(rows["bytes"], rows["files"], rows["share"], strict=True)
+                    ],
+                    hovertemplate="%{y}: %{customdata}<extra></extra>",
+                )
+            ],
+            height=160 + 30 * len(rows),
+            xaxis={"title": {"text": "bytes"}, **byte_ticks(float(rows["bytes"].max()))},
+            yaxis={"automargin": True, "ticksuffix": " "},
+        )
+    ids: list[str] = []
+    labels: list[str] = []
+    parents: list[str] = []
+    values: list[int] = []
+    colours: list[str] = []
+    hover: list[str] = []
+    kept = types[types["bytes"] > 0]
+    totals = kept.groupby("category")[["bytes", "files"]].sum()
+    totals = totals.sort_values("bytes", ascending=False)
+    for category, total in totals.iterrows():
+        colour = CATEGORY_COLORS.get(str(category), "#bab0ac")
+        ids.append(str(category))
+        labels.append(str(category))
+        parents.append("")
+        values.append(int(total["bytes"]))
+        colours.append(colour)
+        hover.append(f"{human_bytes(int(total['bytes']))} in {_files(total['files'])}")
+        inside = kept[kept["category"] == category]
+        named, rest = inside.head(per_category), inside.iloc[per_category:]
+        for extension, size, files in zip(
+            named["extension"], named["bytes"], named["files"], strict=True
+        ):
+            ids.append(f"{category}/{extension}")
+            labels.append(f".{extension}" if extension != "(none)" else "(none)")
+            parents.append(str(category))
+            values.append(int(size))
+            colours.append(colour)
+            hover.append(f"{human_bytes(int(size))} in {_files(files)}")
+        if len(rest):
+            ids.append(f"{category}/(more)")
+            labels.append(f"({len(rest)} more)")
+            parents.append(str(category))
+            values.append(int(rest["bytes"].sum()))
+            colours.append(colour)
+            hover.append(
+                f"{human_bytes(int(rest['bytes'].sum()))} in {_files(rest['files'].sum())}"
+            )
+    return _figure(
+        "type-mix",
+        title,
+        [
+            go.Sunburst(
+                ids=ids,
+                labels=labels,
+                parents=parents,
+                values=values,
+                branchvalues="total",
+                marker={"colors": colours, "line": {"color": "#ffffff", "width": 1}},
+                customdata=hover,
+                hovertemplate="%{label}: %{customdata}<extra></extra>",
+                insidetextorientation="radial",
+                sort=False,
+            )
+        ],
+        height=520,
+    )
+
+
+def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
+    """Bytes of files by age since last modification (``views.age_histogram``), files on hover.
+
+    Buckets run youngest to oldest, every one shown. With ``by`` the bars are stacked by key:
+    the ``top`` keys with the most bytes, the rest as ``other``. With no file bytes the
+    figure is a sentence.
+    """
+    by = age.attrs.get("by")
+    title = "Age of files (bytes)" + (f", by {by}" if by else "")
+    if not len(age) or int(age["bytes"].sum()) == 0:
+        return _said("age", title, "No file bytes in this snapshot: no ages to show.")
+    buckets = [b for b in (FUTURE, *AGE_BUCKETS) if b != FUTURE or b in set(age["bucket"])]
+    layout: dict[str, Any] = {
+        "xaxis": {"categoryorder": "array", "categoryarray": buckets},
+        "yaxis": {"title": {"text": "bytes"}},
+    }
+    if by is None:
+        traces = [
+            go.Bar(
+                x=list(age["bucket"]),
+                y=age["bytes"],
+                marker_color=_HELD,
+                customdata=[
+                    f"{human_bytes(int(b))} in {_files(f)}"
+                    for b, f in zip(age["bytes"], age["files"], strict=True)
+                ],
+                hovertemplate="%{x}: %{customdata}<extra></extra>",
+            )
+        ]
+        highest = float(age["bytes"].max())
+    else:
+        ranked = age.groupby(by)["bytes"].sum().sort_values(ascending=False)
+        named = [str(k) for k in ranked.index[:top]]
+        keys = [str(k) if str(k) in named else "other" for k in age[by]]
+        grouped = (
+            age.assign(key=keys).groupby(["key", "bucket"])[["bytes", "files"]].sum().reset_index()
+        )
+        traces = []
+        for i, key in enumerate([*named, *(["other"] if len(ranked) > top else [])]):
+            part = grouped[grouped["key"] == key]
+            if by == "category":
+                colour = CATEGORY_COLORS.get(key, CATEGORY_COLORS["other"])
+            else:
+                colour = OWNER_COLORS[i] if key != "other" else "#d9d9d9"
+            traces.append(
+                go.Bar(
+                    x=list(part["bucket"]),
+                    y=part["bytes"],
+                    name=key,
+                    marker_color=colour,
+                    customdata=[
+                        f"{human_bytes(int(b))} in {_files(f)}"
+                        for b, f in zip(part["bytes"], part["files"], strict=True)
+                    ],
+                    hovertemplate=f"{key}, %{{x}}: %{{customdata}}<extra></extra>",
+                )
+            )
+        layout["barmode"] = "stack"
+        highest = float(grouped.groupby("bucket")["bytes"].sum().max())
+    layout["yaxis"].update(byte_ticks(highest))
+    return _figure("age", title, traces, **layout)
+
+
 def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[Any, ...]], dict[str, list[Any]]]:
     """What decisions set on the treemap of ``nodes``: its ``customdata`` and ``marker.line``.
 
     All a decision changes on a treemap already drawn (the widget sets only these after a click).
     """
     borders = [DECISION_BORDER.get(d, DECISION_BORDER[None]) for d in nodes["decision"]]
+    blank = [""] * len(nodes)
     customdata = list(
         zip(
             nodes["risk"],
             nodes["decision"].fillna(""),
-            nodes["split"].fillna("") if "split" in nodes else [""] * len(nodes),
-            nodes["verdict"].fillna("") if "verdict" in nodes else [""] * len(nodes),
+            nodes["split"].fillna("") if "split" in nodes else blank,
+            nodes["verdict"].fillna("") if "verdict" in nodes else blank,
+            [human_bytes(int(b)) for b in nodes["bytes"]],
+            nodes["colour"].fillna("") if "colour" in nodes else blank,
             strict=True,
         )
     )
     return customdata, {"color": [b[0] for b in borders], "width": [b[1] for b in borders]}
+
+
+def _treemap_colouring(nodes: pd.DataFrame) -> str:
+    by = nodes.attrs.get("colour_by", "risk")
+    return str(by) if "hue" in nodes and by in TREEMAP_IDS else "risk"
 
 
 def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
@@ -244,8 +520,20 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
 
     A directory's colour is what it holds (a risk, or ``mixed`` with the split on hover), the
     same bytes the risk mix counts; its own verdict (what removing it whole means) is on hover.
+    Nodes coloured by owner or type (``colour_by``) take their ``hue``, the owner or category
+    on hover.
     """
     customdata, line = treemap_decisions(nodes)
+    by = _treemap_colouring(nodes)
+    if by == "risk":
+        colours = [
+            RISK_COLORS[""] if parent == "" else RISK_COLORS.get(r, RISK_COLORS[""])
+            for r, parent in zip(nodes["risk"], nodes["parent"], strict=True)
+        ]  # the view's own root stays neutral: it frames the others
+        first = "holds: %{customdata[2]}"
+    else:
+        colours = [h or RISK_COLORS[""] for h in nodes["hue"].fillna("")]
+        first = f"{'owner' if by == 'owner' else 'type'}: %{{customdata[5]}}"
     return go.Treemap(
         ids=list(nodes["id"]),
         labels=list(nodes["label"]),
@@ -254,22 +542,34 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         branchvalues="total",
         maxdepth=3,
         customdata=customdata,
-        hovertemplate="%{id}<br>%{value} bytes<br>holds: %{customdata[2]}"
-        "<br>as a whole: %{customdata[3]}<br>decision: %{customdata[1]}<extra></extra>",
-        marker={
-            "colors": [
-                RISK_COLORS[""] if parent == "" else RISK_COLORS.get(r, RISK_COLORS[""])
-                for r, parent in zip(nodes["risk"], nodes["parent"], strict=True)
-            ],  # the view's own root stays neutral: it frames the others
-            "line": line,
-        },
+        hovertemplate="%{id}<br>%{customdata[4]}<br>" + first + "<br>as a whole: "
+        "%{customdata[3]}<br>decision: %{customdata[1]}<extra></extra>",
+        marker={"colors": colours, "line": line},
         sort=False,
     )
 
 
-def treemap_figure(nodes: pd.DataFrame, *, title: str = "Where the bytes are") -> go.Figure:
-    """The treemap as a plain figure (reports and the explore notebook)."""
-    return _figure("treemap", title, [treemap_trace(nodes)], height=520)
+def treemap_figure(nodes: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """The treemap as a plain figure (reports and the explore notebook).
+
+    Its id follows its colouring (``TREEMAP_IDS``), so one page can hold the treemap by risk
+    and by type; by owner or type a key under the title names the colours, largest first.
+    """
+    by = _treemap_colouring(nodes)
+    if title is None:
+        title = "Where the bytes are" + ("" if by == "risk" else f", by {by}")
+    layout: dict[str, Any] = {"height": 520}
+    if by != "risk":
+        drawn = nodes[(nodes["colour"] != "") & (nodes["hue"] != "")]
+        order = drawn.groupby(["colour", "hue"])["bytes"].sum().reset_index()
+        order = order.sort_values(["bytes", "colour"], ascending=[False, True]).head(12)
+        key = " ".join(
+            f"<span style='color:{h}'>\u25a0</span> {html.escape(str(w))}"
+            for w, h in zip(order["colour"], order["hue"], strict=True)
+        )
+        title = f"{title}<br><sup>{key}</sup>"
+        layout["margin"] = {**_LAYOUT["margin"], "t": 70}
+    return _figure(TREEMAP_IDS[by], title, [treemap_trace(nodes)], **layout)
 
 
 def plotlyjs() -> dict[str, str]:

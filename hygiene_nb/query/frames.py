@@ -6,8 +6,8 @@ The explore notebook, the annotation widget and the report draw these; none read
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -16,24 +16,43 @@ import pyarrow.compute as pc
 
 from hygiene_nb import api
 from hygiene_nb.classify.content import CONTENT_COLUMNS, MIXED, RISK_ORDER
+from hygiene_nb.classify.filetypes import (
+    CATEGORIES,
+    EXTENSION_SQL,
+    OTHER,
+    category_of,
+    category_sql,
+    extension_of,
+)
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
+from hygiene_nb.query.breakdowns import UNKNOWN_OWNER, id_names, owner_label
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
+from hygiene_nb.render import human_bytes
 from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
 __all__ = [
     "BROWSE_COLUMNS",
+    "CATEGORY_COLORS",
+    "COLOUR_BY",
+    "NO_FILES",
+    "OWNER_COLORS",
     "TREEMAP_ROWS",
+    "ColourBy",
     "FrameIndex",
     "browse_frame",
     "content_split",
     "entries_frame",
     "groups_frame",
+    "owners_frame",
+    "owners_line",
     "risk_frame",
     "totals_frame",
+    "treemap_holders",
     "treemap_nodes",
     "treemap_of",
+    "types_frame",
 ]
 
 # -- browsing a classified snapshot (the explore notebook and the annotation widget) -----------
@@ -169,6 +188,71 @@ def _colour_of(row: Any) -> dict[str, str]:
     }
 
 
+ColourBy = Literal["risk", "owner", "type"]
+COLOUR_BY: tuple[ColourBy, ...] = ("risk", "owner", "type")
+NO_FILES = "no files"  # a directory holding no file bytes, coloured by type
+# One fixed colour per file category (the treemap by type and the type-mix chart).
+CATEGORY_COLORS: dict[str, str] = {
+    "image": "#4e79a7",
+    "video": "#e15759",
+    "audio": "#b07aa1",
+    "archive": "#9c755f",
+    "document": "#59a14f",
+    "code": "#76b7b2",
+    "data": "#f28e2b",
+    "database": "#edc948",
+    "disk image": "#ff9da7",
+    "package": "#8cd17d",
+    "log": "#d37295",
+    "object/binary": "#499894",
+    OTHER: "#bab0ac",
+    NO_FILES: "#eeeeee",
+}
+assert set(CATEGORIES) | {OTHER, NO_FILES} == set(CATEGORY_COLORS)
+# Owners take these in order of the bytes they hold in the view; the rest share the last.
+OWNER_COLORS = (
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
+    "#edc948", "#76b7b2", "#ff9da7", "#9c755f", "#499894",
+)  # fmt: skip
+MORE_OWNERS_COLOR = "#d9d9d9"
+
+
+def _colour_nodes(
+    nodes: pd.DataFrame,
+    under: str,
+    colour_by: ColourBy,
+    holders: Mapping[str, str] | None,
+    kinds: Mapping[str, tuple[str, str]],
+) -> None:
+    """Add ``colour`` (the owner or category a node is coloured by) and ``hue`` (its colour)."""
+    if colour_by == "risk":
+        return
+    words: list[str] = []
+    for node_id in nodes["id"]:
+        kind, name = kinds.get(str(node_id), ("", ""))
+        if not kind or node_id == under:  # an "(other)" bucket, the view's own root
+            words.append("")
+        elif holders is not None and node_id in holders:
+            words.append(holders[node_id])
+        elif colour_by == "type":
+            words.append(category_of(extension_of(name)) if kind == "file" else NO_FILES)
+        else:
+            words.append(UNKNOWN_OWNER)
+    nodes["colour"] = words
+    if colour_by == "type":
+        palette = CATEGORY_COLORS
+    else:  # owners in order of the bytes they colour: the children first, then the rest
+        first = nodes["parent"] == under
+        ranked = (
+            nodes[first & (nodes["colour"] != "")].groupby("colour")["bytes"].sum().reset_index()
+        )
+        ranked = ranked.sort_values(["bytes", "colour"], ascending=[False, True])
+        order = list(ranked["colour"])
+        order += sorted({w for w in words if w and w not in order})
+        palette = {w: OWNER_COLORS[i] for i, w in enumerate(order) if i < len(OWNER_COLORS)}
+    nodes["hue"] = ["" if not w else palette.get(w, MORE_OWNERS_COLOR) for w in nodes["colour"]]
+
+
 def treemap_nodes(
     frame: pd.DataFrame,
     under: str,
@@ -178,6 +262,8 @@ def treemap_nodes(
     children: int = 50,
     index: FrameIndex | None = None,
     levels: int = 2,
+    colour_by: ColourBy = "risk",
+    holders: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Treemap nodes for the directory ``under``: its children and their children.
 
@@ -189,6 +275,12 @@ def treemap_nodes(
     ``index``: a ``FrameIndex`` of ``frame``, to read only the rows drawn (the same nodes).
     ``levels``: 1 for the children only (what the widget draws), each as big as with 2 (at
     least the sum of its own children).
+    ``colour_by``: ``risk`` (what it holds, below), ``owner`` or ``type``. By owner or type a
+    node takes the word ``holders`` gives for its path (``treemap_holders``: for a directory
+    the owner or category holding most of its bytes); without one, a file takes its own
+    category by type (a directory ``no files``) and ``owner unknown`` by owner. Categories
+    have fixed colours (``CATEGORY_COLORS``); owners take ``OWNER_COLORS`` in order of the
+    bytes of the children they colour.
 
     Returns:
         Columns ``id`` (the path; ``…/(other)`` for a bucket), ``label``, ``parent``, ``bytes``,
@@ -196,22 +288,27 @@ def treemap_nodes(
         buckets), ``split`` (what it holds, as text: a directory's shares by risk, ``mixed:``
         first where they are mixed; else its risk), ``verdict`` (the entry's
         own risk and rule: what removing it whole means), ``decision`` (the covering human
-        decision, or None).
+        decision, or None); by owner or type also ``colour`` (the owner or category) and
+        ``hue`` (its colour; both empty for ``(other)`` buckets and the root).
 
     Raises:
-        ValueError: ``index`` was built from another frame.
+        ValueError: ``index`` was built from another frame, or ``colour_by`` is unknown.
     """
     if index is not None and index.frame is not frame:
         raise ValueError("index was built from another frame")
+    if colour_by not in COLOUR_BY:
+        raise ValueError(f"colour_by must be one of {', '.join(COLOUR_BY)}, not {colour_by!r}")
     decisions = decisions or {}
     per_child = max(1, (max_nodes - 2 - children) // max(1, children) - 1)
     rows: list[dict[str, object]] = []
+    kinds: dict[str, tuple[str, str]] = {}  # a named node's kind and name (colour by type)
 
     def level(parent: str, kids: pd.DataFrame, keep: int) -> list[str]:
         kids = kids.assign(b=kids["bytes"].fillna(0).astype("int64"))
         kids = kids.sort_values(["b", "name"], ascending=[False, True])
         named, rest = kids.head(keep), kids.iloc[keep:]
         for row in named.itertuples():
+            kinds[str(row.path)] = (str(row.kind), str(row.name))
             rows.append(
                 {
                     "id": row.path,
@@ -271,10 +368,14 @@ def treemap_nodes(
         ),
     }
     nodes = pd.concat([pd.DataFrame([root]), nodes], ignore_index=True)
+    if len(me):
+        kinds[under] = (str(me["kind"].iloc[0]), str(me["name"].iloc[0]))
+    _colour_nodes(nodes, under, colour_by, holders, kinds)
     covering = decided_rows(pa.array(nodes["id"], pa.string()), decisions)
     nodes["decision"] = [
         None if i.endswith("/(other)") else d for i, d in zip(nodes["id"], covering, strict=True)
     ]
+    nodes.attrs["colour_by"] = colour_by
     return nodes
 
 
@@ -367,6 +468,79 @@ def risk_frame(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
 
 
+def _percent(x: object) -> str:
+    return _share(float(x)) if x else "0 %"  # type: ignore[arg-type]
+
+
+def owners_line(owners: pd.DataFrame) -> str:
+    """How many owners hold a snapshot's entries, naming none: ``3 owners`` (redacted reports)."""
+    count = len(owners)
+    word = "owner" if count == 1 else "owners"
+    return f"{count} {word}" + (" (by group)" if owners.attrs.get("by") == "group" else "")
+
+
+def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -> pd.DataFrame:
+    """``views.by_owner`` for display: the ``top`` owners, sizes in human units.
+
+    Columns ``owner``, ``size``, ``files``, ``share`` (of the snapshot's bytes),
+    ``reclaimable (safe + caution)`` and ``largest in`` (the root's child where the owner holds
+    most). With ``redact`` no owner is named nor numbered: one row, ``owners`` (how many), and
+    their ``size`` and ``files`` together.
+    """
+    if redact:
+        return pd.DataFrame(
+            [
+                {
+                    "owners": len(owners),
+                    "size": human_bytes(int(owners["bytes"].sum()) if len(owners) else 0),
+                    "files": int(owners["files"].sum()) if len(owners) else 0,
+                }
+            ]
+        )
+    shown = owners.head(top)
+    rows = []
+    for owner, size, files, share, freed, tops in zip(
+        shown["owner"],
+        shown["bytes"],
+        shown["files"],
+        shown["share"],
+        shown["reclaimable_caution"],
+        shown["top_dirs"],
+        strict=True,
+    ):
+        largest = f"{tops[0]['path']} ({human_bytes(int(tops[0]['bytes']))})" if tops else ""
+        rows.append(
+            {
+                "owner": owner,
+                "size": human_bytes(int(size)),
+                "files": int(files),
+                "share": _percent(share),
+                "reclaimable (safe + caution)": human_bytes(int(freed)),
+                "largest in": largest,
+            }
+        )
+    columns = ["owner", "size", "files", "share", "reclaimable (safe + caution)", "largest in"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def types_frame(types: pd.DataFrame, *, top: int = 15, redact: bool = False) -> pd.DataFrame:
+    """``views.by_type`` for display: the ``top`` types, sizes in human units.
+
+    Columns: the type (``category``, or ``extension`` and ``category``), ``files``, ``size``,
+    ``share`` (of all files' bytes) and ``largest`` (its largest file), left out with
+    ``redact``.
+    """
+    keys = ["extension", "category"] if "extension" in types else ["category"]
+    frame = types.head(top)
+    shown = frame[keys].copy()
+    shown["files"] = frame["files"].astype("int64")
+    shown["size"] = [human_bytes(int(b)) for b in frame["bytes"]]
+    shown["share"] = [_percent(x) for x in frame["share"]]
+    if not redact:
+        shown["largest"] = [e[0] if len(e) else "" for e in frame["examples"]]
+    return shown.reset_index(drop=True)
+
+
 _SHOWN = (
     "coalesce(CASE WHEN coalesce(excluded, false) THEN NULL WHEN kind = 'dir' THEN tree_bytes "
     "ELSE size END, 0)"
@@ -386,6 +560,78 @@ TREEMAP_ROWS = f"""
 """
 
 
+def _holders_sql(under: str, colour_by: ColourBy) -> str:
+    """Per child (and grandchild) of ``under``: the owner id or category with the most bytes.
+
+    One query over the rows under ``under``: each counted entry adds its own size (by type,
+    files only; a hard-linked file at each name), grouped by the child (and the grandchild) it
+    lies in and by uid or category; the largest key of each is kept (ties: the smallest key).
+    """
+    prefix = under.rstrip("/") + "/"
+    start = len(prefix) + 1
+    rest = f"substr(parent, {start})"
+    key = "CAST(uid AS VARCHAR)" if colour_by == "owner" else category_sql(EXTENSION_SQL)
+    kinds = "" if colour_by == "owner" else "AND kind = 'file'"
+    here = f"parent = {sql_literal(under)}"
+    return f"""
+        WITH rows_under AS (
+            SELECT CASE WHEN {here} THEN name ELSE split_part({rest}, '/', 1) END AS c1,
+                   CASE WHEN {here} THEN NULL
+                        WHEN split_part({rest}, '/', 2) = '' THEN name
+                        ELSE split_part({rest}, '/', 2) END AS c2,
+                   coalesce({key}, '') AS key, coalesce(size, 0) AS size
+            FROM entries
+            WHERE NOT coalesce(excluded, false) {kinds}
+              AND ({here} OR substr(parent, 1, {len(prefix)}) = {sql_literal(prefix)})),
+        sums AS (
+            SELECT c1, NULL AS c2, key, sum(size) AS bytes FROM rows_under GROUP BY c1, key
+            UNION ALL
+            SELECT c1, c2, key, sum(size) AS bytes FROM rows_under
+            WHERE c2 IS NOT NULL GROUP BY c1, c2, key)
+        SELECT c1, c2, key FROM (
+            SELECT c1, c2, key, row_number() OVER (
+                       PARTITION BY c1, c2 ORDER BY bytes DESC, key) AS nth
+            FROM sums) ranked
+        WHERE nth = 1
+    """
+
+
+def treemap_holders(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    under: str | None = None,
+    colour_by: Literal["owner", "type"] = "owner",
+) -> dict[str, str]:
+    """Who or what holds most of the bytes of each child and grandchild of ``under``.
+
+    By ``owner``: the owner (its recorded name, else ``uid N``) whose entries add the most
+    bytes inside it (an entry its own size; a directory holding nothing but itself: its own
+    owner). By ``type``: the category of the files holding the most bytes (a directory
+    without files is absent). One query over the rows under ``under``. Keys are paths, as the
+    treemap's ``id``; the words go to ``treemap_nodes(holders=…)``.
+    """
+    info = resolve_scan(root, store=store, scan_id=scan_id)
+    with query_engine() as con:
+        api.open_entries(con, info, store=store, classified=False)
+        return _holders(con, info, under or info.root, colour_by)
+
+
+def _holders(con: Any, info: Any, under: str, colour_by: ColourBy) -> dict[str, str]:
+    found = con.execute(_holders_sql(under, colour_by)).fetchall()
+    names = id_names(info, "user")
+    base = under.rstrip("/")
+    held: dict[str, str] = {}
+    for c1, c2, key in found:
+        path = f"{base}/{c1}" if c2 is None else f"{base}/{c1}/{c2}"
+        if colour_by == "owner":
+            held[path] = owner_label(int(key) if key else None, names, "user")
+        else:
+            held[path] = str(key)
+    return held
+
+
 def treemap_of(
     root: str | None = None,
     *,
@@ -393,19 +639,32 @@ def treemap_of(
     scan_id: str | None = None,
     under: str | None = None,
     children: int = 50,
+    colour_by: ColourBy = "risk",
 ) -> pd.DataFrame:
     """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root).
 
     Only the rows the treemap draws are read (``TREEMAP_ROWS``), from the snapshot's file and
-    its kept verdicts.
+    its kept verdicts. ``colour_by`` ``owner`` or ``type`` colours each node by the owner or
+    category holding most of its bytes (``treemap_holders``, one more query over the rows
+    under ``under``): a directory's colour is what is inside it, not who owns the directory.
     """
+    if colour_by not in COLOUR_BY:
+        raise ValueError(f"colour_by must be one of {', '.join(COLOUR_BY)}, not {colour_by!r}")
     info = resolve_scan(root, store=store, scan_id=scan_id)
     top = under or info.root
+    holders: dict[str, str] | None = None
     with query_engine() as con:
         api.open_entries(con, info, store=store, now_ns=api.scan_time_ns(info))
         rows = con.sql(
             TREEMAP_ROWS.format(under=sql_literal(top), children=int(children))
         ).to_arrow_table()
+        if colour_by != "risk":
+            holders = _holders(con, info, top, colour_by)
     return treemap_nodes(
-        browse_frame(rows), top, decisions=human_decisions(store, info.root), children=children
+        browse_frame(rows),
+        top,
+        decisions=human_decisions(store, info.root),
+        children=children,
+        colour_by=colour_by,
+        holders=holders,
     )

@@ -18,8 +18,9 @@ live in ``hygiene_nb.query`` by noun:
 - ``review``: ``review_coverage`` (a ``Coverage``), ``decided_rows``, ``human_decisions``,
   ``pending_decisions``, ``pending_counts``, ``executions``, ``plans``, ``plan_preview``,
   ``ledger_state``.
-- ``frames``: ``browse_frame``, ``FrameIndex``, ``treemap_nodes``, ``treemap_of``,
-  ``totals_frame``, ``entries_frame``, ``groups_frame``, ``risk_frame``.
+- ``frames``: ``browse_frame``, ``FrameIndex``, ``treemap_nodes``, ``treemap_of`` (coloured
+  by risk, owner or type), ``treemap_holders``, ``totals_frame``, ``entries_frame``,
+  ``groups_frame``, ``risk_frame``, ``owners_frame``, ``owners_line``, ``types_frame``.
 - ``provenance``: ``provenance`` and ``rules_digest``.
 - ``breakdowns``: ``by_owner``, ``by_type``, ``age_histogram`` (who, what kind, how old).
 """
@@ -37,10 +38,14 @@ from hygiene_nb.query.frames import (
     browse_frame,
     entries_frame,
     groups_frame,
+    owners_frame,
+    owners_line,
     risk_frame,
     totals_frame,
+    treemap_holders,
     treemap_nodes,
     treemap_of,
+    types_frame,
 )
 from hygiene_nb.query.history import (
     child_growth,
@@ -83,6 +88,8 @@ __all__ = [
     "history",
     "human_decisions",
     "ledger_state",
+    "owners_frame",
+    "owners_line",
     "pending_counts",
     "pending_decisions",
     "plan_preview",
@@ -94,8 +101,10 @@ __all__ = [
     "risk_history",
     "rules_digest",
     "totals_frame",
+    "treemap_holders",
     "treemap_nodes",
     "treemap_of",
+    "types_frame",
 ]
 
 # A view names this module as its own, where the notebooks find it (``help``, reprs), not the
