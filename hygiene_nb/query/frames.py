@@ -26,10 +26,11 @@ from hygiene_nb.classify.filetypes import (
 )
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
-from hygiene_nb.query.breakdowns import UNKNOWN_OWNER, id_names, owner_label
+from hygiene_nb.query.breakdowns import id_names, owner_label
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
 from hygiene_nb.render import human_bytes
+from hygiene_nb.scan.owners import UNKNOWN_OWNER
 from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
 __all__ = [
