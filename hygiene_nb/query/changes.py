@@ -96,23 +96,25 @@ _ENTRY_DIFF = """
                o.size AS o_size, n.size AS n_size,
                o.kind <> 'dir' AND o.nlink > 1 AS o_linked,
                n.kind <> 'dir' AND n.nlink > 1 AS n_linked,
-               o.dev AS o_dev, o.inode AS o_inode, n.dev AS n_dev, n.inode AS n_inode
+               o.dev AS o_dev, o.inode AS o_inode, n.dev AS n_dev, n.inode AS n_inode,
+               o.row_no AS o_row, n.row_no AS n_row
         FROM old_rows o FULL OUTER JOIN new_rows n
           ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
-    -- the rank of each name of a hard-linked inode, over the linked rows only (a few)
+    -- the rank of each name of a hard-linked inode, over the linked rows only (a few), joined
+    -- back by the row's place in its snapshot (an integer, not its path)
     lo AS (
-        SELECT parent, name, row_number() OVER (
+        SELECT o_row, row_number() OVER (
                    PARTITION BY o_dev, o_inode ORDER BY in_new DESC, parent, name) AS o_nth
         FROM j0 WHERE o_linked),
     ln AS (
-        SELECT parent, name, row_number() OVER (
+        SELECT n_row, row_number() OVER (
                    PARTITION BY n_dev, n_inode ORDER BY in_old DESC, parent, name) AS n_nth
         FROM j0 WHERE n_linked),
     j1 AS (
         SELECT j0.*, coalesce(lo.o_nth, 1) AS o_nth, coalesce(ln.n_nth, 1) AS n_nth
         FROM j0
-        LEFT JOIN lo ON lo.parent = j0.parent AND lo.name = j0.name
-        LEFT JOIN ln ON ln.parent = j0.parent AND ln.name = j0.name),
+        LEFT JOIN lo ON lo.o_row = j0.o_row
+        LEFT JOIN ln ON ln.n_row = j0.n_row),
     j2 AS (
         SELECT parent, name, depth, kind, {extra_out} in_old, in_new,
                CAST(CASE WHEN in_old AND o_nth = 1 THEN o_size ELSE 0 END AS BIGINT) AS old_bytes,
