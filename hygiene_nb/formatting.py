@@ -294,4 +294,6 @@ def progress_line(
     room = width - 1 - len(head)
     if room < 8:
         return head.rstrip()[: max(width - 1, 0)]
+    if root and relative_to_root(directory, root) == ".":
+        return head + display_path(directory, None, room)  # the root itself, not "."
     return head + display_path(directory, root, room)
