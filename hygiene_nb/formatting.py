@@ -151,9 +151,13 @@ def human_age(days: float | None) -> str:
     return f"{text} {'year' if text == '1' else 'years'}"
 
 
-def _as_datetime(ts: Any) -> datetime | None:
-    """A datetime (UTC) from a datetime, a date, an ISO-8601 string or epoch seconds."""
-    if _missing(ts):
+def _as_datetime(ts: Any) -> datetime | str | None:
+    """A datetime (UTC) from a datetime, a date, an ISO-8601 string or epoch seconds.
+
+    A string that is not ISO-8601 (a damaged record) comes back as it is, to be shown escaped:
+    formatting never fails on what it is given to show.
+    """
+    if _missing(ts) or ts == "":
         return None
     if isinstance(ts, datetime):
         moment = ts
@@ -162,7 +166,10 @@ def _as_datetime(ts: Any) -> datetime | None:
     elif isinstance(ts, int | float):
         moment = datetime.fromtimestamp(ts, UTC)
     elif isinstance(ts, str):
-        moment = datetime.fromisoformat(ts)
+        try:
+            moment = datetime.fromisoformat(ts)
+        except ValueError:
+            return ts
     else:
         raise TypeError(f"not a date: {ts!r}")
     return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -171,14 +178,16 @@ def _as_datetime(ts: Any) -> datetime | None:
 def human_date(ts: Any) -> str:
     """The day of ``ts`` (UTC): ``2026-12-02``; a missing date is ``-``."""
     moment = _as_datetime(ts)
-    return "-" if moment is None else f"{moment:%Y-%m-%d}"
+    if moment is None or isinstance(moment, str):
+        return shown(moment or "-")
+    return f"{moment:%Y-%m-%d}"
 
 
 def human_datetime(ts: Any, *, seconds: bool = False) -> str:
     """The day and time of ``ts`` (UTC): ``2026-12-02 01:12`` (``:20`` more with ``seconds``)."""
     moment = _as_datetime(ts)
-    if moment is None:
-        return "-"
+    if moment is None or isinstance(moment, str):
+        return shown(moment or "-")
     return f"{moment:%Y-%m-%d %H:%M:%S}" if seconds else f"{moment:%Y-%m-%d %H:%M}"
 
 

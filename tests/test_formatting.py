@@ -130,7 +130,9 @@ def test_dates_are_days_and_times_in_utc() -> None:
     assert human_datetime(east) == "2026-12-02 01:12"
     assert human_datetime("2026-12-02T01:12:20") == "2026-12-02 01:12"
     assert human_date(moment.timestamp()) == "2026-12-02"
-    assert human_date(None) == "-" == human_datetime(None)
+    assert human_date(None) == "-" == human_datetime(None) == human_date("")
+    # a damaged record is shown as it is, escaped, never an exception
+    assert human_datetime("yesterday\x1b[2J") == "yesterday\\x1b[2J"
 
 
 LONG = "/usr/lib/python3/dist-packages/site-packages/pandas/tests"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import itertools
 import json
 import os
 import pty
@@ -89,7 +90,7 @@ def test_a_callable_gets_entries_bytes_and_the_directory_being_read(
     assert [s.entries for s in seen] == sorted(s.entries for s in seen)
     assert seen[-1] == seen[-1].entries == info.entries  # it is the count itself
     assert seen[-1].bytes == _apparent_bytes(big_tree) == info.tree_bytes  # no hard links here
-    assert all(a.bytes <= b.bytes for a, b in zip(seen, seen[1:], strict=False))
+    assert all(a.bytes <= b.bytes for a, b in itertools.pairwise(seen))
     for s in seen:
         assert Path(s.directory).is_dir() and Path(s.directory).is_relative_to(big_tree)
     assert any(Path(s.directory).name == DEEP for s in seen[:-1])

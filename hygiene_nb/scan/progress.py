@@ -136,7 +136,7 @@ def _in_notebook() -> bool:
     if "IPython" not in sys.modules:
         return False
     try:
-        from IPython import get_ipython  # type: ignore[attr-defined]
+        from IPython import get_ipython
     except ImportError:  # pragma: no cover
         return False
     shell = get_ipython()
