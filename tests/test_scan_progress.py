@@ -13,12 +13,14 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.scan.progress import ScanProgress, TerminalLine
+from hygiene_nb.formatting import middle_ellipsis
+from hygiene_nb.scan.progress import ScanProgress, TerminalLine, progress_bar
 from tests.helpers import write
 
 UNIT = re.compile(r"\d+(\.\d)? (B|KiB|MiB|GiB)\b")
@@ -102,7 +104,8 @@ def test_the_terminal_line_shows_entries_bytes_and_directory(
     code, text = _on_a_terminal("scan", str(big_tree), "--store", str(tmp_path / "store"))
     assert code == 0, text
     states = _progress_lines(text)
-    assert states[0] == f"scanning {big_tree} …"  # at once, before the first batch
+    root = middle_ellipsis(str(big_tree), COLUMNS - 1 - len("scanning  …"))
+    assert states[0] == f"scanning {root} …"  # at once, before the first batch
     counting = [s for s in states[1:] if " entries, " in s]
     assert counting, text
     assert all(UNIT.search(s) for s in counting)
@@ -160,3 +163,17 @@ def test_the_line_is_redrawn_a_few_times_a_second_at_most() -> None:
     assert stream.getvalue().endswith("\r\x1b[K")
     line.close()  # twice: nothing more
     assert stream.getvalue().count("\r\x1b[K") == 1
+
+
+def test_in_a_notebook_the_tqdm_bar_carries_bytes_and_directory(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("hygiene_nb.scan.progress._in_notebook", lambda: True)
+    update, close = progress_bar("/srv")
+    update(ScanProgress(5, 2048, "/srv/a"))
+    time.sleep(0.25)  # past the bar's redraw interval
+    update(ScanProgress(1234, 3 * 1024**2, "/srv/pandas/tests"))
+    close()
+    drawn = capsys.readouterr().err
+    assert "1234 entries" in drawn and "3.0 MiB, pandas/tests" in drawn
+    assert "0.00" not in drawn  # a count, not a scaled figure

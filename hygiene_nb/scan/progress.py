@@ -102,7 +102,8 @@ class TerminalLine:
 
     def start(self) -> None:
         """Say what is being scanned before the first batch arrives."""
-        self.draw(f"scanning {display_path(self.root)} …"[: max(self.width() - 1, 0)])
+        room = self.width() - 1 - len("scanning  …")
+        self.draw(f"scanning {display_path(self.root, None, max(room, 1))} …")
 
     def __call__(self, progress: int) -> None:
         """Redraw the line for ``progress`` (at most once per ``interval`` seconds)."""
