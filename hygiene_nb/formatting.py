@@ -279,12 +279,15 @@ def middle_ellipsis(path: str, width: int) -> str:
     return _fit(_split(path), width)
 
 
-def display_path(path: str, root: str | None = None, width: int | None = None) -> str:
+def display_path(path: str | bytes, root: str | None = None, width: int | None = None) -> str:
     r"""``path`` for people: relative to ``root``, control characters escaped, fit to ``width``.
 
     Each name is escaped before it is measured, and a cut falls between names or, in a name
-    too long for the width, never inside an escape such as ``\x1b``.
+    too long for the width, never inside an escape such as ``\x1b``. Exact path bytes are
+    read as snapshots show them (a byte that is not UTF-8 as ``\xe9``).
     """
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "backslashreplace")
     relative = relative_to_root(path, root)
     if width is None:
         return shown(relative)

@@ -203,6 +203,7 @@ def test_display_path_is_relative_escaped_and_fitted() -> None:
     assert relative_to_root("/srv/database", root) == "/srv/database"  # a sibling, not under it
     assert relative_to_root("/etc", "/") == "etc"
     assert relative_to_root("/etc", None) == "/etc"
+    assert display_path(b"/srv/data/caf\xe9\n", root) == "caf\\xe9\\n"  # exact bytes, as shown
     hostile = "/srv/data/logs/evil\nline\x1b[2J.log"
     assert display_path(hostile, root) == "logs/evil\\nline\\x1b[2J.log"
     # the escape is measured, and never cut through
