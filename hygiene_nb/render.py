@@ -1,4 +1,8 @@
-"""Results → what a person reads on a terminal, or the single ``--json`` object."""
+"""Results → what a person reads on a terminal, or the single ``--json`` object.
+
+Every number, date and path a person reads goes through ``hygiene_nb.formatting`` (binary
+units, thousands separators, escaped names); the JSON objects keep the exact values.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,20 @@ from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from hygiene_nb.formatting import (
+    counted,
+    display_path,
+    exact_bytes,
+    human_bytes,
+    human_date,
+    human_datetime,
+    noun_for,
+    percent,
+    shown,
+    signed_bytes,
+    thousands,
+)
 from hygiene_nb.models import SizedEntry, Summary
-from hygiene_nb.pathnames import shown
 from hygiene_nb.scan.index import ScanInfo
 
 if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
@@ -64,20 +80,6 @@ __all__ = [
 ]
 
 
-def human_bytes(n: int | None) -> str:
-    """1536 → '1.5 KiB'; None (unknown) → 'unknown'."""
-    if n is None:
-        return "unknown"
-    if abs(n) < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB"):
-        value /= 1024
-        if abs(value) < 1024:
-            return f"{value:.1f} {unit}"
-    return f"{value / 1024:.1f} TiB"
-
-
 def emit_json(obj: dict[str, Any]) -> None:
     r"""Print one JSON object on stdout (and nothing else), always valid UTF-8.
 
@@ -105,16 +107,6 @@ def scan_json(info: ScanInfo) -> dict[str, Any]:
         "seconds": info.options.get("seconds"),
         "walker": info.walker,
     }
-
-
-def noun_for(n: int, noun: str, plural: str = "") -> str:
-    """The noun for ``n`` things: ``noun`` for one, else ``plural`` (default: ``noun`` + s)."""
-    return noun if n == 1 else plural or noun + "s"
-
-
-def counted(n: int, noun: str, plural: str = "") -> str:
-    """``n`` with its noun in the right number: ``1 file``, ``2 files``, ``1 entry``."""
-    return f"{n:,} {noun_for(n, noun, plural)}"
 
 
 def _entries(n: int) -> str:
@@ -150,7 +142,7 @@ def render_snapshots(scans: list[ScanInfo]) -> str:
     for s in scans:
         flag = " (partial)" if s.partial else ""
         lines.append(
-            f"{s.scan_id:<27} {s.started_at[:19]:<20} {s.entries:>10,} "
+            f"{s.scan_id:<27} {human_datetime(s.started_at, seconds=True):<20} {s.entries:>10,} "
             f"{human_bytes(s.tree_bytes):>10}  {shown(s.root)}{flag}"
         )
     return "\n".join(lines)
@@ -175,7 +167,10 @@ def render_prune(removed: list[ScanInfo], *, dry_run: bool) -> str:
     if not removed:
         return "nothing to prune (the latest snapshot of every root always stays)."
     lines = [f"{verb} {counted(len(removed), 'snapshot')}:"]
-    lines += [f"  {s.scan_id}  {s.started_at[:19]}  {shown(s.root)}" for s in removed]
+    lines += [
+        f"  {s.scan_id}  {human_datetime(s.started_at, seconds=True)}  {shown(s.root)}"
+        for s in removed
+    ]
     return "\n".join(lines)
 
 
@@ -186,7 +181,7 @@ def _entry_line(e: SizedEntry) -> str:
     elif e.partial:
         note = "  [partial]"
     elif e.nlink > 1 and e.kind == "file":
-        note = f"  [{e.nlink} hard links]"
+        note = f"  [{thousands(e.nlink)} hard links]"
     # a directory shows what it holds, as the treemap colours it; its own verdict beside
     word = e.holds or e.risk
     risk = f"{word:<8} " if word else ""
@@ -213,8 +208,9 @@ def _risk_lines(s: Summary) -> list[str]:
         c = s.cleanliness
         est = " (estimate: the scan was partial)" if c.estimate else ""
         lines.append(
-            f"  cleanliness {c.score}/100{est}: {c.cleanable:,} cleanable, {c.intermediate:,}"
-            f" intermediate, {c.pending:,} pending of {counted(c.counted, 'file')}"
+            f"  cleanliness {c.score}/100{est}: {thousands(c.cleanable)} cleanable,"
+            f" {thousands(c.intermediate)} intermediate, {thousands(c.pending)} pending of"
+            f" {counted(c.counted, 'file')}"
             " outside protected and dependency directories"
         )
     lines.append(f"  not modified for a year or more: {human_bytes(s.stale_bytes)}")
@@ -229,7 +225,8 @@ def _risk_lines(s: Summary) -> list[str]:
 def render_summary(s: Summary) -> str:
     """The human summary: totals, risk mix, groups, score, largest entries."""
     lines = [
-        f"{shown(s.root)} — snapshot {s.scan_id} ({s.scanned_at[:19]} UTC)",
+        f"{shown(s.root)} — snapshot {s.scan_id}"
+        f" ({human_datetime(s.scanned_at, seconds=True)} UTC)",
         f"  {human_bytes(s.tree_bytes)} apparent, {human_bytes(s.tree_alloc)} allocated on disk"
         f" (hard links counted once)",
         f"  {_entries(s.entries)}: {counted(s.files, 'file')},"
@@ -382,7 +379,7 @@ def plan_result(result: PlanResult) -> str:
         [
             f"plan {result.plan_id}: {counted(result.candidates, 'candidate')}, "
             f"{human_bytes(result.reclaim_bytes)} freed by deleting, "
-            f"{result.excluded} excluded (see the list)",
+            f"{thousands(result.excluded)} excluded (see the list)",
             f"  plan: {shown(result.plan_path)}",
             f"  list: {shown(result.markdown_path)}",
             f"  expires: {result.expires_at}",
@@ -406,8 +403,8 @@ def execute_result(result: ExecuteResult) -> str:
     """What a dry run would move and where, or what a run moved, skipped and recorded."""
     verb = "would move" if result.status == "dry-run" else "moved"
     lines = [
-        f"{verb} {len(result.moved)} of {counted(result.candidates, 'item')}, "
-        f"{human_bytes(result.bytes)} ({result.bytes:,} bytes)"
+        f"{verb} {thousands(len(result.moved))} of {counted(result.candidates, 'item')}, "
+        f"{human_bytes(result.bytes)} ({exact_bytes(result.bytes)})"
     ]
     lines += [f"  {verb:<10} {shown(m.path)}{_by_rule(m)}" for m in result.moved]
     lines += [f"  skip {s.code:<18} {shown(s.path)}: {shown(s.message)}" for s in result.skipped]
@@ -452,7 +449,8 @@ def verify_result(result: VerifyResult) -> str:
         for p in result.changed_in_quarantine
     )
     return text + (
-        f"\nfree space on the root's filesystem changed by {result.freed_bytes:,} bytes during"
+        f"\nfree space on the root's filesystem changed by {signed_bytes(result.freed_bytes)}"
+        f" ({exact_bytes(result.freed_bytes)}) during"
         " the execution (a quarantine on the same filesystem frees nothing until its batch is"
         " purged, and other programs' writes count too)"
     )
@@ -466,7 +464,8 @@ def recover_result(result: RecoverResult) -> str:
             lines.append(f"  [still-running] {shown(p.message)}")
             continue
         lines.append(
-            f"  plan {p.plan_id}: {p.moved} moved, {p.skipped} not moved, into "
+            f"  plan {p.plan_id}: {thousands(p.moved)} moved, {thousands(p.skipped)} not moved,"
+            " into "
             f"{', '.join(b['batch_id'] for b in p.batches) or 'no batch'}; "
             f"receipt {shown(p.receipt_path or '')}"
         )
@@ -484,7 +483,8 @@ def batches_json(batches: list[BatchInfo]) -> dict[str, Any]:
 def batches(found: list[BatchInfo]) -> str:
     """One line per quarantine batch, with what is wrong with it below."""
     text = "\n".join(
-        f"{b.batch_id}  {b.created_at[:19]}  {b.items:>6} {noun_for(b.items, 'item'):<5}"
+        f"{b.batch_id}  {human_datetime(b.created_at, seconds=True)}"
+        f"  {thousands(b.items):>6} {noun_for(b.items, 'item'):<5}"
         f"  {human_bytes(b.bytes):>10}"
         f"  {b.manifest}"
         + "".join(f"\n  [{left['code']}] {shown(left['message'])}" for left in b.leftovers)
@@ -574,34 +574,18 @@ def _table(header: list[str], rows: list[list[str]], left: set[int]) -> list[str
     ]
 
 
-def _percent(share: Any) -> str:
-    return f"{float(share) * 100:.1f}%"
-
-
-def _date(value: Any) -> str:
-    import pandas as pd
-
-    return "-" if value is None or pd.isna(value) else str(value)[:10]
-
-
-def _under(path: str, root: str) -> str:
-    """``path`` as it lies under ``root`` (the whole path when it does not)."""
-    base = root.rstrip("/") + "/"
-    return shown(path[len(base) :] if path.startswith(base) else path)
-
-
 def _owner_lines(records: list[dict[str, Any]], root: str) -> list[str]:
     header = ["owner", "bytes", "share", "files", "safe", "+caution", "newest", "oldest"]
     rows = [
         [
             shown(str(r["owner"])),
             human_bytes(int(r["bytes"])),
-            _percent(r["share"]),
-            f"{int(r['files']):,}",
+            percent(r["share"]),
+            thousands(r["files"]),
             human_bytes(int(r["reclaimable_safe"])),
             human_bytes(int(r["reclaimable_caution"])),
-            _date(r["newest"]),
-            _date(r["oldest"]),
+            human_date(r["newest"]),
+            human_date(r["oldest"]),
         ]
         for r in records
     ]
@@ -610,7 +594,8 @@ def _owner_lines(records: list[dict[str, Any]], root: str) -> list[str]:
     for record, line in zip(records, table[1:], strict=True):
         lines.append(line)
         tops = [
-            f"{_under(d['path'], root)} {human_bytes(int(d['bytes']))}" for d in record["top_dirs"]
+            f"{display_path(d['path'], root)} {human_bytes(int(d['bytes']))}"
+            for d in record["top_dirs"]
         ]
         if tops:
             lines.append("      in " + ", ".join(tops))
@@ -623,11 +608,11 @@ def _type_lines(records: list[dict[str, Any]], root: str, by: str) -> list[str]:
     rows = [
         [
             shown(str(r[key])),
-            str(r[second]) if by == "type" else f"{int(r[second]):,}",
-            f"{int(r['files']):,}",
+            str(r[second]) if by == "type" else thousands(r[second]),
+            thousands(r["files"]),
             human_bytes(int(r["bytes"])),
-            _percent(r["share"]),
-            _under(str(r["examples"][0]), root) if len(r["examples"]) else "",
+            percent(r["share"]),
+            display_path(str(r["examples"][0]), root) if len(r["examples"]) else "",
         ]
         for r in records
     ]
@@ -640,9 +625,9 @@ def _age_lines(records: list[dict[str, Any]], age_by: str | None) -> list[str]:
         [
             *([shown(str(r[age_by]))] if age_by else []),
             str(r["bucket"]),
-            f"{int(r['files']):,}",
+            thousands(r["files"]),
             human_bytes(int(r["bytes"])),
-            _percent(r["share"]),
+            percent(r["share"]),
         ]
         for r in records
     ]

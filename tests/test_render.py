@@ -45,7 +45,8 @@ HOSTILE = "evil\nmoved  passwd\x1b[2J\x9b.log"  # a forged line, a terminal comm
         (5 * 1024**2, "5.0 MiB"),
         (3 * 1024**3 + 1024**3 // 2, "3.5 GiB"),
         (1024**4, "1.0 TiB"),
-        (1024**5, "1024.0 TiB"),  # no unit past TiB
+        (1024**5, "1.0 PiB"),
+        (1024**7, "1024.0 EiB"),  # no unit past EiB
         (-2048, "-2.0 KiB"),
     ],
 )

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from hygiene_nb.api.remembered import list_rules as list_rules
     from hygiene_nb.api.remembered import remember_rule as remember_rule
     from hygiene_nb.api.scan import Progress as Progress
+    from hygiene_nb.api.scan import ScanProgress as ScanProgress
     from hygiene_nb.api.scan import scan_root as scan_root
     from hygiene_nb.api.snapshots import StoreArg as StoreArg
     from hygiene_nb.api.snapshots import existing_store as existing_store
@@ -100,6 +101,7 @@ _WHERE = {
     "preview_plan": "plans",
     "within": "plans",
     "Progress": "scan",
+    "ScanProgress": "scan",
     "scan_root": "scan",
     "StoreArg": "snapshots",
     "existing_store": "snapshots",

@@ -22,14 +22,16 @@ from hygiene_nb.api.snapshots import StoreArg, open_store
 from hygiene_nb.scan.cachedir import TagReader
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.owners import OwnerNames
+from hygiene_nb.scan.progress import ScanProgress, batch_bytes, batch_directory, progress_bar
 from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options
 from hygiene_nb.scan.snapshot import FORMAT_VERSION, SnapshotWriter, int_scalar
 from hygiene_nb.scan.walk import WalkerName, open_walker
 from hygiene_nb.store import utc_now
 
-__all__ = ["Progress", "scan_root"]
+__all__ = ["Progress", "ScanProgress", "scan_root"]
 
-Progress = Callable[[int], None]
+# given a ScanProgress, which is the entry count itself: a callable taking an int still fits
+Progress = Callable[[ScanProgress], None]
 
 
 def _utcnow() -> str:
@@ -66,8 +68,10 @@ def scan_root(
         max_seconds: stop listing new directories after this long (0: no limit).
         threads: walker threads (0: the walker's default).
         walker: ``auto`` (the C core if built), ``c`` or ``python``.
-        progress: ``True`` for a tqdm progress bar (a widget in a notebook, a line on a
-            terminal), or a callable given the number of entries seen so far after each batch.
+        progress: ``True`` for a live progress line on stderr (entries, bytes so far and the
+            directory being read; a tqdm widget in a notebook), or a callable given a
+            ``ScanProgress`` after each walk batch: the number of entries seen so far (it is
+            an ``int``), with ``.bytes`` and ``.directory`` (hygiene_nb/scan/progress.py).
 
     Returns:
         The scan's metadata, including where its snapshot was written.
@@ -116,10 +120,11 @@ def scan_root(
         },
     )
     started = time.monotonic()
-    report, close_bar = _progress(progress)
+    report, close_bar = _progress(progress, path)
     writer = SnapshotWriter(store, info)
     tags = TagReader(options.root)
     owners = OwnerNames()
+    seen_bytes = 0
     try:
         walk = open_walker(options, walker=walker)
         info.walker = walk.name
@@ -129,7 +134,8 @@ def scan_root(
             owners.note(batch)
             _take_root_totals(batch, info)
             if report is not None:
-                report(walk.stats.entries)
+                seen_bytes += batch_bytes(batch)
+                report(ScanProgress(walk.stats.entries, seen_bytes, batch_directory(batch)))
         info.entries = walk.stats.entries
         info.errors = walk.stats.errors
     except BaseException:
@@ -153,17 +159,10 @@ def scan_root(
     return info
 
 
-def _progress(progress: Progress | bool) -> tuple[Progress | None, Callable[[], None]]:
-    """Turn ``progress=True`` into a tqdm bar (tqdm.auto picks notebook or terminal)."""
+def _progress(progress: Progress | bool, root: str) -> tuple[Progress | None, Callable[[], None]]:
+    """Turn ``progress=True`` into the terminal line (a tqdm widget in a notebook)."""
     if progress is True:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(unit=" entries", unit_scale=True, desc="scanning", leave=False)
-
-        def update(entries: int) -> None:
-            bar.update(entries - bar.n)
-
-        return update, bar.close
+        return progress_bar(root)
     return (progress or None), lambda: None
 
 

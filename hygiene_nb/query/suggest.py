@@ -30,10 +30,10 @@ from hygiene_nb import api
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.classify.summary import cleanliness, freed_bytes
 from hygiene_nb.config import load_root_config
+from hygiene_nb.formatting import counted, exact_bytes, human_bytes, shown
 from hygiene_nb.ledger import Ledger
 from hygiene_nb.plan.references import PROJECT_MARKERS
 from hygiene_nb.query import views
-from hygiene_nb.render import counted, human_bytes, shown
 from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
 __all__ = [
@@ -166,7 +166,7 @@ def suggestion_markdown(s: Suggestion, *, redact: bool = False) -> str:
         return "\n".join(lines)
     lines += [
         f"{counted(len(s.candidates), 'safe entry', 'safe entries')} would free "
-        f"{human_bytes(s.reclaim_bytes)} ({s.reclaim_bytes:,} bytes; each inode once). "
+        f"{human_bytes(s.reclaim_bytes)} ({exact_bytes(s.reclaim_bytes)}; each inode once). "
         "This is a suggestion: nothing has been decided or moved. To act on it, mark the "
         "entries `delete` (the widget, or `hygiene-nb annotate`), export a plan with "
         "`hygiene-nb plan`, review it, then run `hygiene-nb execute`. To dismiss it: "
