@@ -201,6 +201,18 @@ def relative_to_root(path: str, root: str | None) -> str:
     return path[len(base) :] if path.startswith(base) else path
 
 
+def columns(text: str) -> int:
+    """How many terminal columns ``text`` takes.
+
+    A wide (CJK) character two, a combining mark none, every other character one: what
+    ``wcwidth`` says for printable text, which is all a shown path holds.
+    """
+    return sum(
+        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        for ch in text
+    )
+
+
 def _tail(text: str, width: int) -> str:
     """The last ``width`` characters of ``text`` or fewer: a cut never strands a combining mark."""
     start = max(len(text) - width, 0)
@@ -217,27 +229,27 @@ def _cut_name(name: str, room: int, show: Callable[[str], str]) -> str:
     """The end of one name, shown, in at most ``room`` characters (an escape is never split)."""
     for keep in range(min(len(name), room), -1, -1):
         piece = show(_tail(name, keep))
-        if len(piece) <= room:
+        if columns(piece) <= room:
             return piece
     return ""  # pragma: no cover - the empty tail always fits
 
 
 def _fit(parts: list[str], width: int, show: Callable[[str], str] = _same) -> str:
-    """``parts`` (names and ``/`` of a path) shown, and shortened in the middle to ``width``."""
+    """``parts`` (names and ``/`` of a path) shown, shortened in the middle to ``width`` columns."""
     shown_parts = [show(p) for p in parts]
     whole = "".join(shown_parts)
-    if len(whole) <= width:
+    if columns(whole) <= width:
         return whole
     if width <= len(ELLIPSIS):
         return ELLIPSIS[:width]
     room = width - len(ELLIPSIS)
     # the tail: whole pieces from the end, as many as fit, starting at a separator
     first, used = len(parts), 0
-    while first > 0 and used + len(shown_parts[first - 1]) <= room:
+    while first > 0 and used + columns(shown_parts[first - 1]) <= room:
         first -= 1
-        used += len(shown_parts[first])
+        used += columns(shown_parts[first])
     while first < len(parts) and parts[first] != "/":
-        used -= len(shown_parts[first])
+        used -= columns(shown_parts[first])
         first += 1
     if first >= len(parts) - 1:  # not even the last name fits whole: keep its end
         names = [p for p in parts if p != "/"]
@@ -245,14 +257,14 @@ def _fit(parts: list[str], width: int, show: Callable[[str], str] = _same) -> st
     # the head: the longest run of leading pieces that ends at a separator after a name
     head, size = 0, 0
     for i in range(first):
-        size += len(shown_parts[i])
+        size += columns(shown_parts[i])
         if used + size > room:
             break
         if parts[i] == "/" and i > 0:
             head = i + 1
     # "/usr/" + "…" + "/lib/x": the head's last separator is the tail's first one
     head_text = "".join(shown_parts[: head - 1]) + "/" if head else ""
-    if head and used + len(head_text) > room:  # pragma: no cover - checked in the loop
+    if head and used + columns(head_text) > room:  # pragma: no cover - checked in the loop
         head_text = ""
     return head_text + ELLIPSIS + "".join(shown_parts[first:])
 
@@ -303,9 +315,9 @@ def progress_line(
     wraps, the directory (escaped, relative to ``root``) shortened in the middle to fit.
     """
     head = f"scanning {counted(entries, 'entry')}, {human_bytes(nbytes)}  "
-    room = width - 1 - len(head)
+    room = width - 1 - columns(head)
     if room < 8:
-        return head.rstrip()[: max(width - 1, 0)]
+        return head.rstrip()[: max(width - 1, 0)]  # ASCII: a character is a column
     if root and relative_to_root(directory, root) == ".":
         return head + display_path(directory, None, room)  # the root itself, not "."
     return head + display_path(directory, root, room)

@@ -166,6 +166,20 @@ def test_unicode_names_are_counted_and_cut_in_characters() -> None:
         assert not unicodedata.combining(fitted.lstrip(ELLIPSIS)[:1] or "x")
 
 
+def _columns(text: str) -> int:
+    """Terminal columns: a wide or fullwidth character two, a combining mark none."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+        for c in text
+    )
+
+
+def test_wide_characters_take_two_columns() -> None:
+    assert middle_ellipsis("/données/名前", 20) == "/données/名前"
+    assert _columns(middle_ellipsis("/a/" + "漢" * 30 + "/字字", 11)) <= 11
+    assert middle_ellipsis("/a/" + "漢" * 30 + "/字字", 11).endswith("/字字")
+
+
 def _name() -> st.SearchStrategy[str]:
     return st.text(st.characters(blacklist_characters="/"), min_size=1, max_size=12)
 
@@ -179,8 +193,8 @@ def test_middle_ellipsis_respects_the_width_and_keeps_the_tail(
 ) -> None:
     path = ("/" if absolute else "") + "/".join(names)
     fitted = middle_ellipsis(path, width)
-    assert len(fitted) <= width
-    if len(path) <= width:
+    assert _columns(fitted) <= width
+    if _columns(path) <= width:
         assert fitted == path
     elif width:
         head, sep, tail = fitted.partition(ELLIPSIS)

@@ -49,10 +49,10 @@ def big_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _on_a_terminal(*args: str) -> tuple[int, str]:
-    """Run ``hygiene-nb ARGS`` with a pseudo-terminal of COLUMNS columns as its stdio."""
+def _on_a_terminal(*args: str, columns: int = COLUMNS) -> tuple[int, str]:
+    """Run ``hygiene-nb ARGS`` with a pseudo-terminal of ``columns`` columns as its stdio."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, COLUMNS, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "-m", "hygiene_nb", *args],
         stdin=slave,
@@ -177,3 +177,40 @@ def test_in_a_notebook_the_tqdm_bar_carries_bytes_and_directory(
     drawn = capsys.readouterr().err
     assert "1234 entries" in drawn and "3.0 MiB, pandas/tests" in drawn
     assert "0.00" not in drawn  # a count, not a scaled figure
+
+
+@pytest.mark.parametrize("columns", [10, 40])
+def test_wide_and_undecodable_names_never_wrap_the_line(tmp_path: Path, columns: int) -> None:
+    root = tmp_path / "漢字の木"
+    wide = root / ("長い名前のディレクトリ" * 3)
+    wide.mkdir(parents=True)
+    bad = Path(os.fsdecode(os.fsencode(str(root)) + b"/bad-\xff\xfe-dir"))
+    bad.mkdir()
+    for i in range(20_000):  # more than one walk batch, so the line is redrawn mid-walk
+        (wide if i % 2 else bad).joinpath(f"f{i:05}").write_bytes(b"")
+    code, text = _on_a_terminal(
+        "scan", str(root), "--store", str(tmp_path / "store"), "--walker", "python", columns=columns
+    )
+    assert code == 0, text
+    states = [p.split("\x1b[K")[0] for p in text.split("\r") if "\x1b[K" in p]
+    assert any(s.startswith("scanning") for s in states), text
+    assert all(columns_of(s) <= columns - 1 for s in states), states
+    assert not any(r"\udc" in s or "\N{REPLACEMENT CHARACTER}" in s for s in states), states
+
+
+def columns_of(text: str) -> int:
+    """Terminal columns, counted independently of the code: east-asian wide characters two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def test_the_directory_of_a_batch_reads_bytes_as_snapshots_show_them() -> None:
+    import pyarrow as pa
+
+    from hygiene_nb.scan.progress import batch_directory
+
+    rows = pa.record_batch(
+        {"parent": pa.array([b"/r/bad\xff"], pa.binary()), "name": pa.array([b"f"], pa.binary())}
+    )
+    assert batch_directory(rows) == "/r/bad\\xff"

@@ -72,7 +72,9 @@ def batch_directory(rows: pa.RecordBatch) -> str:
     parent = rows.column("parent")[rows.num_rows - 1].as_py()
     if not parent:  # the root row: its name is its path
         parent = rows.column("name")[rows.num_rows - 1].as_py()
-    return os.fsdecode(parent)
+    # as snapshots show it: a byte that is not UTF-8 as \xff, never a lone surrogate (which a
+    # terminal would be sent as six columns of \udcff)
+    return bytes(parent).decode("utf-8", "backslashreplace")
 
 
 class TerminalLine:
@@ -102,8 +104,12 @@ class TerminalLine:
 
     def start(self) -> None:
         """Say what is being scanned before the first batch arrives."""
-        room = self.width() - 1 - len("scanning  …")
-        self.draw(f"scanning {display_path(self.root, None, max(room, 1))} …")
+        width = self.width()
+        room = width - 1 - len("scanning  …")
+        if room < 1:  # too narrow for a path: as much of the word as fits, never a wrap
+            self.draw("scanning …"[: max(width - 1, 0)])
+            return
+        self.draw(f"scanning {display_path(self.root, None, room)} …")
 
     def __call__(self, progress: int) -> None:
         """Redraw the line for ``progress`` (at most once per ``interval`` seconds)."""
