@@ -218,7 +218,7 @@ def by_owner(
     order += ["reclaimable_safe", "reclaimable_caution", "newest", "oldest", "top_dirs"]
     frame = frame[order].sort_values(["bytes", "owner"], ascending=[False, True])
     frame = frame.reset_index(drop=True)
-    frame.attrs.update(root=info.root, scan_id=info.scan_id, by=by)
+    frame.attrs.update(root=info.root, scan_id=info.scan_id, by=by, partial=info.partial)
     return frame
 
 
@@ -267,38 +267,37 @@ def by_type(
     info = resolve_scan(root, store=store, scan_id=scan_id)
     with query_engine() as con:
         _open(con, info, store, classified=False, rules=None, now_ns=None)
-        # each file's extension computed once; a category is a function of it (joined below)
-        con.execute(
+        # One query: each file's extension (computed once, in a CTE read twice), the sums per
+        # extension, and the largest files of each (a category's are among its extensions'),
+        # whose paths are made for those few rows only. A category is a function of the
+        # extension, found below per extension.
+        rows = con.execute(
             f"""
-            CREATE TEMP TABLE typed AS
-            SELECT row_no, {EXTENSION_SQL} AS ext, size, alloc, once
-            FROM ({_ONCE}) o WHERE kind = 'file'
-            """
-        )
-        per_ext = con.execute(
-            f"""
-            SELECT ext, count(*) AS files, {_bytes("once")} AS bytes,
-                   {_bytes("once", "alloc")} AS alloc
-            FROM typed GROUP BY ext
-            """
-        ).df()
-        # the largest files of each extension (a category's are among its extensions'); their
-        # paths are made for these few rows only
-        con.execute(
-            f"""
-            CREATE TEMP TABLE picked AS SELECT ext, row_no, size FROM (
-                SELECT ext, row_no, size, row_number() OVER (
-                           PARTITION BY ext ORDER BY size DESC, row_no) AS nth
-                FROM typed WHERE once) r
-            WHERE nth <= {int(examples)}
-            """
-        )
-        picked = con.execute(
-            f"""
-            SELECT p.ext, p.size, p.row_no, {PATH_SQL} AS path
-            FROM entries e JOIN picked p ON e.row_no = p.row_no
+            WITH typed AS (
+                SELECT row_no, {EXTENSION_SQL} AS ext, size, alloc, once
+                FROM ({_ONCE}) o WHERE kind = 'file'),
+            sums AS (
+                SELECT ext, count(*) AS files, {_bytes("once")} AS bytes,
+                       {_bytes("once", "alloc")} AS alloc
+                FROM typed GROUP BY ext),
+            picked AS (
+                SELECT ext, row_no, size FROM (
+                    SELECT ext, row_no, size, row_number() OVER (
+                               PARTITION BY ext ORDER BY size DESC, row_no) AS nth
+                    FROM typed WHERE once) r
+                WHERE nth <= {int(examples)})
+            SELECT ext, files, bytes, alloc, CAST(NULL AS BIGINT) AS row_no,
+                   CAST(NULL AS STRING) AS path
+            FROM sums
+            UNION ALL
+            SELECT p.ext, CAST(NULL AS BIGINT), p.size, CAST(NULL AS BIGINT), p.row_no,
+                   {PATH_SQL}
+            FROM picked p JOIN entries e ON e.row_no = p.row_no
             """
         ).fetchall()
+    sums = [r[:4] for r in rows if r[4] is None]
+    picked = [(r[0], r[2], r[4], r[5]) for r in rows if r[4] is not None]
+    per_ext = pd.DataFrame(sums, columns=["ext", "files", "bytes", "alloc"])
     per_ext["category"] = [category_of(ext) for ext in per_ext["ext"]]
     largest: dict[str, list[tuple[int, int, str]]] = {}
     for ext, size, row_no, path in picked:
@@ -328,7 +327,7 @@ def by_type(
     frame = frame.reset_index(drop=True)
     for column in ("files", "bytes", "alloc"):
         frame[column] = frame[column].astype("int64")
-    frame.attrs.update(root=info.root, scan_id=info.scan_id, by=by)
+    frame.attrs.update(root=info.root, scan_id=info.scan_id, by=by, partial=info.partial)
     return frame
 
 
@@ -435,5 +434,7 @@ def age_histogram(
         edges = [bounds[b][side] for b in result["bucket"]]
         result.insert(at + offset, column, pd.Series(edges, index=result.index, dtype="Int64"))
     result = result.reset_index(drop=True)
-    result.attrs.update(root=info.root, scan_id=info.scan_id, by=by, at_ns=now_ns)
+    result.attrs.update(
+        root=info.root, scan_id=info.scan_id, by=by, at_ns=now_ns, partial=info.partial
+    )
     return result

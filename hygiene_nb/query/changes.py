@@ -98,7 +98,9 @@ _ENTRY_DIFF = """
                n.kind <> 'dir' AND n.nlink > 1 AS n_linked,
                o.dev AS o_dev, o.inode AS o_inode, n.dev AS n_dev, n.inode AS n_inode,
                o.row_no AS o_row, n.row_no AS n_row
-        FROM old_rows o FULL OUTER JOIN new_rows n
+        -- an excluded entry counts nowhere (it was never read), on either side
+        FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false)) o
+        FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)) n
           ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
     -- the rank of each name of a hard-linked inode, over the linked rows only (a few), joined
     -- back by the row's place in its snapshot (an integer, not its path)
