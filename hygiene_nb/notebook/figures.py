@@ -553,8 +553,7 @@ def _treemap_sizing(nodes: pd.DataFrame) -> str:
 
 
 def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
-    """Treemap of ``views.treemap_nodes``: area = bytes or files, colour = what it holds,
-    border = decision.
+    """Treemap of ``views.treemap_nodes``: area = bytes or files, colour, border = decision.
 
     A directory's colour is what it holds (a risk, or ``mixed`` with the split on hover), the
     same bytes the risk mix counts; its own verdict (what removing it whole means) is on hover.
@@ -606,9 +605,7 @@ def treemap_key(nodes: pd.DataFrame, *, top: int = 12) -> str:
         order = drawn.groupby(["colour", "hue"])["bytes"].sum().reset_index()
         order = order.sort_values(["bytes", "colour"], ascending=[False, True]).head(top)
         key = list(zip(order["hue"], order["colour"], strict=True))
-    parts = [
-        f"<span style='color:{h}'>\u25a0</span> {html.escape(str(w))}" for h, w in key
-    ]
+    parts = [f"<span style='color:{h}'>\u25a0</span> {html.escape(str(w))}" for h, w in key]
     decided = set(boxes["decision"].dropna()) if "decision" in boxes else set()
     borders = [
         f"<span style='color:{DECISION_BORDER[d][0]}'>\u25a1</span> {d}"
