@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,15 @@ from hygiene_nb.query.frames import SizeBy
 from tests.helpers import TREE_ENTRIES, TreeEntry, build_tree, write
 
 CHROMIUM = Path("/usr/bin/chromium")
+# what the widget's FigureWidget sends after a click: the same trace, restyled in one call
+RESTYLE = """(t) => {
+  const u = {level: t.level};
+  for (const k of ['ids', 'labels', 'parents', 'values', 'customdata']) u[k] = [t[k]];
+  u['marker.colors'] = [t.marker.colors];
+  u['marker.line.color'] = [t.marker.line.color];
+  u['marker.line.width'] = [t.marker.line.width];
+  return Plotly.restyle(document.getElementById('tree'), u, [0]);
+}"""
 
 
 def walked_files(path: Path) -> int:
@@ -240,6 +250,28 @@ def test_a_treemap_zooms_in_a_browser_without_console_errors(tmp_path: Path, sto
                 web.first.click(force=True, position={"x": 5, "y": 5})  # and out again
                 page.wait_for_timeout(1200)
                 page.close()
+            # the widget's way: one level drawn, and on a click the kernel restyles the same
+            # trace with the clicked directory's boxes while plotly.js still animates
+            frame = views.browse_frame(api.classify_snapshot(str(root), store=store))
+            shown, inner = (
+                figures.treemap_trace(views.treemap_nodes(frame, under, levels=1)).to_plotly_json()
+                for under in (str(root), str(root / "web"))
+            )
+            page_file = tmp_path / "treemap-widget.html"
+            go.Figure([shown]).write_html(page_file, include_plotlyjs=True, div_id="tree")
+            page = browser.new_page(viewport={"width": 1000, "height": 700})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(page_file.as_uri())
+            page.wait_for_selector("g.slice")
+            web = page.locator("g.slice").filter(
+                has=page.locator("text.slicetext", has_text=re.compile(r"^web"))
+            )
+            web.first.click(force=True)
+            page.evaluate(RESTYLE, {**inner, "level": str(root / "web")})
+            page.wait_for_timeout(1200)
+            assert page.locator("text.slicetext", has_text=re.compile(r"^node_modules")).count()
+            page.screenshot(path="/tmp/treemap-widget-drilled.png")
         finally:
             browser.close()
     assert errors == []
