@@ -86,6 +86,10 @@ def test_each_box_counts_the_files_os_walk_finds_and_the_largest_are_named(
     queried = views.treemap_of(str(root), store=store, children=children, size_by=size_by)
     in_memory = views.treemap_nodes(frame, str(root), children=children, size_by=size_by)
     pd.testing.assert_frame_equal(queried, in_memory)  # one query reads what the frame gives
+    one = views.treemap_nodes(frame, str(root), children=children, size_by=size_by, levels=1)
+    check_consistent(one)  # the widget's one level: each box as big as with two
+    drawn = in_memory[(in_memory["parent"] == "") | (in_memory["parent"] == str(root))]
+    pd.testing.assert_frame_equal(one, drawn)
     assert queried.attrs["size_by"] == size_by
     check_consistent(queried)
     for node_id, files in zip(queried["id"], queried["files"], strict=True):
@@ -133,6 +137,11 @@ def test_the_hover_gives_both_sizes_and_the_path_under_the_root(
     assert trace.customdata[many][4].endswith(" · " + counted(5, "file"))
     assert "%{customdata[6]}" in trace.hovertemplate and "%{id}" not in trace.hovertemplate
     assert figures.treemap_figure(by_files).layout.title.text.startswith("Where the files are")
+    odd = root / "<b>x\n&y"
+    write(odd, 3)
+    api.scan_root(root, store=store)
+    labels = figures.treemap_trace(views.treemap_of(str(root), store=store)).labels
+    assert "&lt;b&gt;x\\n&amp;y" in labels  # plotly's text is HTML: shown as typed, escaped
     with pytest.raises(ValueError, match="size_by"):
         views.treemap_of(str(root), store=store, size_by="inodes")  # type: ignore[arg-type]
 

@@ -559,7 +559,8 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
     same bytes the risk mix counts; its own verdict (what removing it whole means) is on hover.
     Nodes coloured by owner or type (``colour_by``) take their ``hue``, the owner or category
     on hover. The areas are what the nodes were ranked by (``size_by``); the hover gives both
-    sizes and the path relative to the view's root.
+    sizes and the path relative to the view's root. Labels and paths are shown escaped
+    (control characters visibly, ``<`` and ``&`` as entities: plotly reads its text as HTML).
     """
     customdata, line = treemap_decisions(nodes)
     by = _treemap_colouring(nodes)
@@ -574,7 +575,7 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         first = f"{'owner' if by == 'owner' else 'type'}: %{{customdata[5]}}"
     return go.Treemap(
         ids=list(nodes["id"]),
-        labels=list(nodes["label"]),
+        labels=[html.escape(display_path(str(label))) for label in nodes["label"]],
         parents=list(nodes["parent"]),
         values=[int(v) for v in nodes[_treemap_sizing(nodes)]],
         branchvalues="total",
