@@ -77,7 +77,7 @@ def test_the_treemap_by_type_colours_each_box_by_the_category_holding_most_bytes
     at = list(trace.ids).index(str(typed_tree / "photos"))
     assert trace.marker.colors[at] == CATEGORY_COLORS["image"]
     photos = int(nodes["bytes"].to_dict()[str(typed_tree / "photos")])
-    assert human_bytes(photos) in trace.customdata[at]
+    assert trace.customdata[at][4].startswith(human_bytes(photos) + " (")
 
 
 def test_the_treemap_in_memory_colours_files_by_their_own_category(

@@ -20,12 +20,14 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from hygiene_nb.classify.summary import RISKS
+from hygiene_nb.formatting import counted, display_path, exact_bytes
 from hygiene_nb.models import GroupStats, RiskStats, StaleBucket
 from hygiene_nb.query.breakdowns import AGE_BUCKETS, FUTURE
 from hygiene_nb.query.frames import CATEGORY_COLORS, OWNER_COLORS
 from hygiene_nb.render import human_bytes
 
 __all__ = [
+    "BORDER_WIDTH",
     "CATEGORY_COLORS",
     "DECISION_BORDER",
     "FIGURE_IDS",
@@ -44,6 +46,7 @@ __all__ = [
     "show",
     "staleness_figure",
     "treemap_figure",
+    "treemap_key",
     "type_mix_figure",
 ]
 
@@ -56,12 +59,14 @@ RISK_COLORS = {
     "mixed": "#8d6e63",  # a directory holding bytes of several risks (classify.content)
     "": "#eeeeee",  # "(other)" buckets and the view's own root
 }
-# border = decision: (colour, width); undecided entries keep plotly's thin white border
+# border = decision: (colour, width); undecided entries white. One width for all: plotly.js
+# zooms boxes of different border widths into NaN paths (treemap_decisions)
+BORDER_WIDTH = 3.0
 DECISION_BORDER = {
-    "delete": ("#000000", 4.0),
-    "keep": ("#00c853", 4.0),
-    "unsure": ("#aa00ff", 4.0),
-    None: ("#ffffff", 1.0),
+    "delete": ("#000000", BORDER_WIDTH),
+    "keep": ("#00c853", BORDER_WIDTH),
+    "unsure": ("#aa00ff", BORDER_WIDTH),
+    None: ("#ffffff", BORDER_WIDTH),
 }
 FIGURE_IDS = (
     "history", "growth", "risk-mix", "risk-history", "diff", "groups", "staleness", "treemap",
@@ -489,25 +494,52 @@ def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
     return _figure("age", title, traces, **layout)
 
 
-def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[Any, ...]], dict[str, list[Any]]]:
+def _size_text(size: object, files: object) -> str:
+    """``1.4 GiB (1,503,238,553 bytes) · 12,345 files``: a box's hover, both sizes."""
+    n, k = int(size), int(files)  # type: ignore[call-overload]
+    return f"{human_bytes(n)} ({exact_bytes(n)}) · {counted(k, 'file')}"
+
+
+def _shown_paths(nodes: pd.DataFrame) -> list[str]:
+    """Each node's path for its hover: relative to the view's root (the root: in full)."""
+    roots = nodes.loc[nodes["parent"] == "", "id"]
+    top = str(roots.iloc[0]) if len(roots) else None
+    shown = []
+    for node_id, parent, label in zip(nodes["id"], nodes["parent"], nodes["label"], strict=True):
+        if parent == "":
+            shown.append(display_path(str(node_id)))
+        elif str(node_id).endswith("/(other)"):
+            where = display_path(str(parent), top)
+            shown.append(str(label) if where == "." else f"{where}/{label}")
+        else:
+            shown.append(display_path(str(node_id), top))
+    return [html.escape(p) for p in shown]
+
+
+def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
     """What decisions set on the treemap of ``nodes``: its ``customdata`` and ``marker.line``.
 
     All a decision changes on a treemap already drawn (the widget sets only these after a click).
+    The border is one width for every box, its colour the decision: plotly.js draws boxes
+    whose borders differ in width with NaN coordinates while it zooms (a console error per
+    box on every click).
     """
     borders = [DECISION_BORDER.get(d, DECISION_BORDER[None]) for d in nodes["decision"]]
     blank = [""] * len(nodes)
+    files = nodes["files"] if "files" in nodes else [0] * len(nodes)
     customdata = list(
         zip(
             nodes["risk"],
             nodes["decision"].fillna(""),
             nodes["split"].fillna("") if "split" in nodes else blank,
             nodes["verdict"].fillna("") if "verdict" in nodes else blank,
-            [human_bytes(int(b)) for b in nodes["bytes"]],
+            [_size_text(b, f) for b, f in zip(nodes["bytes"], files, strict=True)],
             nodes["colour"].fillna("") if "colour" in nodes else blank,
+            _shown_paths(nodes),
             strict=True,
         )
     )
-    return customdata, {"color": [b[0] for b in borders], "width": [b[1] for b in borders]}
+    return customdata, {"color": [b[0] for b in borders], "width": BORDER_WIDTH}
 
 
 def _treemap_colouring(nodes: pd.DataFrame) -> str:
@@ -515,13 +547,20 @@ def _treemap_colouring(nodes: pd.DataFrame) -> str:
     return str(by) if "hue" in nodes and by in TREEMAP_IDS else "risk"
 
 
+def _treemap_sizing(nodes: pd.DataFrame) -> str:
+    by = str(nodes.attrs.get("size_by", "bytes"))
+    return by if by in nodes else "bytes"
+
+
 def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
-    """Treemap of ``views.treemap_nodes``: area = bytes, colour = what it holds, border = decision.
+    """Treemap of ``views.treemap_nodes``: area = bytes or files, colour, border = decision.
 
     A directory's colour is what it holds (a risk, or ``mixed`` with the split on hover), the
     same bytes the risk mix counts; its own verdict (what removing it whole means) is on hover.
     Nodes coloured by owner or type (``colour_by``) take their ``hue``, the owner or category
-    on hover.
+    on hover. The areas are what the nodes were ranked by (``size_by``); the hover gives both
+    sizes and the path relative to the view's root. Labels and paths are shown escaped
+    (control characters visibly, ``<`` and ``&`` as entities: plotly reads its text as HTML).
     """
     customdata, line = treemap_decisions(nodes)
     by = _treemap_colouring(nodes)
@@ -536,37 +575,63 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         first = f"{'owner' if by == 'owner' else 'type'}: %{{customdata[5]}}"
     return go.Treemap(
         ids=list(nodes["id"]),
-        labels=list(nodes["label"]),
+        labels=[html.escape(display_path(str(label))) for label in nodes["label"]],
         parents=list(nodes["parent"]),
-        values=[int(v) for v in nodes["bytes"]],
+        values=[int(v) for v in nodes[_treemap_sizing(nodes)]],
         branchvalues="total",
         maxdepth=3,
         customdata=customdata,
-        hovertemplate="%{id}<br>%{customdata[4]}<br>" + first + "<br>as a whole: "
+        hovertemplate="%{customdata[6]}<br>%{customdata[4]}<br>" + first + "<br>as a whole: "
         "%{customdata[3]}<br>decision: %{customdata[1]}<extra></extra>",
         marker={"colors": colours, "line": line},
         sort=False,
     )
 
 
+def treemap_key(nodes: pd.DataFrame, *, top: int = 12) -> str:
+    """The treemap's legend as one line of HTML: each colour in use, then each decision border.
+
+    By risk: the risks (and ``mixed``) of the boxes drawn, in ``RISK_COLORS`` order; by owner
+    or type: the ``top`` owners or categories, most bytes first. Then, when a box carries a
+    decision, ``border:`` and each decision's border colour. A figure puts it under its title
+    (``treemap_figure``); the widget can show it beside its treemap.
+    """
+    by = _treemap_colouring(nodes)
+    boxes = nodes[(nodes["parent"] != "") & ~nodes["id"].astype(str).str.endswith("/(other)")]
+    if by == "risk":
+        used = set(boxes["risk"])
+        key = [(RISK_COLORS[w], w) for w in RISK_COLORS if w and w in used]
+    else:
+        drawn = boxes[(boxes["colour"] != "") & (boxes["hue"] != "")]
+        order = drawn.groupby(["colour", "hue"])["bytes"].sum().reset_index()
+        order = order.sort_values(["bytes", "colour"], ascending=[False, True]).head(top)
+        key = list(zip(order["hue"], order["colour"], strict=True))
+    parts = [f"<span style='color:{h}'>\u25a0</span> {html.escape(str(w))}" for h, w in key]
+    decided = set(boxes["decision"].dropna()) if "decision" in boxes else set()
+    borders = [
+        f"<span style='color:{DECISION_BORDER[d][0]}'>\u25a1</span> {d}"
+        for d in DECISION_BORDER
+        if d is not None and d in decided
+    ]
+    if borders:
+        parts.append("border: " + " ".join(borders))
+    return "  ".join(parts)
+
+
 def treemap_figure(nodes: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """The treemap as a plain figure (reports and the explore notebook).
 
     Its id follows its colouring (``TREEMAP_IDS``), so one page can hold the treemap by risk
-    and by type; by owner or type a key under the title names the colours, largest first.
+    and by type; a key under the title names the colours in use (``treemap_key``) and, when
+    a box carries a decision, the border colours.
     """
     by = _treemap_colouring(nodes)
     if title is None:
-        title = "Where the bytes are" + ("" if by == "risk" else f", by {by}")
+        what = "files" if _treemap_sizing(nodes) == "files" else "bytes"
+        title = f"Where the {what} are" + ("" if by == "risk" else f", by {by}")
     layout: dict[str, Any] = {"height": 520}
-    if by != "risk":
-        drawn = nodes[(nodes["colour"] != "") & (nodes["hue"] != "")]
-        order = drawn.groupby(["colour", "hue"])["bytes"].sum().reset_index()
-        order = order.sort_values(["bytes", "colour"], ascending=[False, True]).head(12)
-        key = " ".join(
-            f"<span style='color:{h}'>\u25a0</span> {html.escape(str(w))}"
-            for w, h in zip(order["colour"], order["hue"], strict=True)
-        )
+    key = treemap_key(nodes)
+    if key:
         title = f"{title}<br><sup>{key}</sup>"
         layout["margin"] = {**_LAYOUT["margin"], "t": 70}
     return _figure(TREEMAP_IDS[by], title, [treemap_trace(nodes)], **layout)

@@ -39,9 +39,11 @@ __all__ = [
     "COLOUR_BY",
     "NO_FILES",
     "OWNER_COLORS",
+    "SIZE_BY",
     "TREEMAP_ROWS",
     "ColourBy",
     "FrameIndex",
+    "SizeBy",
     "browse_frame",
     "content_split",
     "entries_frame",
@@ -191,6 +193,9 @@ def _colour_of(row: Any) -> dict[str, str]:
 
 ColourBy = Literal["risk", "owner", "type"]
 COLOUR_BY: tuple[ColourBy, ...] = ("risk", "owner", "type")
+# A treemap's areas: apparent bytes, or files inside (a directory's tree_files; a file is 1)
+SizeBy = Literal["bytes", "files"]
+SIZE_BY: tuple[SizeBy, ...] = ("bytes", "files")
 NO_FILES = "no files"  # a directory holding no file bytes, coloured by type
 # One fixed colour per file category (the treemap by type and the type-mix chart).
 CATEGORY_COLORS: dict[str, str] = {
@@ -265,6 +270,7 @@ def treemap_nodes(
     levels: int = 2,
     colour_by: ColourBy = "risk",
     holders: Mapping[str, str] | None = None,
+    size_by: SizeBy = "bytes",
 ) -> pd.DataFrame:
     """Treemap nodes for the directory ``under``: its children and their children.
 
@@ -272,6 +278,9 @@ def treemap_nodes(
     as many of its own as keeps the view within ``max_nodes``; the rest of each level is one
     ``(other)`` node, so areas always add up. A node's bytes are recursive; a directory whose
     subtree could not be read has no bytes (shown as 0 area, risk ``unknown``).
+    ``size_by``: what the areas are and what "largest" ranks by: ``bytes``, or ``files`` (the
+    files inside a directory, its ``tree_files``; a file or other entry counts 1). Both are
+    on every node either way, each at least the sum of what is drawn inside it.
 
     ``index``: a ``FrameIndex`` of ``frame``, to read only the rows drawn (the same nodes).
     ``levels``: 1 for the children only (what the widget draws), each as big as with 2 (at
@@ -285,28 +294,33 @@ def treemap_nodes(
 
     Returns:
         Columns ``id`` (the path; ``…/(other)`` for a bucket), ``label``, ``parent``, ``bytes``,
+        ``files``,
         ``risk`` (the colour: for a directory what it holds, a risk or ``mixed``; empty for
         buckets), ``split`` (what it holds, as text: a directory's shares by risk, ``mixed:``
         first where they are mixed; else its risk), ``verdict`` (the entry's
         own risk and rule: what removing it whole means), ``decision`` (the covering human
         decision, or None); by owner or type also ``colour`` (the owner or category) and
-        ``hue`` (its colour; both empty for ``(other)`` buckets and the root).
+        ``hue`` (its colour; both empty for ``(other)`` buckets and the root). ``attrs``:
+        ``colour_by`` and ``size_by``.
 
     Raises:
-        ValueError: ``index`` was built from another frame, or ``colour_by`` is unknown.
+        ValueError: ``index`` was built from another frame, or ``colour_by`` or ``size_by`` is
+            unknown.
     """
     if index is not None and index.frame is not frame:
         raise ValueError("index was built from another frame")
-    if colour_by not in COLOUR_BY:
-        raise ValueError(f"colour_by must be one of {', '.join(COLOUR_BY)}, not {colour_by!r}")
+    _check(colour_by, size_by)
     decisions = decisions or {}
     per_child = max(1, (max_nodes - 2 - children) // max(1, children) - 1)
     rows: list[dict[str, object]] = []
     kinds: dict[str, tuple[str, str]] = {}  # a named node's kind and name (colour by type)
 
     def level(parent: str, kids: pd.DataFrame, keep: int) -> list[str]:
-        kids = kids.assign(b=kids["bytes"].fillna(0).astype("int64"))
-        kids = kids.sort_values(["b", "name"], ascending=[False, True])
+        kids = kids.assign(
+            b=kids["bytes"].fillna(0).astype("int64"), n=kids["files"].fillna(0).astype("int64")
+        )
+        rank = "b" if size_by == "bytes" else "n"
+        kids = kids.sort_values([rank, "name"], ascending=[False, True])
         named, rest = kids.head(keep), kids.iloc[keep:]
         for row in named.itertuples():
             kinds[str(row.path)] = (str(row.kind), str(row.name))
@@ -316,6 +330,7 @@ def treemap_nodes(
                     "label": row.name,
                     "parent": parent,
                     "bytes": row.b,
+                    "files": row.n,
                     **_colour_of(row),
                 }
             )
@@ -326,6 +341,7 @@ def treemap_nodes(
                     "label": f"({len(rest)} more)",
                     "parent": parent,
                     "bytes": int(rest["b"].sum()),
+                    "files": int(rest["n"].sum()),
                     "risk": "",
                     "split": "",
                     "verdict": "",
@@ -345,23 +361,29 @@ def treemap_nodes(
         for directory, kids in grand.groupby("parent", sort=False):
             level(str(directory), kids, per_child)
     nodes = pd.DataFrame(
-        rows, columns=["id", "label", "parent", "bytes", "risk", "split", "verdict"]
-    )
-    # a parent is at least the sum of what is drawn inside it (branchvalues="total")
-    inner = {str(p): int(b) for p, b in nodes.groupby("parent")["bytes"].sum().items()}
-    if levels == 1:  # what the second level would add up to: all of it, named or "(other)"
-        sizes = grand["bytes"].fillna(0).astype("int64").groupby(grand["parent"]).sum()
-        for parent, size in sizes.items():
-            inner[str(parent)] = inner.get(str(parent), 0) + int(size)
-    nodes["bytes"] = [
-        max(b, inner.get(i, 0)) for i, b in zip(nodes["id"], nodes["bytes"], strict=True)
-    ]
+        rows, columns=["id", "label", "parent", "bytes", "files", "risk", "split", "verdict"]
+    ).astype({"bytes": "int64", "files": "int64"})
+    # a parent is at least the sum of what is drawn inside it (branchvalues="total"), in
+    # bytes and in files, whichever the areas are
+    for column in ("bytes", "files"):
+        inner = {str(p): int(b) for p, b in nodes.groupby("parent")[column].sum().items()}
+        if levels == 1:  # what the second level would add up to: all of it, named or "(other)"
+            sizes = grand[column].fillna(0).astype("int64").groupby(grand["parent"]).sum()
+            for parent, size in sizes.items():
+                inner[str(parent)] = inner.get(str(parent), 0) + int(size)
+        nodes[column] = [
+            max(int(b), inner.get(i, 0)) for i, b in zip(nodes["id"], nodes[column], strict=True)
+        ]
+    nodes = nodes.astype({"bytes": "int64", "files": "int64"})
     own = int(me["bytes"].fillna(0).iloc[0]) if len(me) else 0
+    own_files = int(me["files"].fillna(0).iloc[0]) if len(me) else 0
+    first = nodes["parent"] == under
     root = {
         "id": under,
         "label": under.rstrip("/").rsplit("/", 1)[-1] or "/",
         "parent": "",
-        "bytes": max(own, int(nodes.loc[nodes["parent"] == under, "bytes"].sum())),
+        "bytes": max(own, int(nodes.loc[first, "bytes"].sum())),
+        "files": max(own_files, int(nodes.loc[first, "files"].sum())),
         **(
             _colour_of(next(me.itertuples()))
             if len(me)
@@ -377,7 +399,15 @@ def treemap_nodes(
         None if i.endswith("/(other)") else d for i, d in zip(nodes["id"], covering, strict=True)
     ]
     nodes.attrs["colour_by"] = colour_by
+    nodes.attrs["size_by"] = size_by
     return nodes
+
+
+def _check(colour_by: str, size_by: str) -> None:
+    if colour_by not in COLOUR_BY:
+        raise ValueError(f"colour_by must be one of {', '.join(COLOUR_BY)}, not {colour_by!r}")
+    if size_by not in SIZE_BY:
+        raise ValueError(f"size_by must be one of {', '.join(SIZE_BY)}, not {size_by!r}")
 
 
 # -- tables of a summary, for display ------------------------------------------------------
@@ -542,16 +572,20 @@ def types_frame(types: pd.DataFrame, *, top: int = 15, redact: bool = False) -> 
     return shown.reset_index(drop=True)
 
 
-_SHOWN = (
-    "coalesce(CASE WHEN coalesce(excluded, false) THEN NULL WHEN kind = 'dir' THEN tree_bytes "
-    "ELSE size END, 0)"
-)
+# What a treemap ranks children by (``size_by``), as browse_frame counts it.
+_SHOWN: dict[SizeBy, str] = {
+    "bytes": "coalesce(CASE WHEN coalesce(excluded, false) THEN NULL WHEN kind = 'dir' "
+    "THEN tree_bytes ELSE size END, 0)",
+    "files": "coalesce(CASE WHEN coalesce(excluded, false) THEN NULL WHEN kind = 'dir' "
+    "THEN tree_files ELSE 1 END, 0)",
+}
 # The rows a treemap of ``under`` draws: the directory, its children, and the children of the
-# directories among its ``children`` largest (the same order treemap_nodes ranks them in).
+# directories among its ``children`` largest by ``order`` (``_SHOWN[size_by]``: the same order
+# treemap_nodes ranks them in). One query, both sizes of every row read.
 TREEMAP_ROWS = f"""
     WITH named AS (
         SELECT {PATH_SQL} AS path, kind FROM entries WHERE parent = {{under}}
-        ORDER BY {_SHOWN} DESC, name ASC LIMIT {{children}})
+        ORDER BY {{order}} DESC, name ASC LIMIT {{children}})
     SELECT parent, name, kind, size, alloc, mtime_ns, tree_bytes, tree_alloc, tree_files,
            tree_latest_mtime_ns, partial, error, excluded, risk, rule, "group", claim,
            confidence, content_risk, {", ".join(CONTENT_COLUMNS)}
@@ -641,6 +675,7 @@ def treemap_of(
     under: str | None = None,
     children: int = 50,
     colour_by: ColourBy = "risk",
+    size_by: SizeBy = "bytes",
 ) -> pd.DataFrame:
     """Treemap nodes of a snapshot (classified as of the scan), from ``under`` (default: root).
 
@@ -648,16 +683,19 @@ def treemap_of(
     its kept verdicts. ``colour_by`` ``owner`` or ``type`` colours each node by the owner or
     category holding most of its bytes (``treemap_holders``, one more query over the rows
     under ``under``): a directory's colour is what is inside it, not who owns the directory.
+    ``size_by`` ``files`` sizes the boxes by the files inside and names the children holding
+    the most files (``treemap_nodes``).
     """
-    if colour_by not in COLOUR_BY:
-        raise ValueError(f"colour_by must be one of {', '.join(COLOUR_BY)}, not {colour_by!r}")
+    _check(colour_by, size_by)
     info = resolve_scan(root, store=store, scan_id=scan_id)
     top = under or info.root
     holders: dict[str, str] | None = None
     with query_engine() as con:
         api.open_entries(con, info, store=store, now_ns=api.scan_time_ns(info))
         rows = con.sql(
-            TREEMAP_ROWS.format(under=sql_literal(top), children=int(children))
+            TREEMAP_ROWS.format(
+                under=sql_literal(top), children=int(children), order=_SHOWN[size_by]
+            )
         ).to_arrow_table()
         if colour_by != "risk":
             holders = _holders(con, info, top, colour_by)
@@ -668,4 +706,5 @@ def treemap_of(
         children=children,
         colour_by=colour_by,
         holders=holders,
+        size_by=size_by,
     )
