@@ -551,12 +551,21 @@ def _json_value(value: Any) -> Any:
 
 
 def breakdown_json(frame: pd.DataFrame, by: str) -> dict[str, Any]:
-    """The ``summary --by`` JSON object: ``root``, ``scan_id``, ``by`` and one object per row."""
+    """The ``summary --by`` JSON object: ``root``, ``scan_id``, ``by``, ``partial``, the rows.
+
+    ``partial``: the scan could not read everything, so the figures are lower bounds.
+    """
     rows = [
         {str(column): _json_value(value) for column, value in record.items()}
         for record in frame.to_dict("records")
     ]
-    return {"root": frame.attrs["root"], "scan_id": frame.attrs["scan_id"], "by": by, "rows": rows}
+    return {
+        "root": frame.attrs["root"],
+        "scan_id": frame.attrs["scan_id"],
+        "by": by,
+        "partial": bool(frame.attrs.get("partial", False)),
+        "rows": rows,
+    }
 
 
 def _table(header: list[str], rows: list[list[str]], left: set[int]) -> list[str]:
@@ -651,4 +660,6 @@ def render_breakdown(frame: pd.DataFrame, by: str, *, age_by: str | None = None)
         lines += _age_lines(records, age_by)
     if not records:
         lines.append("  (nothing to show)")
+    if frame.attrs.get("partial"):
+        lines.append("  PARTIAL: figures are lower bounds (budget or unreadable entries)")
     return "\n".join(lines)

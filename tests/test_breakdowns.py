@@ -339,3 +339,22 @@ def test_a_git_checkout_breaks_down_by_type(tmp_path: Path, store: Path) -> None
         expected[own_extension(name) or "(none)"] += st_.st_size
     assert {k: r["bytes"] for k, r in rows.items()} == dict(expected)  # objects, hooks, index
     assert rows["py"]["category"] == "code"
+
+
+def test_a_diff_counts_excluded_entries_nowhere(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "ex"
+    write(root / "keep.csv", 1_000)
+    write(root / "skip" / "a.log", 7_000)
+    write(root / "b.log", 300)
+    api.scan_root(root, store=store, excludes=["*.log", "skip/"])
+    write(root / "more.log", 5_555)
+    write(root / "keep2.csv", 200)
+    api.scan_root(root, store=store, excludes=["*.log", "skip/"])
+    summary = api.summarize(str(root), store=store)
+    for by in views.DIFF_BY:
+        frame = views.diff(str(root), store=store, by=by)
+        if by in ("type", "category", "age"):
+            assert frame["delta"].sum() == 200, by  # the new csv; the new log was never read
+        else:
+            assert frame["new_bytes"].sum() == sum(r.bytes for r in summary.risk.values()), by
+    assert "log" not in set(views.diff(str(root), store=store, by="type")["type"])

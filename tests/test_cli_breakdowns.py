@@ -104,7 +104,7 @@ def typed_tree(tmp_path: Path) -> Path:
 def test_by_type_json_matches_the_files_on_disk(typed_tree: Path, store: Path) -> None:
     scanned(typed_tree, store)
     result = breakdown(typed_tree, store, "type", "--top", "1000")
-    assert set(result) == {"root", "scan_id", "by", "rows"}
+    assert set(result) == {"root", "scan_id", "by", "partial", "rows"}
     assert result["root"] == str(typed_tree) and result["by"] == "type"
     nbytes, files = files_by_extension(typed_tree)
     rows = {row["extension"]: row for row in result["rows"]}
@@ -227,7 +227,7 @@ def test_by_owner_json_matches_find_printf(tmp_path: Path, store: Path) -> None:
     scanned(root, store)
     for by, field, column in (("owner", "%U", "uid"), ("group", "%G", "gid")):
         result = breakdown(root, store, by)
-        assert set(result) == {"root", "scan_id", "by", "rows"} and result["by"] == by
+        assert set(result) == {"root", "scan_id", "by", "partial", "rows"} and result["by"] == by
         rows = {row[column]: row for row in result["rows"]}
         assert {k: r["bytes"] for k, r in rows.items()} == dict(find_owners(root, field)), by
         listed = subprocess.run(
@@ -275,3 +275,22 @@ def test_the_help_says_what_each_choice_shows() -> None:
     text = " ".join(out.split())
     for word in ("owner (", "group (", "type (", "category (", "age ("):
         assert word in text, word
+
+
+def test_a_partial_scan_says_its_breakdowns_are_lower_bounds(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "cut"
+    for i in range(30):
+        write(root / f"d{i}" / "f.bin", 100)
+    code, out, err = run("scan", str(root), "--store", str(store), "--max-entries", "10", "--json")
+    assert code == 0, out + err
+    assert json.loads(out.splitlines()[-1])["partial"] is True
+    for by in ("owner", "type", "age"):
+        assert breakdown(root, store, by)["partial"] is True, by
+        code, out, err = run("summary", str(root), "--store", str(store), "--by", by)
+        assert code == 0 and "PARTIAL: figures are lower bounds" in out, out + err
+    whole = tmp_path / "whole"
+    write(whole / "f.bin", 5)
+    scanned(whole, store)
+    assert breakdown(whole, store, "type")["partial"] is False
+    code, out, _ = run("summary", str(whole), "--store", str(store), "--by", "type")
+    assert "PARTIAL" not in out

@@ -605,7 +605,7 @@ def _holders_sql(under: str, colour_by: ColourBy) -> str:
     prefix = under.rstrip("/") + "/"
     start = len(prefix) + 1
     rest = f"substr(parent, {start})"
-    key = "CAST(uid AS VARCHAR)" if colour_by == "owner" else category_sql(EXTENSION_SQL)
+    key = "CAST(uid AS STRING)" if colour_by == "owner" else category_sql(EXTENSION_SQL)
     kinds = "" if colour_by == "owner" else "AND kind = 'file'"
     here = f"parent = {sql_literal(under)}"
     return f"""
