@@ -7,7 +7,7 @@ anything but the ledger, through ``api``.
 
 Byte sums follow the summary's rule: each entry adds its own bytes (a directory its own size, a
 file its size), so nested entries count once, and a hard-linked inode counts once (at its first
-name in path order).
+name in the snapshot, which is the walk's order).
 
 This module names the views (``from hygiene_nb.query import views; views.history(...)``); they
 live in ``hygiene_nb.query`` by noun:
