@@ -320,6 +320,10 @@ class Annotator:
         )
         self.tidy_toggle.observe(lambda _ch: self._tidy(), names="value")
         trace = treemap_trace(self.tree_nodes())
+        # no path bar: the breadcrumb is the widget's. plotly.js draws the bar while it zooms
+        # into a clicked box, from per-box border widths it reads as NaN (a console error
+        # per frame), and the boxes drawn next are the clicked directory's anyway
+        trace.pathbar = {"visible": False}
         self.fig: go.Figure = go.FigureWidget([trace]) if figure_widget else go.Figure([trace])
         self.fig.update_layout(margin={"t": 10, "l": 0, "r": 0, "b": 0}, height=420)
         if figure_widget:
