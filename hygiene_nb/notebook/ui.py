@@ -144,6 +144,7 @@ class _Row:
             [self.check, self.name, self.info, *self.buttons.values(), self.note],
             layout=W.Layout(flex_flow="row nowrap", align_items="center", width="100%"),
         )
+        self.box.add_class("hygiene-row")  # what a browser test finds the rows by
 
     def _checked(self, change: dict[str, Any]) -> None:
         if not self._showing:
@@ -409,6 +410,7 @@ class Annotator:
             [self.confirm_text, W.HBox([self.confirm_button, self.cancel_button])],
             layout=W.Layout(display="none", border="1px solid #b35806", padding="4px"),
         )
+        self.confirm_box.add_class("hygiene-confirm")
         self.listing = W.VBox()
         self.more = W.Label()
         self.summary = W.HTML()
@@ -418,6 +420,8 @@ class Annotator:
         )
         self.export_button.on_click(lambda _b: self.export_plan())
         self.export_out = W.HTML()
+        self.export_out.add_class("hygiene-export")
+        self.export_out.layout.width = "100%"  # its commands scroll inside it, never past it
         self.legend = W.HTML(_legend())
         self.tidy = W.HTML()  # organization suggestions under the current directory
         self.tidy_toggle = W.ToggleButton(
@@ -583,6 +587,7 @@ class Annotator:
         self.cwd_raw = self.exact_of_row(row)
         self.selected.clear()
         self.select_all_box.value = False
+        self.status.value = ""  # what it said was about the directory left
         self.refresh()
 
     def up(self) -> None:
@@ -799,6 +804,7 @@ class Annotator:
             f"<b>{html.escape(what)} {counted(len(chosen), 'listed entry', 'listed entries')}?"
             f"</b> {counted(unsafe, 'entry is', 'entries are')} not <i>safe</i>:"
             f"<ul style='margin:2px 0'>{items}</ul>"
+            "Each entry counts under its own verdict (what removing it whole means). "
             "Nothing is written until you confirm; cancel leaves every decision as it is."
         )
 
@@ -995,11 +1001,16 @@ def _legend() -> str:
         if d is not None
     )
     return (
-        f"<div style='font-size:12px;white-space:nowrap;overflow-x:auto'>fill (what the bytes "
+        f"<div style='font-size:12px;white-space:normal'>fill (what the bytes "
         f"are): {fills} · border (your decision): {borders}</div>"
     )
 
 
+# the export wraps its sentences; a path or command is one line that scrolls sideways. The
+# HTML widget's content box is a flex item, which grows to its widest line unless told not to
+_STYLE = "<style>.hygiene-export .widget-html-content{min-width:0;overflow:hidden}</style>"
+_BOX = "white-space:normal;max-width:100%;overflow:hidden"
+_PRE = "white-space:pre;overflow-x:auto;max-width:100%;margin:2px 0;padding:4px;background:#f5f5f5"
 _COPY_JS = (
     "const pre=this.parentElement.parentElement.querySelector('pre');"
     "navigator.clipboard.writeText(pre.innerText)"
@@ -1016,8 +1027,7 @@ def _command(label: str, hint: str, command: str) -> str:
         "<div class='hygiene-command' style='margin:4px 0'>"
         f"<div><b>{html.escape(label)}</b> <span style='color:#666'>{html.escape(hint)}</span> "
         f"<button type='button' onclick=\"{_attr(_COPY_JS)}\">copy</button></div>"
-        "<pre style='white-space:pre;overflow-x:auto;margin:2px 0;padding:4px;"
-        f"background:#f5f5f5;user-select:all'>{html.escape(command)}</pre></div>"
+        f"<pre style='{_PRE}'>{html.escape(command)}</pre></div>"
     )
 
 
@@ -1040,11 +1050,11 @@ def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
         for code, items in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     )
     head = (
-        f"Plan <code>{html.escape(result.plan_id)}</code>: "
+        f"<div>Plan <code>{html.escape(result.plan_id)}</code>: "
         f"<b>{counted(result.candidates, 'candidate')}</b>, "
         f"<b>{_size(result.reclaim_bytes)}</b> to reclaim ({result.reclaim_bytes:,} bytes), "
-        f"{result.excluded:,} left out; expires {html.escape(result.expires_at)}.<br>"
-        f"File: <code>{html.escape(result.plan_path)}</code>"
+        f"{result.excluded:,} left out; expires {html.escape(result.expires_at)}.</div>"
+        f"<div>File:</div><pre style='{_PRE}'>{html.escape(result.plan_path)}</pre>"
     )
     left = f"<div><b>Left out</b><ul style='margin:2px 0'>{reasons}</ul></div>" if reasons else ""
     if result.candidates == 0:
@@ -1053,12 +1063,16 @@ def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
             if not summary["delete_count"]
             else "every delete decision was left out (the reasons are above)"
         )
-        return f"{head}{left}<div><b>Nothing can be planned</b>: {why}; no command to run.</div>"
+        return (
+            f"{_STYLE}<div style='{_BOX}'>{head}{left}<div><b>Nothing can be planned</b>: {why}; "
+            "no command to run.</div></div>"
+        )
     return (
-        f"{head}{left}<div>Review it, then run in a terminal, in this order (nothing has moved "
-        "yet):</div>"
+        f"{_STYLE}<div style='{_BOX}'>{head}{left}<div>Review it, then run in a terminal, "
+        "in this order (nothing has moved yet):</div>"
         + _command(
             "1. dry run", "checks every candidate again and moves nothing", result.dry_run_command
         )
         + _command("2. execute", "moves the candidates to the quarantine", result.confirm_command)
+        + "</div>"
     )
