@@ -597,3 +597,23 @@ def test_a_directory_row_and_its_tile_show_what_it_holds(demo: DemoStore) -> Non
     trace = panel.fig.data[0]
     at = list(trace.ids).index(str(demo.root / "projects"))
     assert trace.marker.colors[at] == RISK_COLORS[holds]
+
+
+def test_a_confirmed_batch_says_which_deletes_a_plan_would_leave_out(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    classified = api.classify_snapshot(str(demo.root), store=demo.store).to_pylist()
+    protected = {
+        str(Path(r["parent"]) / r["name"])
+        for r in classified
+        if r["parent"] == str(demo.root) and r["protected"]
+    }
+    assert protected  # the demo home holds credentials and a config file
+    panel.select_all_box.value = True
+    panel.batch_buttons["delete"].click()
+    panel.confirm_button.click()
+    listed = [r.path for r in panel.rows]
+    assert decisions_at(demo, listed) == dict.fromkeys(listed, "delete")
+    assert f"protected: {len(protected)}" in panel.status.value
+    assert "not plan candidates" in panel.status.value
+    for r in panel.rows:
+        assert ("⚠ protected</span>" in r.info.value) == (r.path in protected), r.path

@@ -1053,7 +1053,8 @@ def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
         f"<div>Plan <code>{html.escape(result.plan_id)}</code>: "
         f"<b>{counted(result.candidates, 'candidate')}</b>, "
         f"<b>{_size(result.reclaim_bytes)}</b> to reclaim ({result.reclaim_bytes:,} bytes), "
-        f"{result.excluded:,} left out; expires {html.escape(result.expires_at)}.</div>"
+        f"{result.excluded:,} left out; expires <span style='white-space:nowrap'>"
+        f"{html.escape(result.expires_at)}</span>.</div>"
         f"<div>File:</div><pre style='{_PRE}'>{html.escape(result.plan_path)}</pre>"
     )
     left = f"<div><b>Left out</b><ul style='margin:2px 0'>{reasons}</ul></div>" if reasons else ""
