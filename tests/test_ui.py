@@ -214,6 +214,14 @@ def test_the_treemap_border_shows_the_decision(demo: DemoStore) -> None:
     at = list(trace.ids).index(str(demo.root / "Pictures"))
     assert trace.marker.line.width[at] > 1
     assert trace.marker.line.color[at] == "#00c853"
+    # no path bar: plotly.js drew it from per-box border widths as NaN while zooming into a
+    # clicked box (console errors); the breadcrumb does its work
+    assert trace.pathbar.visible is False
+    for decision in ("delete", "keep", "unsure"):  # the key names each border
+        assert (
+            f"{DECISION_BORDER[decision][0]}" in panel.legend.value
+            and decision in panel.legend.value
+        )
 
 
 def test_the_plan_summary_and_export_match_the_plan_file(demo: DemoStore) -> None:
@@ -617,3 +625,17 @@ def test_a_confirmed_batch_says_which_deletes_a_plan_would_leave_out(demo: DemoS
     assert "not plan candidates" in panel.status.value
     for r in panel.rows:
         assert ("⚠ protected</span>" in r.info.value) == (r.path in protected), r.path
+
+
+def test_a_long_name_is_cut_in_the_middle_and_whole_on_hover(tmp_path: Path) -> None:
+    root, store = tmp_path / "r", tmp_path / "store"
+    name = "a-very-long-directory-name-that-goes-on-and-on-2024"
+    write(root / name / "f", 10)
+    api.scan_root(root, store=store)
+    panel = Annotator(str(root), store=store)
+    (shown,) = panel.rows
+    text = shown.name.description
+    assert len(text) < len(name) and "…" in text
+    head, _, tail = text.partition("…")
+    assert (name + "/").startswith(head) and (name + "/").endswith(tail)
+    assert shown.name.tooltip == str(root / name)
