@@ -307,6 +307,8 @@ def test_a_protected_entry_marked_delete_says_why_on_its_row_at_once(demo: DemoS
     assert "1. dry run" in html and "2. execute" in html
     row(panel, ".ssh").buttons["clear"].click()
     assert "⚠" not in row(panel, ".ssh").info.value
+    # the plan shown is the one before that click: no command stays on screen for it
+    assert panel.export_out.value.startswith("Decisions changed since the last export")
 
 
 def test_a_keep_inside_a_directory_marked_delete_is_shown_on_both_sides(demo: DemoStore) -> None:

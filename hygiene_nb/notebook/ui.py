@@ -415,6 +415,7 @@ class Annotator:
         self.more = W.Label()
         self.summary = W.HTML()
         self.status = W.Label()
+        self.status.add_class("hygiene-status")  # wraps (see ``_STATUS_STYLE``), never cut
         self.export_button = W.Button(
             description="Export plan", button_style="primary", icon="file-export"
         )
@@ -653,6 +654,11 @@ class Annotator:
             else:
                 self.decisions[display_path(raw)] = decision
                 self.exact_decisions[raw] = decision
+        if self.export_out.value:  # the plan shown holds the decisions before this one
+            self.export_out.value = (
+                "Decisions changed since the last export: <i>Export plan</i> again for a plan "
+                "that holds them."
+            )
         what = decision or "cleared"
         self.status.value = f"{what}: {counted(len(exact), 'entry', 'entries')}" + self._why_not(
             exact, decision
@@ -952,7 +958,8 @@ class Annotator:
     def widget(self) -> W.Widget:
         """The whole annotation panel, to display in a notebook."""
         header = W.HTML(
-            f"<b>{html.escape(self.root)}</b> · snapshot {html.escape(self.info.scan_id)} "
+            _STATUS_STYLE + f"<b>{html.escape(self.root)}</b> · snapshot "
+            f"{html.escape(self.info.scan_id)} "
             f"({html.escape(self.info.finished_at)})"
         )
         filters_layout = W.Layout(flex_flow="row wrap")
@@ -1006,6 +1013,12 @@ def _legend() -> str:
     )
 
 
+# a label is one line cut to its width; the status line says why a plan leaves an entry out,
+# which takes more than one line at times
+_STATUS_STYLE = (
+    "<style>.hygiene-status.widget-label{white-space:normal;height:auto;line-height:1.4;"
+    "overflow:visible}</style>"
+)
 # the export wraps its sentences; a path or command is one line that scrolls sideways. The
 # HTML widget's content box is a flex item, which grows to its widest line unless told not to
 _STYLE = "<style>.hygiene-export .widget-html-content{min-width:0;overflow:hidden}</style>"

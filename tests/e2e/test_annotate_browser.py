@@ -273,6 +273,18 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -
                 shot(export, shots, "widget-export")
                 assert errors == [], errors
 
+                # a protected entry marked delete says why on its row, still on one line
+                ssh_row = rows.filter(has=page.get_by_role("button", name=".ssh/", exact=True))
+                ssh_row.locator("button[title^='delete']").click()
+                expect(ssh_row).to_contain_text("⚠ protected")
+                expect(export).to_contain_text("Decisions changed since the last export")
+                status = page.locator(".hygiene-status")
+                expect(status).to_contain_text("not a plan candidate: ")
+                whole = status.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+                assert whole, "the status line is cut"
+                check_one_line(page, rows.count())
+                shot(page, shots, "widget-reason")
+
                 # drill in: a click on the `projects` box reaches the kernel, which lists its
                 # children and redraws the treemap one level down
                 sector(page, "projects").click(force=True)
