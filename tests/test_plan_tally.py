@@ -124,6 +124,20 @@ def test_the_tally_equals_the_summary_from_scratch_after_any_decisions(
             tally.update(written, gone=chosen)
         assert tally.summary() == _from_scratch(scanned, state)
         assert dict(tally.annotations) == state
+        _same_reasons(scanned, state, tally)
+
+
+def _same_reasons(scanned: Scanned, state: dict[bytes, Annotation], tally: PlanTally) -> None:
+    """``left_out`` gives each delete decision the exclusion ``select_candidates`` gives it."""
+    root, table, index, _ = scanned
+    sel = select_candidates(table, list(state.values()), root=root, index=index)
+    excluded = {e.path_raw: (e.code, e.message) for e in sel.excluded}
+    for raw, ann in state.items():
+        found = tally.left_out(raw)
+        if ann.decision != "delete":
+            assert found is None
+        else:
+            assert (None if found is None else (found.code, found.message)) == excluded.get(raw)
 
 
 def test_nested_and_hard_linked_decisions_count_each_byte_once(scanned: Scanned) -> None:

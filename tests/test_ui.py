@@ -8,7 +8,11 @@ test is the canary for plotly upgrades).
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
+import time
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +33,14 @@ from hygiene_nb.notebook.figures import (
 )
 from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.plan.document import select_candidates, selection_summary
+from hygiene_nb.plan.schema import EXCLUSIONS
+from hygiene_nb.render import human_bytes
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.snapshot import entry_paths
 from hygiene_nb.scan.walk.spec import WalkOptions
 from hygiene_nb.store import Store
-from tests.helpers import write
+from tests.helpers import du_bytes, write
 
 
 @pytest.fixture
@@ -104,16 +110,54 @@ def test_decisions_survive_a_new_panel(demo: DemoStore) -> None:
     assert row(again, "Pictures").buttons["keep"].button_style == "success"
 
 
-def test_select_all_then_a_batch_decision_covers_every_listed_entry(demo: DemoStore) -> None:
+def decisions_at(demo: DemoStore, paths: list[str]) -> dict[str, str | None]:
+    return {a.path: a.decision for a in api.annotations_at(paths, store=demo.store)}
+
+
+def test_select_all_then_a_batch_on_entries_not_all_safe_asks_first(demo: DemoStore) -> None:
     panel = Annotator(str(demo.root), store=demo.store)
     panel.open(str(demo.root / "projects"))
-    listed = set(panel.listed()["path"])
+    listed = sorted(panel.listed()["path"])
     panel.select_all_box.value = True
     assert all(r.check.value for r in panel.rows)
+    assert panel.confirm_box.layout.display == "none"
+    panel.batch_buttons["delete"].click()
+    # nothing is written yet: the confirmation lists the risk mix (entries and bytes per risk)
+    assert ledger_rows(demo) == {}
+    assert panel.confirm_box.layout.display != "none"
+    shown = panel.confirm_text.value
+    assert f"mark delete {len(listed)} listed entries?" in shown
+    classified = api.classify_snapshot(str(demo.root), store=demo.store).to_pylist()
+    mine = [r for r in classified if r["parent"] == str(demo.root / "projects")]
+    for risk in {r["risk"] for r in mine}:
+        of = [r for r in mine if r["risk"] == risk]
+        total = sum(du_bytes(Path(r["parent"]) / r["name"], apparent=True) for r in of)
+        entries = f"{len(of)} {'entry' if len(of) == 1 else 'entries'}"
+        assert f">{risk}</span> {entries}, " in shown and f"({total:,} bytes)" in shown
+    assert "not <i>safe</i>" in shown
+    panel.cancel_button.click()  # cancel: the ledger stays as it was
+    assert ledger_rows(demo) == {} and panel.confirm_box.layout.display == "none"
+    assert panel.status.value.startswith("batch cancelled: nothing written")
+    assert all(r.check.value for r in panel.rows)  # the selection stays, to try again
     panel.batch_buttons["unsure"].click()
+    assert ledger_rows(demo) == {}
+    panel.confirm_button.click()
     rows = ledger_rows(demo)
-    assert {p for p, (d, _, _) in rows.items() if d == "unsure"} == listed
+    assert {p for p, (d, _, _) in rows.items() if d == "unsure"} == set(listed)
+    assert panel.status.value == f"unsure: {len(listed)} listed entries"
     assert not panel.selected and not panel.select_all_box.value
+    assert panel.confirm_box.layout.display == "none"
+
+
+def test_a_batch_on_safe_entries_only_is_written_at_once(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    panel.open(str(demo.root / ".cache"))
+    assert set(panel.listed()["risk"]) == {"safe"}
+    panel.select_all_box.value = True
+    panel.batch_buttons["delete"].click()
+    assert panel.confirm_box.layout.display == "none" and panel.pending is None
+    listed = [r.path for r in panel.rows]
+    assert decisions_at(demo, listed) == dict.fromkeys(listed, "delete")
 
 
 def test_a_batch_decision_with_nothing_selected_writes_nothing(demo: DemoStore) -> None:
@@ -175,6 +219,14 @@ def test_the_treemap_border_shows_the_decision(demo: DemoStore) -> None:
     at = list(trace.ids).index(str(demo.root / "Pictures"))
     assert trace.marker.line.color[at] == "#00c853"
     assert trace.marker.line.width == BORDER_WIDTH  # one width: plotly.js zooms mixed ones to NaN
+    # no path bar: plotly.js drew it from per-box border widths as NaN while zooming into a
+    # clicked box (console errors); the breadcrumb does its work
+    assert trace.pathbar.visible is False
+    for decision in ("delete", "keep", "unsure"):  # the key names each border
+        assert (
+            f"{DECISION_BORDER[decision][0]}" in panel.legend.value
+            and decision in panel.legend.value
+        )
 
 
 def test_the_plan_summary_and_export_match_the_plan_file(demo: DemoStore) -> None:
@@ -184,14 +236,31 @@ def test_the_plan_summary_and_export_match_the_plan_file(demo: DemoStore) -> Non
     row(panel, "dist").buttons["delete"].click()
     summary = panel.plan_summary()
     assert summary["delete_count"] == 2 and summary["candidates"] == 2
-    assert f"{summary['reclaim_bytes']} bytes" in panel.summary.value
+    assert f"{summary['reclaim_bytes']:,} bytes" in panel.summary.value
+    assert "2 candidates would reclaim" in panel.summary.value
     panel.export_button.click()
     html = panel.export_out.value
     plans = list((demo.store / "plans").glob("*.json"))
     assert len(plans) == 1 and str(plans[0]) in html
-    assert "hygiene-nb execute" in html and "--execute" in html
     issued = api.make_plan(demo.root, store=demo.store)
     assert issued.reclaim_bytes == summary["reclaim_bytes"]
+    assert f"<b>2 candidates</b>, <b>{human_bytes(issued.reclaim_bytes)}</b> to reclaim" in html
+    assert "Left out" not in html  # nothing was
+    # two labelled commands, dry run first, each on one line with its copy button
+    plan = json.loads(plans[0].read_text())
+    store = demo.store
+    dry = f"hygiene-nb execute {plans[0]} --store {store}"
+    execute = (
+        f"{dry} --execute --confirm-plan-id {plan['plan_id']} --plan-digest "
+        f"{plan['plan_digest']} --acknowledge-risk quarantine"
+    )
+    commands = re.findall(
+        r"<b>([^<]*)</b>[^<]*<span[^>]*>[^<]*</span> <button[^>]*>copy</button>"
+        r"</div><pre style='white-space:pre;[^']*'>([^<]*)</pre>",
+        html,
+    )
+    assert commands == [("1. dry run", dry), ("2. execute", execute)]
+    assert html.count("navigator.clipboard.writeText") == 2
     assert (demo.root / "projects" / "webapp" / "node_modules").is_dir()  # nothing moved
 
 
@@ -199,9 +268,107 @@ def test_export_shows_what_the_plan_left_out(demo: DemoStore) -> None:
     panel = Annotator(str(demo.root), store=demo.store)
     (demo.root / "Documents" / "notes.txt").write_text("changed since the scan")
     row(panel, "Documents").buttons["delete"].click()
+    assert "⚠" not in row(panel, "Documents").info.value  # only the disk knows: at export
     result = panel.export_plan()
     assert result is not None and result.candidates == 0 and result.excluded == 1
-    assert "1 left out" in panel.export_out.value
+    html = panel.export_out.value
+    (code,) = {e["code"] for e in result.plan["excluded"]}
+    assert f"<b>1 entry: {code}</b> · {escape(EXCLUSIONS[code])}" in html
+    assert "Nothing can be planned</b>: every delete decision was left out" in html
+    assert "hygiene-nb execute" not in html and "copy</button>" not in html
+
+
+def test_export_with_no_delete_decision_says_so_and_shows_no_command(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    row(panel, "Pictures").buttons["keep"].click()
+    panel.export_button.click()
+    html = panel.export_out.value
+    assert "<b>0 candidates</b>" in html
+    assert "Nothing can be planned</b>: no entry under the root is marked delete" in html
+    assert "hygiene-nb execute" not in html
+
+
+def test_a_protected_entry_marked_delete_says_why_on_its_row_at_once(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    ssh = str(demo.root / ".ssh")
+    classified = api.classify_snapshot(str(demo.root), store=demo.store).to_pylist()
+    (entry,) = [r for r in classified if r["parent"] == str(demo.root) and r["name"] == ".ssh"]
+    assert entry["protected"]
+    row(panel, ".cache").buttons["delete"].click()
+    assert "⚠" not in row(panel, ".cache").info.value
+    row(panel, ".ssh").buttons["delete"].click()
+    shown = row(panel, ".ssh").info.value
+    assert "⚠ protected</span>" in shown
+    assert escape(EXCLUSIONS["protected"], quote=True) in shown  # the plan's words, on hover
+    assert panel.status.value.startswith("delete: 1 entry · not a plan candidate: ")
+    assert EXCLUSIONS["protected"] in panel.status.value
+    assert "1 left out" in panel.summary.value
+    assert decisions_at(demo, [ssh]) == {ssh: "delete"}  # decided all the same
+    panel.export_button.click()
+    html = panel.export_out.value
+    assert "<b>1 candidate</b>" in html
+    assert f"<b>1 entry: protected</b> · {escape(EXCLUSIONS['protected'])}" in html
+    assert f"<code>{ssh}</code>" in html
+    assert "1. dry run" in html and "2. execute" in html
+    row(panel, ".ssh").buttons["clear"].click()
+    assert "⚠" not in row(panel, ".ssh").info.value
+    # the plan shown is the one before that click: no command stays on screen for it
+    assert panel.export_out.value.startswith("Decisions changed since the last export")
+
+
+def test_a_keep_inside_a_directory_marked_delete_is_shown_on_both_sides(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    row(panel, "Downloads").buttons["delete"].click()
+    assert "⚠" not in row(panel, "Downloads").info.value
+    row(panel, "Downloads").name.click()
+    inside = panel.rows[0]
+    inside.buttons["keep"].click()
+    downloads = str(demo.root / "Downloads")
+    assert f" · the delete of {downloads} is no plan candidate now: " in panel.status.value
+    assert f"{inside.path} is marked keep" in panel.status.value
+    panel.up_button.click()
+    shown = row(panel, "Downloads").info.value
+    assert "⚠ keep inside</span>" in shown
+    assert escape(EXCLUSIONS["contains-kept-entry"], quote=True) in shown
+
+
+def test_a_directory_the_scan_did_not_read_whole_says_so_on_its_row(tmp_path: Path) -> None:
+    root, store = tmp_path / "r", tmp_path / "store"
+    write(root / "build" / "out.o", 100)
+    write(root / "build" / "skipped" / "big.bin", 1000)
+    api.scan_root(root, store=store, excludes=["skipped"])
+    panel = Annotator(str(root), store=store)
+    (build,) = panel.rows
+    build.buttons["delete"].click()
+    assert "⚠ incomplete scan</span>" in build.info.value
+    assert EXCLUSIONS["incomplete-scan"][1:] in panel.status.value  # its first letter is upper
+    assert panel.plan_summary()["candidates"] == 0
+
+
+def test_a_row_reads_as_a_person_would_say_it(tmp_path: Path) -> None:
+    """Ages in days, months or years; "1 file"; the rule and claim on the badge's hover."""
+    root, store = tmp_path / "r", tmp_path / "store"
+    now = time.time()
+    day = 86_400
+    for name, files, age in (
+        ("days", 1, 3.5),
+        ("months", 2, 11.5 * 30.44),
+        ("years", 1, 2.42 * 365.25),
+    ):
+        for i in range(files):
+            path = write(root / name / f"f{i}.txt", 10)
+            os.utime(path, (now - age * day, now - age * day))
+        os.utime(root / name, (now - age * day, now - age * day))  # its newest entry too
+    api.scan_root(root, store=store)
+    panel = Annotator(str(root), store=store)
+    info = {Path(r.path).name: r.info.value for r in panel.rows}
+    assert ">3 days</span>" in info["days"] and ">1 file</span>" in info["days"]
+    assert ">11 months</span>" in info["months"] and ">2 files</span>" in info["months"]
+    assert ">2.4 years</span>" in info["years"]
+    for r in panel.rows:
+        assert r.entry.rule and f"rule: {r.entry.rule}" in r.info.value
+        assert all(b.description == "" and b.icon and b.tooltip for b in r.buttons.values())
+        assert r.buttons["delete"].tooltip.startswith("delete")
 
 
 def test_export_shows_a_refusal_with_its_code_and_writes_no_plan(demo: DemoStore) -> None:
@@ -308,7 +475,7 @@ def test_after_any_clicks_the_plan_summary_is_the_one_computed_from_scratch(
             assert panel.status.value.startswith("cleared" if decision == "clear" else decision)
         expected = from_scratch(panel, store)
         if decision != "elsewhere":  # shown as it was clicked (another's: at the next redraw)
-            assert f"({expected['reclaim_bytes']} bytes, each inode once)" in panel.summary.value
+            assert f"({expected['reclaim_bytes']:,} bytes, each inode once)" in panel.summary.value
         assert panel.plan_summary() == expected
 
 
@@ -445,3 +612,37 @@ def test_a_directory_row_and_its_tile_show_what_it_holds(demo: DemoStore) -> Non
     trace = panel.fig.data[0]
     at = list(trace.ids).index(str(demo.root / "projects"))
     assert trace.marker.colors[at] == RISK_COLORS[holds]
+
+
+def test_a_confirmed_batch_says_which_deletes_a_plan_would_leave_out(demo: DemoStore) -> None:
+    panel = Annotator(str(demo.root), store=demo.store)
+    classified = api.classify_snapshot(str(demo.root), store=demo.store).to_pylist()
+    protected = {
+        str(Path(r["parent"]) / r["name"])
+        for r in classified
+        if r["parent"] == str(demo.root) and r["protected"]
+    }
+    assert protected  # the demo home holds credentials and a config file
+    panel.select_all_box.value = True
+    panel.batch_buttons["delete"].click()
+    panel.confirm_button.click()
+    listed = [r.path for r in panel.rows]
+    assert decisions_at(demo, listed) == dict.fromkeys(listed, "delete")
+    assert f"protected: {len(protected)}" in panel.status.value
+    assert "not plan candidates" in panel.status.value
+    for r in panel.rows:
+        assert ("⚠ protected</span>" in r.info.value) == (r.path in protected), r.path
+
+
+def test_a_long_name_is_cut_in_the_middle_and_whole_on_hover(tmp_path: Path) -> None:
+    root, store = tmp_path / "r", tmp_path / "store"
+    name = "a-very-long-directory-name-that-goes-on-and-on-2024"
+    write(root / name / "f", 10)
+    api.scan_root(root, store=store)
+    panel = Annotator(str(root), store=store)
+    (shown,) = panel.rows
+    text = shown.name.description
+    assert len(text) < len(name) and "…" in text
+    head, _, tail = text.partition("…")
+    assert (name + "/").startswith(head) and (name + "/").endswith(tail)
+    assert shown.name.tooltip == str(root / name)

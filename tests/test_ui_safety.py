@@ -83,6 +83,8 @@ def test_notes_and_batch_decisions_keep_the_exact_bytes(
     bin_.note.value = "the binary one"
     lit.check.value = True
     panel.batch_buttons["unsure"].click()
+    assert panel.pending == ([literal], "unsure")  # a name the rules do not know: asked first
+    panel.confirm_button.click()
     assert decided(store) == {literal: ("unsure", None), binary: (None, "the binary one")}
     again = Annotator(str(root), store=store)  # read back from the ledger, each on its own row
     states = {r.path_raw: (r.note.value, r.buttons["unsure"].button_style) for r in again.rows}
@@ -117,6 +119,9 @@ def test_a_batch_decision_applies_only_to_what_is_listed_and_says_how_many(
     listed = {r.path_raw for r in panel.rows}
     assert listed and chosen - listed  # some selected entries are not listed now
     panel.batch_buttons["delete"].click()
+    assert decided(demo.store) == {}  # not all safe: the confirmation lists what it would do
+    assert panel.pending is not None and set(panel.pending[0]) == chosen & listed
+    panel.confirm_button.click()
     found = decided(demo.store)
     assert set(found) == chosen & listed
     hidden, n = len(chosen - listed), len(chosen & listed)

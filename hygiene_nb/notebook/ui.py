@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import os
 import weakref
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,9 +37,15 @@ from hygiene_nb import api
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
-from hygiene_nb.notebook.figures import RISK_COLORS, treemap_decisions, treemap_trace
+from hygiene_nb.notebook.figures import (
+    DECISION_BORDER,
+    RISK_COLORS,
+    treemap_decisions,
+    treemap_trace,
+)
 from hygiene_nb.pathnames import raw_path
-from hygiene_nb.plan.document import SnapshotIndex
+from hygiene_nb.plan.document import Exclusion, SnapshotIndex
+from hygiene_nb.plan.schema import EXCLUSIONS
 from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.query import views
 from hygiene_nb.query.frames import content_split
@@ -106,23 +113,38 @@ class _Row:
         self.path_raw = b""  # what every action uses
         self.entry: Any = None
         self._showing = False  # values set by ``show`` are not a person's input
-        self.check = W.Checkbox(value=False, indent=False, layout=W.Layout(width="28px"))
+        self.check = W.Checkbox(
+            value=False, indent=False, layout=W.Layout(width="28px", flex="0 0 auto")
+        )
         self.check.observe(self._checked, names="value")
-        self.name = W.Button(layout=W.Layout(width="240px"))
+        # one line at 1,000 px: the name and the note give way first, the rest keeps its width
+        self.name = W.Button(layout=W.Layout(flex="0 1 180px", min_width="90px"))
         self.name.on_click(lambda _b: owner.open(self.path_raw))
-        self.info = W.HTML()
+        self.info = W.HTML(layout=W.Layout(flex="0 0 auto", overflow="hidden"))
         self.buttons = {
-            d: W.Button(description=d, layout=W.Layout(width="64px")) for d in (*DECISIONS, "clear")
+            d: W.Button(
+                description="",
+                icon=_ICONS[d][0],
+                tooltip=_ICONS[d][1],
+                layout=W.Layout(width="34px", flex="0 0 auto"),
+            )
+            for d in (*DECISIONS, "clear")
         }
         for d, button in self.buttons.items():
             button.on_click(
                 lambda _b, d=d: owner.decide([self.path_raw], None if d == "clear" else d)
             )
         self.note = W.Text(
-            placeholder="note", continuous_update=False, layout=W.Layout(width="220px")
+            placeholder="note",
+            continuous_update=False,
+            layout=W.Layout(flex="1 1 120px", min_width="60px"),
         )
         self.note.observe(self._noted, names="value")
-        self.box = W.HBox([self.check, self.name, self.info, *self.buttons.values(), self.note])
+        self.box = W.HBox(
+            [self.check, self.name, self.info, *self.buttons.values(), self.note],
+            layout=W.Layout(flex_flow="row nowrap", align_items="center", width="100%"),
+        )
+        self.box.add_class("hygiene-row")  # what a browser test finds the rows by
 
     def _checked(self, change: dict[str, Any]) -> None:
         if not self._showing:
@@ -141,7 +163,8 @@ class _Row:
             self.path = str(entry.path)
             exact = self.path_raw = owner.exact_of_row(int(entry.Index))
             self.check.value = exact in owner.selected
-            self.name.description = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
+            name = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
+            self.name.description = _middle_ellipsis(name, _NAME_CHARS)
             self.name.tooltip = self.path
             self.name.disabled = entry.kind != "dir"
             self.note.value = owner.exact_notes.get(exact, "")
@@ -150,7 +173,7 @@ class _Row:
             self._showing = False
 
     def show_decision(self) -> None:
-        """Redraw what a decision changes: the colour of its button and the stale mark."""
+        """Redraw what a decision changes: its button's colour, and why a plan leaves it out."""
         owner, entry, exact = self.owner, self.entry, self.path_raw
         decision = owner.exact_decisions.get(exact)
         for d, button in self.buttons.items():
@@ -160,26 +183,45 @@ class _Row:
         holds = getattr(entry, "content_risk", None)
         risk = str(holds) if entry.kind == "dir" and isinstance(holds, str) else str(entry.risk)
         colour = RISK_COLORS.get(risk, RISK_COLORS[""])
+        ink = "black" if risk == "caution" else "white"
         split = content_split(entry) if entry.kind == "dir" else ""
-        badge_title = html.escape(
-            f"holds: {split}; as a whole: {entry.risk}" if split else str(entry.risk), quote=True
-        )
+        about = [f"holds: {split}; as a whole: {entry.risk}" if split else f"risk: {entry.risk}"]
+        if isinstance(entry.rule, str) and entry.rule:
+            about.append(f"rule: {entry.rule}")
+        if isinstance(entry.claim, str) and entry.claim:
+            about.append(str(entry.claim))
+        nbytes = None if entry.bytes is None or pd.isna(entry.bytes) else int(entry.bytes)
+        exact_bytes = "size unknown" if nbytes is None else f"{nbytes:,} bytes"
+        files = _files(entry.files) if entry.kind == "dir" else ""
         self.info.value = (
-            f"<span style='display:inline-block;width:90px'>{_size(entry.bytes)}</span>"
-            f"<span style='display:inline-block;width:80px'>{_files(entry.files)}</span>"
-            f"<span style='display:inline-block;width:70px'>{_age(age)}</span>"
-            f"<span style='background:{colour};color:white;padding:0 4px' title='{badge_title}'>"
-            f"{risk}</span> "
-            f"<span title='{html.escape(str(entry.claim or ''), quote=True)}'>"
-            f"{html.escape(str(entry.rule or ''))}</span>"
-            + (
-                " <span style='color:#b35806' title='decided on what is no longer there (or "
-                "before decisions recorded it): a plan leaves it out until you decide again'>"
-                "stale</span>"
-                if exact in owner.stale
-                else ""
-            )
+            "<div style='display:flex;white-space:nowrap;align-items:center;gap:6px'>"
+            f"{_cell(_size(entry.bytes), 68, exact_bytes, right=True)}"
+            f"{_cell(files, 78, files)}"
+            f"{_cell(_age(age), 82, 'untouched for ' + _age(age) + ' at the scan')}"
+            f"<span style='flex:0 0 74px;overflow:hidden;text-overflow:ellipsis'>"
+            f"<span style='background:{colour};color:{ink};padding:0 4px;border-radius:3px' "
+            f"title='{_attr(chr(10).join(about))}'>{html.escape(risk)}</span></span>"
+            f"<span style='flex:0 0 118px;overflow:hidden;text-overflow:ellipsis'>"
+            f"{self._why()}</span></div>"
         )
+
+    def _why(self) -> str:
+        """The mark of a decision a plan would leave out, its reason on hover ("" if none)."""
+        owner, exact = self.owner, self.path_raw
+        left = owner.left_out(exact)
+        if left is not None:
+            why = _attr("Not a plan candidate: " + left.message)
+            return (
+                f"<span style='color:#b35806' title='{why}'>"
+                f"⚠ {html.escape(_short_reason(left.code))}</span>"
+            )
+        if exact in owner.stale:
+            return (
+                "<span style='color:#b35806' title='decided on what is no longer there (or "
+                "before decisions recorded it): a plan leaves it out until you decide again'>"
+                "⚠ stale</span>"
+            )
+        return ""
 
 
 def _style(decision: str) -> str:
@@ -187,11 +229,65 @@ def _style(decision: str) -> str:
 
 
 def _files(n: Any) -> str:
-    return "?" if n is None or pd.isna(n) else f"{int(n)} files"
+    return "?" if n is None or pd.isna(n) else counted(int(n), "file")
+
+
+# a decision button: its icon (Font Awesome, as JupyterLab ships it) and what it does
+_ICONS = {
+    "keep": ("check", "keep: never in a plan"),
+    "delete": ("trash", "delete: a candidate of the plan you export (nothing moves here)"),
+    "unsure": ("question", "unsure: decide later"),
+    "clear": ("times", "clear: no decision"),
+}
+_NAME_CHARS = 24  # what the name button shows at its width; the full path is on hover
+# a plan's reason codes, as short as the row's mark has room for (the full text on hover)
+_SHORT_REASONS = {
+    "contains-kept-entry": "keep inside",
+    "incomplete-scan": "incomplete scan",
+    "contains-mount": "mount inside",
+    "not-in-snapshot": "not scanned",
+    "changed-since-decision": "stale",
+    "decided-by-agent": "by an agent",
+    "outside-root": "outside root",
+}
+
+
+def _short_reason(code: str) -> str:
+    return _SHORT_REASONS.get(code, code.replace("-", " "))
+
+
+def _attr(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _cell(text: str, width: int, title: str, *, right: bool = False) -> str:
+    align = "right" if right else "left"
+    return (
+        f"<span style='flex:0 0 {width}px;text-align:{align};overflow:hidden;"
+        f"text-overflow:ellipsis' title='{_attr(title)}'>{html.escape(text)}</span>"
+    )
 
 
 def _age(days: float | None) -> str:
-    return "?" if days is None else f"{int(days)} d"
+    """An age for people: ``today``, ``3 days``, ``11 months``, ``2.4 years``."""
+    if days is None:
+        return "?"
+    if days < 1:
+        return "today"
+    if days < 60:
+        return counted(int(days), "day")
+    if days < 365:
+        return counted(int(days / 30.44), "month")
+    years = days / 365.25
+    return "1 year" if years < 1.05 else f"{years:.1f} years"
+
+
+def _middle_ellipsis(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters (``node_…_cache``), if longer."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 class Annotator:
@@ -298,20 +394,36 @@ class Annotator:
         self.select_all_box = W.Checkbox(value=False, description="select all listed", indent=False)
         self.select_all_box.observe(lambda ch: self.select_all(bool(ch["new"])), names="value")
         self.batch_buttons = {
-            d: W.Button(description=f"{d} selected", layout=W.Layout(width="130px"))
+            d: W.Button(description=f"{d} selected", layout=W.Layout(width="auto"))
             for d in (*DECISIONS, "clear")
         }
         for d, button in self.batch_buttons.items():
             button.on_click(lambda _b, d=d: self.decide_selected(None if d == "clear" else d))
+        # a batch on entries that are not all safe waits for this confirmation
+        self.pending: tuple[list[bytes], str | None] | None = None
+        self.confirm_text = W.HTML()
+        self.confirm_button = W.Button(description="confirm", button_style="danger")
+        self.confirm_button.on_click(lambda _b: self.confirm_batch())
+        self.cancel_button = W.Button(description="cancel")
+        self.cancel_button.on_click(lambda _b: self.cancel_batch())
+        self.confirm_box = W.VBox(
+            [self.confirm_text, W.HBox([self.confirm_button, self.cancel_button])],
+            layout=W.Layout(display="none", border="1px solid #b35806", padding="4px"),
+        )
+        self.confirm_box.add_class("hygiene-confirm")
         self.listing = W.VBox()
         self.more = W.Label()
         self.summary = W.HTML()
         self.status = W.Label()
+        self.status.add_class("hygiene-status")  # wraps (see ``_STATUS_STYLE``), never cut
         self.export_button = W.Button(
             description="Export plan", button_style="primary", icon="file-export"
         )
         self.export_button.on_click(lambda _b: self.export_plan())
         self.export_out = W.HTML()
+        self.export_out.add_class("hygiene-export")
+        self.export_out.layout.width = "100%"  # its commands scroll inside it, never past it
+        self.legend = W.HTML(_legend())
         self.tidy = W.HTML()  # organization suggestions under the current directory
         self.tidy_toggle = W.ToggleButton(
             value=False,
@@ -320,6 +432,10 @@ class Annotator:
         )
         self.tidy_toggle.observe(lambda _ch: self._tidy(), names="value")
         trace = treemap_trace(self.tree_nodes())
+        # no path bar: the breadcrumb is the widget's. plotly.js draws the bar while it zooms
+        # into a clicked box, from per-box border widths it reads as NaN (a console error
+        # per frame), and the boxes drawn next are the clicked directory's anyway
+        trace.pathbar = {"visible": False}
         self.fig: go.Figure = go.FigureWidget([trace]) if figure_widget else go.Figure([trace])
         self.fig.update_layout(margin={"t": 10, "l": 0, "r": 0, "b": 0}, height=420)
         if figure_widget:
@@ -385,6 +501,15 @@ class Annotator:
         if mtime_ns is None or pd.isna(mtime_ns):
             return None
         return max(0.0, (self.now_ns - int(mtime_ns)) / _NS_PER_DAY)
+
+    def left_out(self, path: bytes) -> Exclusion | None:
+        """Why the delete decision on ``path`` (exact bytes) cannot be a plan candidate now.
+
+        None when it can (or it is no delete decision). The reasons the snapshot and the
+        ledger give (``PlanTally.left_out``): protected, a keep inside, not read completely;
+        what only the disk can say is known at export.
+        """
+        return self._tally.left_out(path)
 
     def listed(self) -> pd.DataFrame:
         """The current directory's children after the filters, in the chosen order (all pages)."""
@@ -462,6 +587,8 @@ class Annotator:
         self.cwd = str(self.frame["path"].iat[row])
         self.cwd_raw = self.exact_of_row(row)
         self.selected.clear()
+        self.select_all_box.value = False
+        self.status.value = ""  # what it said was about the directory left
         self.refresh()
 
     def up(self) -> None:
@@ -527,8 +654,15 @@ class Annotator:
             else:
                 self.decisions[display_path(raw)] = decision
                 self.exact_decisions[raw] = decision
+        if self.export_out.value:  # the plan shown holds the decisions before this one
+            self.export_out.value = (
+                "Decisions changed since the last export: <i>Export plan</i> again for a plan "
+                "that holds them."
+            )
         what = decision or "cleared"
-        self.status.value = f"{what}: {counted(len(exact), 'entry', 'entries')}"
+        self.status.value = f"{what}: {counted(len(exact), 'entry', 'entries')}" + self._why_not(
+            exact, decision
+        )
         changed = set(exact)
         for row in self.rows:  # the listing stays: only these rows change
             if row.path_raw in changed:
@@ -537,6 +671,31 @@ class Annotator:
         self._tidy()
         self._show_summary()
         return True
+
+    def _why_not(self, exact: list[bytes], decision: str | None) -> str:
+        """What the status line adds: which decisions a plan would leave out, and why."""
+        if decision == "delete":
+            left = [x for x in map(self.left_out, exact) if x is not None]
+            if len(left) == 1 and len(exact) == 1:
+                return f" · not a plan candidate: {left[0].message}"
+            if left:
+                codes = Counter(x.code for x in left)
+                mix = ", ".join(f"{_short_reason(c)}: {n}" for c, n in codes.most_common())
+                return f" · {len(left)} of them not plan candidates ({mix}; reasons on each row)"
+        if decision == "keep":  # a keep inside a directory marked delete takes it out
+            above = {a for raw in exact for a in _ancestors(raw, os.fsencode(self.root))}
+            left = [
+                x
+                for a in sorted(above)
+                if self.exact_decisions.get(a) == "delete"
+                for x in [self.left_out(a)]
+                if x is not None
+            ]
+            if left:
+                return (
+                    f" · the delete of {left[0].path} is no plan candidate now: {left[0].message}"
+                )
+        return ""
 
     def _tallied(self, exact: list[bytes], written: list[Annotation]) -> None:
         """Tally what was just written for ``exact``, as the ledger read under the root has it."""
@@ -549,26 +708,111 @@ class Annotator:
         rows = [row for row in map(self._row_of, exact) if row is not None]
         return self._digests.of_rows(self.table.take(pa.array(rows, type=pa.int64())))
 
-    def decide_selected(self, decision: str | None) -> None:
+    def decide_selected(self, decision: str | None) -> bool:
         """Apply ``decision`` to every selected entry listed now (all pages), at once.
 
         Entries selected and then filtered out of view are left as they were: a batch acts
-        only on what is listed, and the status line says how many it touched.
+        only on what is listed, and the status line says how many it touched. When some of
+        them are not ``safe``, nothing is written yet: the confirmation shows their risk mix
+        (entries and bytes per risk) and waits for ``confirm_batch`` (or ``cancel_batch``).
+
+        Returns:
+            Whether it was written now.
         """
+        self._hide_confirmation()
         listed = self._listed_exact()
         chosen = sorted(self.selected & listed)
-        hidden = len(self.selected - listed)
         if not chosen:
+            hidden = len(self.selected - listed)
             self.status.value = "nothing selected" + (" is listed now" if hidden else "")
-        elif self.decide(chosen, decision):
+            self._unselect()
+            return False
+        mix = self._risk_mix(chosen)
+        if set(mix) - {"safe"}:
+            self.pending = chosen, decision
+            self.confirm_text.value = self._confirmation(chosen, decision, mix)
+            self.confirm_box.layout.display = "flex"
+            self.status.value = "confirm or cancel the batch: nothing is written yet"
+            return False
+        return self._apply_batch(chosen, decision)
+
+    def confirm_batch(self) -> bool:
+        """Write the batch the confirmation shows (see ``decide_selected``)."""
+        if self.pending is None:
+            self.status.value = "no batch is waiting for a confirmation"
+            return False
+        chosen, decision = self.pending
+        self._hide_confirmation()
+        return self._apply_batch(chosen, decision)
+
+    def cancel_batch(self) -> None:
+        """Drop the batch waiting for a confirmation: the ledger stays as it was."""
+        waiting = self.pending is not None
+        self._hide_confirmation()
+        if waiting:
+            self.status.value = "batch cancelled: nothing written (the selection stays)"
+
+    def _hide_confirmation(self) -> None:
+        self.pending = None
+        self.confirm_text.value = ""
+        self.confirm_box.layout.display = "none"
+
+    def _apply_batch(self, chosen: list[bytes], decision: str | None) -> bool:
+        hidden = len(self.selected - set(chosen))
+        written = self.decide(chosen, decision)
+        if written:
             what = decision or "cleared"
+            extra = self.status.value.partition(" · ")[2]
             self.status.value = f"{what}: {counted(len(chosen), 'listed entry', 'listed entries')}"
             if hidden:
                 self.status.value += f" ({hidden} selected but not listed now: left as they were)"
+            if extra:
+                self.status.value += f" · {extra}"
+        self._unselect()
+        return written
+
+    def _unselect(self) -> None:
         self.selected.clear()
         self.select_all_box.value = False
         for row in self.rows:
             row.check.value = False
+
+    def _risk_mix(self, chosen: list[bytes]) -> dict[str, tuple[int, int]]:
+        """Risk → (entries, bytes) of ``chosen``, in the order of ``RISKS``.
+
+        Each entry counts under its own verdict (what removing it whole means), with the
+        bytes of all it holds.
+        """
+        listed = self.listed()
+        exact = [self.exact_of_row(int(i)) for i in listed.index]
+        pick = np.isin(np.array(exact, dtype=object), np.array(chosen, dtype=object))
+        rows = listed[pick]
+        mix: dict[str, tuple[int, int]] = {}
+        for risk, size in zip(rows["risk"].astype(str), rows["bytes"].fillna(0), strict=True):
+            n, b = mix.get(risk, (0, 0))
+            mix[risk] = n + 1, b + int(size)
+        order = {r: i for i, r in enumerate(RISKS)}
+        return dict(sorted(mix.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+    def _confirmation(
+        self, chosen: list[bytes], decision: str | None, mix: dict[str, tuple[int, int]]
+    ) -> str:
+        what = f"mark {decision}" if decision else "clear the decision of"
+        items = "".join(
+            f"<li><span style='background:{RISK_COLORS.get(r, RISK_COLORS[''])};"
+            f"color:{'black' if r == 'caution' else 'white'};padding:0 4px'>{html.escape(r)}"
+            f"</span> {counted(n, 'entry', 'entries')}, {_size(b)} "
+            f"<span style='color:#666'>({b:,} bytes)</span></li>"
+            for r, (n, b) in mix.items()
+        )
+        unsafe = sum(n for r, (n, _) in mix.items() if r != "safe")
+        return (
+            f"<b>{html.escape(what)} {counted(len(chosen), 'listed entry', 'listed entries')}?"
+            f"</b> {counted(unsafe, 'entry is', 'entries are')} not <i>safe</i>:"
+            f"<ul style='margin:2px 0'>{items}</ul>"
+            "Each entry counts under its own verdict (what removing it whole means). "
+            "Nothing is written until you confirm; cancel leaves every decision as it is."
+        )
 
     def set_note(self, path: str | bytes, note: str) -> None:
         """Write the note of ``path`` to the ledger now (an empty note clears it)."""
@@ -613,21 +857,14 @@ class Annotator:
         except HygieneError as exc:
             self.export_out.value = f"<b>{exc.code}</b>: {html.escape(exc.message)}"
             return None
-        self.export_out.value = (
-            f"Plan <code>{html.escape(result.plan_id)}</code>: {result.candidates} candidates, "
-            f"{_size(result.reclaim_bytes)} to reclaim, {result.excluded} left out, "
-            f"expires {html.escape(result.expires_at)}.<br>"
-            f"File: <code>{html.escape(result.plan_path)}</code><br>"
-            "Review it, then run in a terminal (nothing has moved yet):<br>"
-            f"<code>{html.escape(result.dry_run_command)}</code><br>"
-            f"<code>{html.escape(result.confirm_command)}</code>"
-        )
+        self.export_out.value = _export_html(result, self.plan_summary())
         return result
 
     # -- drawing -----------------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Redraw the breadcrumb, the listing, the treemap and the plan summary."""
+        self._hide_confirmation()  # what it listed may not be listed any more
         self._breadcrumb()
         listed = self.listed()
         entries = list(listed.head(self.page).itertuples())
@@ -645,11 +882,12 @@ class Annotator:
 
     def _show_summary(self) -> None:
         s = self.plan_summary()
+        left = f", {s['excluded']} left out (⚠ on the row says why)" if s["excluded"] else ""
         self.summary.value = (
-            f"<b>Plan now</b>: {s['delete_count']} delete, {s['keep_count']} keep, "
-            f"{s['unsure_count']} unsure, {s['unreviewed_count']} unreviewed · "
-            f"{s['candidates']} candidates would reclaim {_size(s['reclaim_bytes'])} "
-            f"({s['reclaim_bytes']} bytes, each inode once)"
+            f"<b>Plan now</b>: {s['delete_count']:,} delete, {s['keep_count']:,} keep, "
+            f"{s['unsure_count']:,} unsure, {s['unreviewed_count']:,} unreviewed · "
+            f"{counted(s['candidates'], 'candidate')} would reclaim "
+            f"{_size(s['reclaim_bytes'])} ({s['reclaim_bytes']:,} bytes, each inode once){left}"
         )
 
     def tidy_suggestions(self) -> pd.DataFrame:
@@ -720,16 +958,21 @@ class Annotator:
     def widget(self) -> W.Widget:
         """The whole annotation panel, to display in a notebook."""
         header = W.HTML(
-            f"<b>{html.escape(self.root)}</b> · snapshot {html.escape(self.info.scan_id)} "
+            _STATUS_STYLE + f"<b>{html.escape(self.root)}</b> · snapshot "
+            f"{html.escape(self.info.scan_id)} "
             f"({html.escape(self.info.finished_at)})"
         )
-        filters = W.HBox([self.sort, self.risk, self.group, self.min_size, self.min_age])
-        batch = W.HBox([self.select_all_box, *self.batch_buttons.values()])
+        filters_layout = W.Layout(flex_flow="row wrap")
+        filters = W.HBox(
+            [self.sort, self.risk, self.group, self.min_size, self.min_age], layout=filters_layout
+        )
+        batch = W.HBox([self.select_all_box, *self.batch_buttons.values()], layout=filters_layout)
         parts: list[W.Widget] = [
             header,
             self.breadcrumb,
             filters,
             batch,
+            self.confirm_box,
             self.listing,
             self.more,
             self.status,
@@ -739,5 +982,111 @@ class Annotator:
             self.tidy,
         ]
         if isinstance(self.fig, W.DOMWidget):
-            parts.insert(2, self.fig)
+            parts[2:2] = [self.fig, self.legend]
         return W.VBox(parts)
+
+
+def _ancestors(raw: bytes, root: bytes) -> Iterable[bytes]:
+    """The directories above ``raw`` up to ``root`` (itself included), nearest first."""
+    parent = os.path.dirname(raw)
+    while parent != raw and (parent == root or parent.startswith(root.rstrip(b"/") + b"/")):
+        yield parent
+        raw, parent = parent, os.path.dirname(parent)
+
+
+def _legend() -> str:
+    """The treemap's key: fill = what the bytes are (risk), border = the decision."""
+    fills = " ".join(
+        f"<span style='color:{RISK_COLORS[r]}'>■</span> {html.escape(r)}"
+        for r in (*RISKS, "mixed")
+        if r in RISK_COLORS
+    )
+    borders = " ".join(
+        f"<span style='display:inline-block;width:10px;height:10px;border:3px solid {c};"
+        f"vertical-align:middle'></span> {html.escape(str(d))}"
+        for d, (c, _w) in DECISION_BORDER.items()
+        if d is not None
+    )
+    return (
+        f"<div style='font-size:12px;white-space:normal'>fill (what the bytes "
+        f"are): {fills} · border (your decision): {borders}</div>"
+    )
+
+
+# a label is one line cut to its width; the status line says why a plan leaves an entry out,
+# which takes more than one line at times
+_STATUS_STYLE = (
+    "<style>.hygiene-status.widget-label{white-space:normal;height:auto;line-height:1.4;"
+    "overflow:visible}</style>"
+)
+# the export wraps its sentences; a path or command is one line that scrolls sideways. The
+# HTML widget's content box is a flex item, which grows to its widest line unless told not to
+_STYLE = "<style>.hygiene-export .widget-html-content{min-width:0;overflow:hidden}</style>"
+_BOX = "white-space:normal;max-width:100%;overflow:hidden"
+_PRE = "white-space:pre;overflow-x:auto;max-width:100%;margin:2px 0;padding:4px;background:#f5f5f5"
+_COPY_JS = (
+    "const pre=this.parentElement.parentElement.querySelector('pre');"
+    "navigator.clipboard.writeText(pre.innerText)"
+    ".then(()=>{this.textContent='copied'},"
+    "()=>{const r=document.createRange();r.selectNodeContents(pre);"
+    "const s=getSelection();s.removeAllRanges();s.addRange(r);"
+    "this.textContent='selected: Ctrl+C'})"
+)
+
+
+def _command(label: str, hint: str, command: str) -> str:
+    """A labelled command with a copy button; one line, scrolled sideways, never wrapped."""
+    return (
+        "<div class='hygiene-command' style='margin:4px 0'>"
+        f"<div><b>{html.escape(label)}</b> <span style='color:#666'>{html.escape(hint)}</span> "
+        f"<button type='button' onclick=\"{_attr(_COPY_JS)}\">copy</button></div>"
+        f"<pre style='{_PRE}'>{html.escape(command)}</pre></div>"
+    )
+
+
+def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
+    """What the export shows: what the plan holds, what it left out and why, how to run it."""
+    excluded = result.plan.get("excluded", [])
+    by_code: dict[str, list[dict[str, Any]]] = {}
+    for item in excluded:
+        by_code.setdefault(str(item["code"]), []).append(item)
+    reasons = "".join(
+        f"<li><b>{counted(len(items), 'entry', 'entries')}: {html.escape(code)}</b> · "
+        f"{html.escape(EXCLUSIONS.get(code, ''))}<ul style='margin:0'>"
+        + "".join(
+            f"<li><code>{html.escape(str(it['path']))}</code>: {html.escape(str(it['message']))}"
+            "</li>"
+            for it in items[:3]
+        )
+        + (f"<li>… and {len(items) - 3} more (in the plan file)</li>" if len(items) > 3 else "")
+        + "</ul></li>"
+        for code, items in sorted(by_code.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    )
+    head = (
+        f"<div>Plan <code>{html.escape(result.plan_id)}</code>: "
+        f"<b>{counted(result.candidates, 'candidate')}</b>, "
+        f"<b>{_size(result.reclaim_bytes)}</b> to reclaim ({result.reclaim_bytes:,} bytes), "
+        f"{result.excluded:,} left out; expires <span style='white-space:nowrap'>"
+        f"{html.escape(result.expires_at)}</span>.</div>"
+        f"<div>File:</div><pre style='{_PRE}'>{html.escape(result.plan_path)}</pre>"
+    )
+    left = f"<div><b>Left out</b><ul style='margin:2px 0'>{reasons}</ul></div>" if reasons else ""
+    if result.candidates == 0:
+        why = (
+            "no entry under the root is marked delete"
+            if not summary["delete_count"]
+            else "every delete decision was left out (the reasons are above)"
+        )
+        return (
+            f"{_STYLE}<div style='{_BOX}'>{head}{left}<div><b>Nothing can be planned</b>: {why}; "
+            "no command to run.</div></div>"
+        )
+    return (
+        f"{_STYLE}<div style='{_BOX}'>{head}{left}<div>Review it, then run in a terminal, "
+        "in this order (nothing has moved yet):</div>"
+        + _command(
+            "1. dry run", "checks every candidate again and moves nothing", result.dry_run_command
+        )
+        + _command("2. execute", "moves the candidates to the quarantine", result.confirm_command)
+        + "</div>"
+    )

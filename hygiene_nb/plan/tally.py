@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb.ledger import Annotation
-from hygiene_nb.plan.document import SnapshotIndex, check_entry, first_kept_inside
+from hygiene_nb.plan.document import Exclusion, SnapshotIndex, check_entry, first_kept_inside
 
 __all__ = ["PlanTally"]
 
@@ -199,6 +199,7 @@ class PlanTally:
         self._kept: list[bytes] = []  # the keep decisions' exact paths, sorted
         self._keep_rows: dict[bytes, Rows] = {}
         self._checked: dict[bytes, Rows | None] = {}  # delete → rows it would cover (None: no)
+        self._why: dict[bytes, tuple[str, str]] = {}  # delete → (code, detail) when None above
         self._candidates: dict[bytes, Rows] = {}
         self.update(annotations)
 
@@ -222,6 +223,25 @@ class PlanTally:
             "reclaim_alloc": self._freed_cover.alloc_bytes,
             "keep_bytes": self._kept_cover.bytes,
         }
+
+    def left_out(self, raw: bytes) -> Exclusion | None:
+        """Why the delete decision on ``raw`` is not a candidate now (None: it is, or none).
+
+        The reasons ``select_candidates`` gives from the snapshot and the ledger alone, in its
+        words (``Exclusion``); what only the disk can say (a change since the scan, a
+        reference from its project) is known at export.
+        """
+        ann = self._annotations.get(raw)
+        if ann is None or ann.decision != "delete" or raw in self._candidates:
+            return None
+        why = self._why.get(raw)
+        if why is not None:
+            return Exclusion.of(ann.path, raw, *why)
+        kept = first_kept_inside(raw, self._kept)
+        if kept is None:
+            return None
+        shown = kept.decode("utf-8", "backslashreplace")
+        return Exclusion.of(ann.path, raw, "contains-kept-entry", f"{shown} is marked keep")
 
     def update(self, annotations: Iterable[Annotation], *, gone: Iterable[bytes] = ()) -> None:
         """Tally ``annotations`` in place of what their paths had, and take ``gone`` out.
@@ -264,6 +284,7 @@ class PlanTally:
                 affected.update(_ancestors(raw))
             if old is not None and old.decision == "delete":
                 del self._checked[raw]
+                self._why.pop(raw, None)
             if new is not None and new.decision == "delete":
                 fresh.append(new)
             affected.add(raw)
@@ -317,11 +338,12 @@ class PlanTally:
         rows = dict(zip(present, self._rows(present), strict=True))
         for ann in deletes:
             at = found[ann.path_raw]
-            code, _, inside = check_entry(
+            code, detail, inside = check_entry(
                 ann, rows.get(at) if at is not None else None, at, self.tree, self.root
             )
             if code or at is None:
                 self._checked[ann.path_raw] = None
+                self._why[ann.path_raw] = (code or "not-in-snapshot", detail)
             else:
                 own = np.array([at], dtype=np.int64)
                 self._checked[ann.path_raw] = (

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,30 @@ CHROMIUM_ARGS = [
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "annotate.ipynb"
 TOKEN = "e2e-token"
 TIMEOUT_MS = 120_000
+WIDTH = 1000  # the window's width: every row on one line at it
+ARTIFACTS_ENV = "HYGIENE_NB_ARTIFACTS"  # where screenshots go (default: the test's tmp dir)
+
+CLOSE_LEFT_AREA = """() => {
+  const app = window.jupyterapp;
+  if (!app.shell.leftCollapsed) app.commands.execute('application:toggle-left-area');
+}"""
+
+# per row: how far its parts' tops spread, its height, what spills over its right edge, and
+# which of its texts are cut (their content wider than their box)
+ROW_GEOMETRY = r"""rows => rows.map(r => {
+  const box = r.getBoundingClientRect();
+  const kids = [...r.children].map(c => c.getBoundingClientRect());
+  const cut = [...r.querySelectorAll('button, span')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflow !== 'visible')
+    .map(e => e.textContent || e.title);
+  return {
+    spread: Math.max(...kids.map(k => k.top)) - Math.min(...kids.map(k => k.top)),
+    height: box.height,
+    spill: Math.max(...kids.map(k => k.right)) - box.right,
+    cut: cut,
+    text: r.innerText.replace(/\s+/g, ' '),
+  };
+})"""
 
 KERNEL_CONNECTED = """() => {
   const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
@@ -55,6 +80,23 @@ def sector(page, label: str):
     return page.locator("g.slice").filter(
         has=page.locator("text.slicetext", has_text=re.compile(f"^{re.escape(label)}$"))
     )
+
+
+def shot(target: Any, where: Path, name: str) -> None:
+    """A screenshot of the page (or of one element) for a person to look at."""
+    where.mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(where / f"{name}.png"))
+
+
+def check_one_line(page: Any, count: int) -> None:
+    """Every listed row on one line at the window's width, none of its texts cut."""
+    found = page.locator(".hygiene-row").evaluate_all(ROW_GEOMETRY)
+    assert len(found) == count and count > 0
+    button = page.locator(".hygiene-row button").first.bounding_box()
+    assert button is not None
+    for row in found:
+        assert row["spread"] < 8 and row["height"] < 2 * button["height"], row
+        assert row["spill"] <= 1 and not row["cut"], row
 
 
 def free_port() -> int:
@@ -130,6 +172,7 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -
         pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import expect, sync_playwright
 
+    shots = Path(os.environ.get(ARTIFACTS_ENV) or tmp_path / "artifacts")
     demo = ensure_demo(tmp_path / "demo")  # built before the server; the kernel reuses it
     root, store = str(demo.root), str(demo.store)
     assert views.human_decisions(store, root) == {}
@@ -144,8 +187,16 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                context = browser.new_context(viewport={"width": WIDTH, "height": 1400})
+                context.grant_permissions(["clipboard-read", "clipboard-write"])
+                page = context.new_page()
                 page.set_default_timeout(30_000)
+                errors: list[str] = []
+                page.on(
+                    "console",
+                    lambda m: errors.append(m.text) if m.type == "error" else None,
+                )
+                page.on("pageerror", lambda e: errors.append(str(e)))
                 page.goto(
                     f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK.name}?token={TOKEN}",
                     timeout=TIMEOUT_MS,
@@ -159,11 +210,21 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -
                 # the button's name starts with its icon glyph, so not an exact match
                 expect(page.get_by_role("button", name=re.compile(r"Export plan$"))).to_be_visible()
 
+                # the notebook at the window's width: the file browser closed
+                page.evaluate(CLOSE_LEFT_AREA)
+                page.wait_for_timeout(500)
+                rows = page.locator(".hygiene-row")
+                expect(rows.first).to_be_visible()
+                check_one_line(page, rows.count())
+                shot(page, shots, "widget-rows")
+                panel = page.locator(".jp-OutputArea-output").filter(has=rows.first)
+                shot(panel, shots, "widget-panel")  # docs/images/widget.png
+                assert errors == [], errors
+
                 # exact names: JupyterLab has its own "Delete the cell" button
-                cache_row = page.locator(".widget-hbox").filter(
-                    has=page.get_by_role("button", name=".cache/", exact=True)
-                )
-                cache_row.get_by_role("button", name="delete", exact=True).click()
+                cache_row = rows.filter(has=page.get_by_role("button", name=".cache/", exact=True))
+                # an icon button: its name is the icon's glyph, its title says what it does
+                cache_row.locator("button[title^='delete']").click()
                 expect(
                     page.locator(".widget-label").filter(has_text=re.compile(r"^delete: 1 entry$"))
                 ).to_be_visible()
@@ -175,12 +236,64 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -
                     "stroke", "rgb(0, 0, 0)"
                 )
 
+                # a batch on entries that are not all safe: the confirmation first, then cancel
+                page.get_by_role("checkbox", name="select all listed").check()
+                page.get_by_role("button", name="delete selected", exact=True).click()
+                confirm = page.locator(".hygiene-confirm")
+                expect(confirm).to_be_visible()
+                expect(confirm).to_contain_text("not safe")
+                shot(page, shots, "widget-confirm")
+                confirm.get_by_role("button", name="cancel", exact=True).click()
+                expect(confirm).to_be_hidden()
+                assert views.human_decisions(store, root) == {str(demo.root / ".cache"): "delete"}
+
+                # export: two labelled commands, each copied with one click
+                page.get_by_role("button", name=re.compile(r"Export plan$")).click()
+                export = page.locator(".hygiene-export")
+                expect(export).to_contain_text("1. dry run")
+                expect(export).to_contain_text("2. execute")
+                commands = export.locator(".hygiene-command pre")
+                expect(commands).to_have_count(2)
+                dry_run = commands.first.inner_text()
+                assert dry_run.startswith("hygiene-nb execute ") and "--execute" not in dry_run
+                export.get_by_role("button", name="copy").first.click()
+                assert page.evaluate("navigator.clipboard.readText()") == dry_run
+                boxes = commands.evaluate_all(
+                    "els => els.map(e => [e.scrollHeight, e.clientHeight, e.scrollWidth])"
+                )
+                line = page.evaluate(
+                    "getComputedStyle(document.querySelector('.hygiene-export pre')).lineHeight"
+                )
+                assert all(h < 2 * float(line.rstrip("px")) for h, _, _ in boxes), (boxes, line)
+                inside = export.evaluate(
+                    "e => [...e.querySelectorAll('pre')].every(p => "
+                    "p.getBoundingClientRect().right <= e.getBoundingClientRect().right + 1)"
+                )
+                assert inside, "a command runs past the export's edge"
+                shot(export, shots, "widget-export")
+                assert errors == [], errors
+
+                # a protected entry marked delete says why on its row, still on one line
+                ssh_row = rows.filter(has=page.get_by_role("button", name=".ssh/", exact=True))
+                ssh_row.locator("button[title^='delete']").click()
+                expect(ssh_row).to_contain_text("⚠ protected")
+                expect(export).to_contain_text("Decisions changed since the last export")
+                status = page.locator(".hygiene-status")
+                expect(status).to_contain_text("not a plan candidate: ")
+                whole = status.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+                assert whole, "the status line is cut"
+                check_one_line(page, rows.count())
+                shot(page, shots, "widget-reason")
+
                 # drill in: a click on the `projects` box reaches the kernel, which lists its
                 # children and redraws the treemap one level down
                 sector(page, "projects").click(force=True)
                 expect(page.get_by_role("button", name="projects", exact=True)).to_be_visible()
                 expect(page.get_by_role("button", name="analysis/", exact=True)).to_be_visible()
                 expect(page.get_by_role("button", name=".cache/", exact=True)).to_have_count(0)
+                page.wait_for_timeout(1500)  # plotly.js's zoom (750 ms) and the redraw after it
+                shot(page, shots, "widget-drill")
+                assert errors == [], errors
             finally:
                 browser.close()
     except BaseException:
