@@ -572,19 +572,32 @@ def treemap_figure(nodes: pd.DataFrame, *, title: str | None = None) -> go.Figur
     return _figure(TREEMAP_IDS[by], title, [treemap_trace(nodes)], **layout)
 
 
+_PAGE = {"plotlyjs": False}  # whether this kernel has put plotly.js in its document yet
+
+
 def plotlyjs() -> dict[str, str]:
-    """A display bundle that puts plotly.js in the page once (offline HTML reports)."""
+    """A display bundle that puts plotly.js in the page (inline, offline), once per kernel.
+
+    ``show`` calls it before its first figure; a notebook may display it itself first (the
+    report does, in its setup cell). Displayed again, it is the same script: harmless.
+    """
+    _PAGE["plotlyjs"] = True
     return {"text/html": f'<script type="text/javascript">{get_plotlyjs()}</script>'}
 
 
 def show(fig: go.Figure) -> None:
-    """Display ``fig`` for JupyterLab (plotly JSON) and for HTML export (a div named by its id).
+    """Display ``fig`` for every front end: the plotly JSON and an HTML div named by its id.
 
-    The HTML part expects plotly.js in the page already (``display(plotlyjs(), raw=True)``).
+    JupyterLab, Notebook 7, VS Code and Voila draw the plotly JSON mimetype; nbconvert's HTML
+    (and the report) draws the HTML part, which needs plotly.js in the page: the first figure a
+    kernel shows carries it inline, unless ``plotlyjs()`` was displayed before. So an exported
+    notebook holds plotly.js once, works offline, and its later figures stay small.
     """
     from IPython.display import display
 
     fig_id = str(fig.layout.meta["id"]) if fig.layout.meta else "figure"
     html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"hnb-{fig_id}")
+    if not _PAGE["plotlyjs"]:
+        html = plotlyjs()["text/html"] + html
     bundle = {"application/vnd.plotly.v1+json": json.loads(fig.to_json()), "text/html": html}
     display(bundle, raw=True)
