@@ -80,7 +80,7 @@ def test_tables_say_bytes_in_binary_units_with_no_index_and_no_na() -> None:
         {
             "path": ["/r/a/b", "/elsewhere/c"],
             "bytes": pd.array([1_503_238_553, None], dtype="Int64"),
-            "at": pd.to_datetime(["2026-01-02T03:04:05Z", None], utc=True),
+            "at": pd.to_datetime(pd.Series(["2026-01-02T03:04:05Z", None]), utc=True),
         }
     )
     page = table_html(frame, root="/r")

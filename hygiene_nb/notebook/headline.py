@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -104,6 +105,10 @@ def _growth(hist: pd.DataFrame) -> list[Growth]:
     return out
 
 
+def _int(value: Any) -> int:
+    return int(value)
+
+
 def _places(info: api.ScanInfo, store: api.StoreArg, top: int) -> list[Place]:
     prefix = info.root.rstrip("/") + "/"
     with query_engine() as con:
@@ -158,9 +163,9 @@ def headline(
         places=_places(info, store, top),
         quarantined_bytes=int(held["moved_bytes"].fillna(0).sum()),
         quarantined_batches=int(held["batch_id"].nunique()),
-        pending_delete=int(pending.loc["delete", "entries"]),
-        pending_delete_bytes=int(pending.loc["delete", "bytes"]),
-        pending_unsure=int(pending.loc["unsure", "entries"]),
+        pending_delete=_int(pending.loc["delete", "entries"]),
+        pending_delete_bytes=_int(pending.loc["delete", "bytes"]),
+        pending_unsure=_int(pending.loc["unsure", "entries"]),
         score=score,
         score_previous=int(scores.iloc[-2]) if len(scores) > 1 else None,
     )

@@ -45,7 +45,8 @@ def history(root: str, *, store: api.StoreArg = None, scan_id: str, redact: bool
         figures.risk_history_figure(views.risk_history(root, store=store, scan_id=scan_id))
     )
     columns = ["scanned_at", "bytes", "alloc", "files", "entries", "errors", "fs_free"]
-    table(hist[columns].rename(columns={"scanned_at": "scanned at"}), empty=ONE_SCAN)
+    shown = hist[columns].set_axis(["scanned at", *columns[1:]], axis="columns")
+    table(shown, empty=ONE_SCAN)
     if redact:
         changed = views.diff(root, store=store, new=scan_id, by="risk")
         table(changed, empty="Nothing changed since the previous scan.")
@@ -65,7 +66,7 @@ def _compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
     wanted = [diff.columns[0], "old_bytes", "new_bytes", "delta"]
     counts = ["new_entries", "gone_entries", "grew_entries", "shrank_entries"]
     frame = diff[[c for c in [*wanted, *counts] if c in diff]]
-    return frame.rename(columns={c: c.removesuffix("_entries") for c in counts})
+    return frame.set_axis([c.removesuffix("_entries") for c in frame.columns], axis="columns")
 
 
 def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
