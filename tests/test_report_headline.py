@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 
 from hygiene_nb import api
+from hygiene_nb.cli import main
 from hygiene_nb.notebook import headline as hl
 from hygiene_nb.notebook.demo import DemoStore, make_demo_store
 from hygiene_nb.notebook.report import make_report
 from hygiene_nb.notebook.tables import table_html
 from hygiene_nb.render import human_bytes
+from tests.helpers import confirmed_execute
 
 
 def walked_bytes(top: Path) -> int:
@@ -106,3 +108,20 @@ def test_the_report_opens_with_the_headline_and_ends_with_provenance(
     assert "No decision is waiting" in page and "No plan has been executed" in page
     assert "{'" not in page.split('class="hnb-headline"')[1].split(">Totals and provenance<")[0]
     assert "&lt;NA&gt;" not in page and "<NA>" not in page
+
+
+def test_bytes_moved_to_quarantine_are_held_until_a_purge(
+    one_scan: DemoStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = one_scan.root / "Downloads" / "installer.tmp"
+    size = target.lstat().st_size
+    api.annotate([str(target)], store=one_scan.store, decision="delete")
+    plan = api.make_plan(str(one_scan.root), store=one_scan.store)
+    with pytest.raises(SystemExit) as done:
+        main([*confirmed_execute(plan, one_scan.store), "--json"])
+    capsys.readouterr()
+    assert done.value.code in (0, None) and not target.exists()
+    found = hl.headline(str(one_scan.root), store=one_scan.store)
+    assert found.quarantined_bytes == size and found.quarantined_batches == 1
+    page = hl.headline_html(found)
+    assert human_bytes(size) in page and "frees nothing until the batch is purged" in page
