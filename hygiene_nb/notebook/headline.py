@@ -184,6 +184,10 @@ def _signed(n: int) -> str:
     return f'<span title="{n:+,} bytes">{sign}{html.escape(human_bytes(abs(n)))}</span>'
 
 
+def _points(n: int) -> str:
+    return f"+{n}" if n > 0 else f"\u2212{-n}" if n < 0 else "\u00b10"
+
+
 def _date(at: pd.Timestamp) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
@@ -278,7 +282,7 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
     cards.append(("Decisions pending", f"{pending:,}", pending_lines))
     if h.score is not None:
         trend = (
-            [f"{h.score - h.score_previous:+d} since the previous scan ({h.score_previous})"]
+            [f"{_points(h.score - h.score_previous)} since the previous scan ({h.score_previous})"]
             if h.score_previous is not None
             else ["Its trend shows after the next scan."]
         )
