@@ -88,38 +88,113 @@ def _figure(fig_id: str, title: str, traces: Sequence[Any], **layout: Any) -> go
     return fig
 
 
+def _said_bytes(n: object) -> str:
+    """``1.4 GiB (1,503,238,553 bytes)``: what a hover says about a byte count."""
+    if n is None or (isinstance(n, float) and math.isnan(n)) or n is pd.NA:
+        return "unknown"
+    count = int(n)  # type: ignore[call-overload]
+    return f"{human_bytes(count)} ({count:,} bytes)"
+
+
+def _scan_axis(times: pd.Series) -> tuple[list[Any], dict[str, Any]]:
+    """Where scans sit on the x axis, and that axis: dates; scans closer than a day, in order.
+
+    Scans days apart are points on a date axis. Scans within one day (a demo, a test, a busy
+    afternoon) would get sub-second ticks there, so they are named by their time instead.
+    """
+    stamps = [pd.Timestamp(t) for t in times]
+    if not stamps:
+        return [], {}
+    if max(stamps) - min(stamps) >= pd.Timedelta(days=1):
+        return stamps, {"type": "date", "tickformat": "%b %d\n%Y", "title": {"text": "scan"}}
+    order = sorted(set(stamps))
+    labels: dict[pd.Timestamp, str] = {}
+    for i, at in enumerate(order):
+        label = at.strftime("%Y-%m-%d %H:%M:%S")
+        labels[at] = label if label not in labels.values() else f"{label} (#{i + 1})"
+    return [labels[t] for t in stamps], {
+        "type": "category",
+        "categoryorder": "array",
+        "categoryarray": [labels[t] for t in order],
+        "title": {"text": "scan (UTC)"},
+    }
+
+
+def _byte_axis(maximum: float, title: str = "bytes") -> dict[str, Any]:
+    return {"title": {"text": title}, "rangemode": "tozero", **byte_ticks(maximum)}
+
+
+def _most(*values: Any) -> float:
+    found = [float(v) for column in values for v in column if not pd.isna(v)]
+    return max(found, default=0.0)
+
+
+def _least(*values: Any) -> float:
+    found = [float(v) for column in values for v in column if not pd.isna(v)]
+    return min(found, default=0.0)
+
+
 def history_figure(history: pd.DataFrame) -> go.Figure:
     """Apparent and allocated bytes of the root, and the filesystem's free space, per scan."""
-    x = history["scanned_at"]
+    x, xaxis = _scan_axis(history["scanned_at"])
+    mode = "lines+markers" if len(history) > 1 else "markers"
+    lines = [
+        (history["bytes"], "apparent bytes", "y", {}),
+        (history["alloc"], "allocated bytes", "y", {}),
+        (history["fs_free"], "filesystem free", "y2", {"dash": "dot"}),
+    ]
     return _figure(
         "history",
         "Size and free space per scan",
         [
-            go.Scatter(x=x, y=history["bytes"], name="apparent bytes", mode="lines+markers"),
-            go.Scatter(x=x, y=history["alloc"], name="allocated bytes", mode="lines+markers"),
             go.Scatter(
                 x=x,
-                y=history["fs_free"],
-                name="filesystem free",
-                mode="lines+markers",
-                yaxis="y2",
-                line={"dash": "dot"},
-            ),
+                y=[None if pd.isna(v) else int(v) for v in values],
+                name=name,
+                mode=mode,
+                yaxis=axis,
+                line=line,
+                customdata=[_said_bytes(v) for v in values],
+                hovertemplate=f"{name}: %{{customdata}}<extra></extra>",
+            )
+            for values, name, axis, line in lines
         ],
-        yaxis={"title": {"text": "bytes"}},
-        yaxis2={"title": {"text": "free bytes"}, "overlaying": "y", "side": "right"},
+        xaxis=xaxis,
+        yaxis=_byte_axis(_most(history["bytes"], history["alloc"]), "size"),
+        yaxis2={
+            **_byte_axis(_most(history["fs_free"]), "free"),
+            "overlaying": "y",
+            "side": "right",
+            "showgrid": False,
+        },
+        legend={"x": 1.08, "xanchor": "left"},
     )
 
 
 def growth_figure(growth: pd.DataFrame) -> go.Figure:
     """Recursive bytes of each direct child over time, stacked (``views.child_growth``)."""
+    x_all, xaxis = _scan_axis(growth["scanned_at"])
+    where = dict(zip(growth["scanned_at"], x_all, strict=True))
     traces = [
         go.Scatter(
-            x=part["scanned_at"], y=part["bytes"], name=str(child), stackgroup="one", mode="lines"
+            x=[where[t] for t in part["scanned_at"]],
+            y=part["bytes"],
+            name=str(child),
+            stackgroup="one",
+            mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
+            customdata=[_said_bytes(v) for v in part["bytes"]],
+            hovertemplate=f"{html.escape(str(child))}: %{{customdata}}<extra></extra>",
         )
         for child, part in growth.groupby("child", sort=False)
     ]
-    return _figure("growth", "Growth of the largest direct children", traces)
+    total = growth.groupby("scanned_at")["bytes"].sum()
+    return _figure(
+        "growth",
+        "Growth of the largest direct children",
+        traces,
+        xaxis=xaxis,
+        yaxis=_byte_axis(_most(total)),
+    )
 
 
 def risk_mix_figure(mix: Mapping[str, RiskStats]) -> go.Figure:
@@ -132,31 +207,45 @@ def risk_mix_figure(mix: Mapping[str, RiskStats]) -> go.Figure:
             go.Bar(
                 x=levels,
                 y=[mix[r].bytes for r in levels],
-                customdata=[mix[r].entries for r in levels],
-                hovertemplate="%{x}: %{y} bytes in %{customdata} entries<extra></extra>",
+                customdata=[
+                    f"{_said_bytes(mix[r].bytes)} in {_entries(mix[r].entries)}" for r in levels
+                ],
+                hovertemplate="%{x}: %{customdata}<extra></extra>",
                 marker_color=[RISK_COLORS[r] for r in levels],
             )
         ],
+        yaxis=_byte_axis(max((mix[r].bytes for r in levels), default=0)),
     )
+
+
+def _entries(n: int) -> str:
+    return f"{n:,} entr" + ("y" if n == 1 else "ies")
 
 
 def risk_history_figure(history: pd.DataFrame) -> go.Figure:
     """Bytes per risk level in every scan, stacked, with the cleanliness score (right axis)."""
+    x_all, xaxis = _scan_axis(history["scanned_at"])
+    history = history.assign(x=x_all)
     traces: list[Any] = []
     for level in RISKS:
         part = history[history["risk"] == level]
         traces.append(
             go.Bar(
-                x=part["scanned_at"], y=part["bytes"], name=level, marker_color=RISK_COLORS[level]
+                x=list(part["x"]),
+                y=part["bytes"],
+                name=level,
+                marker_color=RISK_COLORS[level],
+                customdata=[_said_bytes(v) for v in part["bytes"]],
+                hovertemplate=f"{level}: %{{customdata}}<extra></extra>",
             )
         )
     scores = history.drop_duplicates("scan_id")
     score = go.Scatter(
-        x=scores["scanned_at"],
+        x=list(scores["x"]),
         y=scores["score"],
         name="cleanliness score",
         yaxis="y2",
-        mode="lines+markers",
+        mode="lines+markers" if len(scores) > 1 else "markers",
         line={"color": "#000000"},
     )
     traces.append(score)
@@ -165,12 +254,15 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
         "Risk mix over time",
         traces,
         barmode="stack",
-        yaxis={"title": {"text": "bytes"}},
+        xaxis=xaxis,
+        yaxis=_byte_axis(_most(history.groupby("scan_id")["bytes"].sum())),
         yaxis2={
             "title": {"text": "score"},
             "overlaying": "y",
             "side": "right",
             "range": [0, 100],
+            "tickvals": [0, 20, 40, 60, 80, 100],
+            "showgrid": False,
         },
     )
 
@@ -188,6 +280,8 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 20) -> go.Figure:
             go.Bar(
                 y=rows[key],
                 x=added,
+                customdata=[_said_bytes(v) for v in added],
+                hovertemplate="%{y}: +%{customdata}<extra></extra>",
                 name="added (new, grew)",
                 orientation="h",
                 marker_color="#c62828",
@@ -195,14 +289,30 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 20) -> go.Figure:
             go.Bar(
                 y=rows[key],
                 x=removed,
+                customdata=[_said_bytes(-v) for v in removed],
+                hovertemplate="%{y}: \u2212%{customdata}<extra></extra>",
                 name="removed (gone, shrank)",
                 orientation="h",
                 marker_color="#2e7d32",
             ),
         ],
         barmode="relative",
-        xaxis={"title": {"text": "bytes"}},
+        xaxis={"title": {"text": "bytes"}, **_signed_byte_ticks(_least(removed), _most(added))},
     )
+
+
+def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
+    """Binary-unit ticks for an axis running from ``low`` (<= 0) to ``high`` (>= 0) bytes."""
+    ticks = byte_ticks(max(-low, high))
+    if not ticks:
+        return {}
+    values = [v for v in ticks["tickvals"] if v <= high * 1.2 or v == 0]
+    below = [v for v in ticks["tickvals"][1:] if -v >= low * 1.2]
+    text = dict(zip(ticks["tickvals"], ticks["ticktext"], strict=True))
+    return {
+        "tickvals": [-v for v in reversed(below)] + values,
+        "ticktext": ["\u2212" + text[v] for v in reversed(below)] + [text[v] for v in values],
+    }
 
 
 def groups_figure(groups: Sequence[GroupStats]) -> go.Figure:
@@ -215,10 +325,15 @@ def groups_figure(groups: Sequence[GroupStats]) -> go.Figure:
             go.Bar(
                 x=[g.group for g in ordered],
                 y=[g.bytes for g in ordered],
-                customdata=[g.count for g in ordered],
-                hovertemplate="%{x}: %{y} bytes in %{customdata} places<extra></extra>",
+                customdata=[
+                    f"{_said_bytes(g.bytes)} in {g.count:,} place{'' if g.count == 1 else 's'}"
+                    for g in ordered
+                ],
+                hovertemplate="%{x}: %{customdata}<extra></extra>",
+                marker_color=_HELD,
             )
         ],
+        yaxis=_byte_axis(max((g.bytes for g in ordered), default=0)),
     )
 
 
@@ -233,10 +348,13 @@ def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
                 y=[b.bytes[r] for b in stale],
                 name=r,
                 marker_color=RISK_COLORS[r],
+                customdata=[_said_bytes(b.bytes[r]) for b in stale],
+                hovertemplate=f"{r}, %{{x}}: %{{customdata}}<extra></extra>",
             )
             for r in RISKS
         ],
         barmode="stack",
+        yaxis=_byte_axis(max((sum(b.bytes.values()) for b in stale), default=0)),
     )
 
 
@@ -637,19 +755,32 @@ def treemap_figure(nodes: pd.DataFrame, *, title: str | None = None) -> go.Figur
     return _figure(TREEMAP_IDS[by], title, [treemap_trace(nodes)], **layout)
 
 
+_PAGE = {"plotlyjs": False}  # whether this kernel has put plotly.js in its document yet
+
+
 def plotlyjs() -> dict[str, str]:
-    """A display bundle that puts plotly.js in the page once (offline HTML reports)."""
+    """A display bundle that puts plotly.js in the page (inline, offline), once per kernel.
+
+    ``show`` calls it before its first figure; a notebook may display it itself first (the
+    report does, in its setup cell). Displayed again, it is the same script: harmless.
+    """
+    _PAGE["plotlyjs"] = True
     return {"text/html": f'<script type="text/javascript">{get_plotlyjs()}</script>'}
 
 
 def show(fig: go.Figure) -> None:
-    """Display ``fig`` for JupyterLab (plotly JSON) and for HTML export (a div named by its id).
+    """Display ``fig`` for every front end: the plotly JSON and an HTML div named by its id.
 
-    The HTML part expects plotly.js in the page already (``display(plotlyjs(), raw=True)``).
+    JupyterLab, Notebook 7, VS Code and Voila draw the plotly JSON mimetype; nbconvert's HTML
+    (and the report) draws the HTML part, which needs plotly.js in the page: the first figure a
+    kernel shows carries it inline, unless ``plotlyjs()`` was displayed before. So an exported
+    notebook holds plotly.js once, works offline, and its later figures stay small.
     """
     from IPython.display import display
 
     fig_id = str(fig.layout.meta["id"]) if fig.layout.meta else "figure"
     html = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"hnb-{fig_id}")
+    if not _PAGE["plotlyjs"]:
+        html = plotlyjs()["text/html"] + html
     bundle = {"application/vnd.plotly.v1+json": json.loads(fig.to_json()), "text/html": html}
     display(bundle, raw=True)

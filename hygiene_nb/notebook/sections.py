@@ -1,0 +1,136 @@
+"""The report's sections that depend on what there is: history, review, suggestions, executions.
+
+Each displays its chart and a compact table, or one sentence when there is nothing to show
+(never an empty chart, a header-only table or a raw dict). The notebooks call these.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import pandas as pd
+
+from hygiene_nb import api
+from hygiene_nb.models import Summary
+from hygiene_nb.notebook import figures
+from hygiene_nb.notebook.tables import table, table_html
+from hygiene_nb.query import suggest, views
+from hygiene_nb.render import human_bytes
+
+__all__ = ["executions", "history", "review", "tidy_suggestions", "totals"]
+
+ONE_SCAN = (
+    "Only one snapshot so far: after the next scan this section shows how the size, the free "
+    "space, the largest directories, the risk mix and the cleanliness score change, and what "
+    "changed between the two scans."
+)
+
+
+def _say(text: str) -> None:
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+
+
+def history(root: str, *, store: api.StoreArg = None, scan_id: str, redact: bool = False) -> None:
+    """Size and free space per scan, growth, risk mix over time, and what changed last."""
+    hist = views.history(root, store=store, scan_id=scan_id)
+    if len(hist) < 2:
+        _say(ONE_SCAN)
+        return
+    figures.show(figures.history_figure(hist))
+    if not redact:
+        figures.show(figures.growth_figure(views.child_growth(root, store=store, scan_id=scan_id)))
+    figures.show(
+        figures.risk_history_figure(views.risk_history(root, store=store, scan_id=scan_id))
+    )
+    columns = ["scanned_at", "bytes", "alloc", "files", "entries", "errors", "fs_free"]
+    shown = hist[columns].set_axis(["scanned at", *columns[1:]], axis="columns")
+    table(shown, empty=ONE_SCAN)
+    if redact:
+        changed = views.diff(root, store=store, new=scan_id, by="risk")
+        table(changed, empty="Nothing changed since the previous scan.")
+        return
+    by_dir = views.diff(root, store=store, new=scan_id)
+    changes = [c for c in by_dir.columns if c.endswith("_entries") or c == "delta"]
+    by_dir = by_dir[(by_dir[changes] != 0).any(axis=1)]
+    if not len(by_dir):
+        _say("Nothing changed since the previous scan.")
+        return
+    figures.show(figures.diff_figure(by_dir))
+    table(_compact_diff(by_dir), empty="Nothing changed since the previous scan.")
+
+
+def _compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
+    """The diff's key, sizes and how many entries came, went, grew and shrank."""
+    wanted = [diff.columns[0], "old_bytes", "new_bytes", "delta"]
+    counts = ["new_entries", "gone_entries", "grew_entries", "shrank_entries"]
+    frame = diff[[c for c in [*wanted, *counts] if c in diff]]
+    return frame.set_axis([c.removesuffix("_entries") for c in frame.columns], axis="columns")
+
+
+def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
+    """How much is reviewed, the decisions still waiting, and what a plan exported now holds."""
+    coverage = views.review_coverage(root, store=store, scan_id=scan_id)
+    _say(f"Reviewed: {coverage.share_bytes:.1%} of bytes, {coverage.share_entries:.1%} of entries.")
+    pending = views.pending_decisions(root, store=store, scan_id=scan_id)
+    table(
+        pending, empty="No decision is waiting: nothing is marked *delete* or *unsure*.", root=root
+    )
+    preview = views.plan_preview(root, store=store, scan_id=scan_id)
+    candidates = int(preview.get("candidates", 0))
+    if candidates:
+        freed = human_bytes(int(preview.get("reclaim_bytes", 0)))
+        _say(
+            f"A plan exported now would hold {candidates:,} "
+            f"{'candidate' if candidates == 1 else 'candidates'}, reclaiming {freed} "
+            "(exporting re-checks the disk)."
+        )
+    else:
+        _say("A plan exported now would be empty: no *delete* decision can become a candidate.")
+
+
+def tidy_suggestions(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
+    """Files that could be organised (suggestions only)."""
+    tidy = suggest.organization_suggestions(root, store=store, scan_id=scan_id)
+    table(tidy, empty="No file looks out of place: nothing to tidy.", root=root)
+
+
+def executions(*, store: api.StoreArg = None, redact: bool = False) -> None:
+    """The latest executions, and whether each batch is still in quarantine."""
+    done = views.executions(store=store, redact=redact)
+    done = done.drop(columns=[c for c in ("plan_digest", "authorization_id") if c in done])
+    table(done, empty="No plan has been executed: nothing was moved, nothing is in quarantine.")
+
+
+def totals(summary: Summary, *, redact: bool = False) -> None:
+    """The snapshot's totals, each value said for people (bytes in binary units, exact on hover)."""
+    from IPython.display import HTML, display
+
+    frame = views.totals_frame(summary, redact=redact)
+    said = [
+        _bytes_cell(int(v)) if "bytes" in str(what) and _integer(v) else v
+        for what, v in zip(frame["what"], frame["value"], strict=True)
+    ]
+    display(HTML(table_html(frame.assign(value=said), {"value": _cell})))
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _bytes_cell(n: int) -> str:
+    return f'<span title="{n:,} bytes">{human_bytes(n)}</span>'
+
+
+def _cell(value: object) -> str:
+    import html
+
+    if value is None or value is pd.NA:
+        return "\u2014"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if _integer(value):
+        return f"{int(value):,}"  # type: ignore[call-overload]
+    text = str(value)
+    return text if text.startswith('<span title="') else html.escape(text)

@@ -1,0 +1,158 @@
+"""Tables for people: binary units, thousands separators, dates, no index column, no ``<NA>``.
+
+``table`` displays a frame as HTML (the same bytes every run: no random ids) or, when it has
+no rows, the one sentence given for that case instead of a header-only table.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from hygiene_nb.render import human_bytes
+
+__all__ = ["BYTE_COLUMNS", "table", "table_html"]
+
+# columns holding byte counts, by name (also any column whose name ends in "bytes")
+BYTE_COLUMNS = frozenset(
+    {"alloc", "fs_free", "fs_total", "delta", "size", "tree_alloc", "free", "reclaim"}
+)
+_MISSING = "—"
+
+
+def _is_missing(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _bytes(value: Any) -> str:
+    if _is_missing(value):
+        return _MISSING
+    if isinstance(value, str):  # already said for people (a view's own formatting)
+        return html.escape(value)
+    n = int(value)
+    shown = human_bytes(abs(n))
+    sign = "\u2212" if n < 0 else ""
+    return f'<span title="{n:,} bytes">{sign}{html.escape(shown)}</span>'
+
+
+def _number(value: Any) -> str:
+    if _is_missing(value):
+        return _MISSING
+    if isinstance(value, str):
+        return html.escape(value)
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.2f}"
+    return f"{int(value):,}"
+
+
+def _date(value: Any) -> str:
+    if _is_missing(value):
+        return _MISSING
+    at = pd.Timestamp(value)
+    if at.tzinfo is not None:
+        at = at.tz_convert("UTC")
+    return at.strftime("%Y-%m-%d %H:%M") + (" UTC" if at.tzinfo is not None else "")
+
+
+def _text(value: Any, root: str | None = None) -> str:
+    if value is None or _is_missing(value):
+        return _MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    text = str(value)
+    if root is not None:
+        prefix = root.rstrip("/") + "/"
+        if text == root:
+            return f'<span title="{html.escape(text)}">.</span>'
+        if text.startswith(prefix):
+            shown = _middle(text[len(prefix) :])
+            return f'<span title="{html.escape(text)}">{html.escape(shown)}</span>'
+    if len(text) > 80 and "/" in text and " " not in text:  # a path: its ends tell it apart
+        return f'<span title="{html.escape(text)}">{html.escape(_middle(text))}</span>'
+    return html.escape(text)
+
+
+def _middle(text: str, width: int = 64) -> str:
+    """``text`` cut in the middle (``abc…xyz``) when longer than ``width`` characters."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep // 2] + "\u2026" + text[len(text) - (keep - keep // 2) :]
+
+
+def _formatter(name: str, column: pd.Series, root: str | None) -> Callable[[Any], str]:
+    if name.endswith("bytes") or name in BYTE_COLUMNS:
+        return _bytes
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return _date
+    if pd.api.types.is_bool_dtype(column):
+        return _text
+    if pd.api.types.is_numeric_dtype(column):
+        return _number
+    return lambda value: _text(value, root)
+
+
+def table_html(
+    frame: pd.DataFrame,
+    formats: Mapping[str, Callable[[Any], str]] | None = None,
+    *,
+    root: str | None = None,
+) -> str:
+    """``frame`` as an HTML table: no index, bytes in binary units (exact on hover).
+
+    With ``root``, paths under it are shown relative to it (the full path on hover).
+    """
+    formats = formats or {}
+    columns = [str(c) for c in frame.columns]
+    cells = {
+        name: formats.get(name) or _formatter(name, frame[column], root)
+        for name, column in zip(columns, frame.columns, strict=True)
+    }
+    numeric = {
+        name
+        for name, column in zip(columns, frame.columns, strict=True)
+        if pd.api.types.is_numeric_dtype(frame[column])
+        and not pd.api.types.is_bool_dtype(frame[column])
+    }
+    head = "".join(
+        f'<th style="text-align:{"right" if n in numeric else "left"}">{html.escape(n)}</th>'
+        for n in columns
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td style="text-align:{"right" if n in numeric else "left"}">{cells[n](v)}</td>'
+            for n, v in zip(columns, row, strict=True)
+        )
+        + "</tr>"
+        for row in frame.itertuples(index=False, name=None)
+    )
+    return (
+        '<table class="dataframe hnb-table"><thead><tr>'
+        f"{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def table(
+    frame: pd.DataFrame,
+    *,
+    empty: str,
+    formats: Mapping[str, Callable[[Any], str]] | None = None,
+    root: str | None = None,
+) -> None:
+    """Display ``frame`` as a table, or the sentence ``empty`` when it has no rows.
+
+    With ``root``, paths under it are shown relative to it (the full path on hover).
+    """
+    from IPython.display import HTML, Markdown, display
+
+    if not len(frame):
+        display(Markdown(empty))
+    else:
+        display(HTML(table_html(frame, formats, root=root)))
