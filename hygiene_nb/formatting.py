@@ -6,9 +6,13 @@ Pure Python, nothing heavy imported (the CLI's light commands load this module).
   EiB. A value that would round to 1024 of a unit is shown in the next (``1.0 MiB``, never
   ``1024.0 KiB``). Unknown (``None``) reads ``unknown``, never ``0 B``. ``signed_bytes`` marks a
   change (``+1.2 MiB``, ``-3.0 MiB``, ``0 B``); ``exact_bytes`` gives every byte for a hover or
-  a title (``1,234,567 bytes``).
+  a title (``1,234,567 bytes``), ``bytes_with_exact`` both (``1.4 GiB (1,503,238,553 bytes)``)
+  and ``bytes_html`` the short form with every byte in its ``title`` (HTML).
 * **Counts** with thousands separators (``1,234,567``) and their noun in the right number
-  (``1 file``, ``2 files``, ``1,234 entries``).
+  (``1 file``, ``2 files``, ``1,234 entries``); an unknown count reads ``unknown``. A change in a
+  count carries its sign (``+3``, ``-2``, ``0``).
+* **Shares** as percentages with one decimal (``12.3%``): a share above 0 never reads ``0.0%``
+  (``< 0.1%``), one below all never ``100.0%`` (``99.9%``).
 * **Ages** from a number of days: under 1 day ``under a day``; under 14 days whole days
   (``1 day``, ``13 days``); under 61 days whole weeks (``2 weeks`` … ``8 weeks``); under 365
   days whole months of 30.44 days (``2 months`` … ``11 months``); from 365 days years with one
@@ -26,6 +30,7 @@ Pure Python, nothing heavy imported (the CLI's light commands load this module).
 
 from __future__ import annotations
 
+import html
 import math
 import unicodedata
 from collections.abc import Callable
@@ -36,6 +41,8 @@ from hygiene_nb.pathnames import shown
 
 __all__ = [
     "ELLIPSIS",
+    "bytes_html",
+    "bytes_with_exact",
     "counted",
     "display_path",
     "exact_bytes",
@@ -51,6 +58,7 @@ __all__ = [
     "relative_to_root",
     "shown",
     "signed_bytes",
+    "signed_count",
     "thousands",
 ]
 
@@ -106,6 +114,34 @@ def exact_bytes(n: int | float | None) -> str:
     return counted(int(n), "byte")
 
 
+def bytes_with_exact(n: int | float | None) -> str:
+    """Both sizes, for a hover: ``1.4 GiB (1,503,238,553 bytes)``; ``None`` → ``unknown``."""
+    if _missing(n):
+        return "unknown"
+    return f"{human_bytes(n)} ({exact_bytes(n)})"
+
+
+def bytes_html(n: int | float | None, *, signed: bool = False) -> str:
+    """HTML: ``1.4 GiB`` (``+1.4 GiB`` with ``signed``), every byte in its ``title``.
+
+    ``<span title="1,503,238,553 bytes">1.4 GiB</span>``; unknown reads ``unknown``, no title.
+    """
+    if _missing(n):
+        return "unknown"
+    assert n is not None
+    said = signed_bytes(n) if signed else human_bytes(n)
+    exact = ("+" if signed and n > 0 else "") + exact_bytes(n)
+    return f'<span title="{html.escape(exact)}">{html.escape(said)}</span>'
+
+
+def signed_count(n: int | float | None) -> str:
+    """A change in a count: ``+3``, ``-1,200``; no change is ``0``."""
+    if _missing(n):
+        return "unknown"
+    assert n is not None
+    return ("+" if n > 0 else "") + thousands(n)
+
+
 def noun_for(n: int, noun: str, plural: str = "") -> str:
     """The noun for ``n`` things: ``noun`` for one, else ``plural`` (default: ``noun`` + s)."""
     return noun if n == 1 else plural or noun + "s"
@@ -116,19 +152,34 @@ def plural(n: int, noun: str, plural: str | None = None) -> str:
     return noun_for(n, noun, plural or "")
 
 
-def counted(n: int, noun: str, plural: str = "") -> str:
-    """``n`` with its noun in the right number: ``1 file``, ``2 files``, ``1,234 entries``."""
+def counted(n: int | float | None, noun: str, plural: str = "") -> str:
+    """``n`` with its noun in the right number: ``1 file``, ``2 files``, ``1,234 entries``.
+
+    An unknown count (``None``, NaN, NA) reads ``unknown``: never ``0 files``.
+    """
+    if _missing(n):
+        return "unknown"
+    assert n is not None
     if not plural and noun == "entry":
         plural = "entries"
-    return f"{n:,} {noun_for(n, noun, plural)}"
+    return f"{int(n):,} {noun_for(int(n), noun, plural)}"
 
 
 def percent(share: float | None, digits: int = 1) -> str:
-    """A share of 1 as a percentage: ``0.1234`` → ``12.3%``; unknown → ``-``."""
+    """A share of 1 as a percentage: ``0.1234`` → ``12.3%``; unknown → ``-``.
+
+    A share that would round to nothing or to the whole says so only when it is: above 0 it
+    reads at least ``< 0.1%``, below 1 at most ``99.9%``.
+    """
     if _missing(share):
         return "-"
     assert share is not None
-    return f"{float(share) * 100:.{digits}f}%"
+    value, step = float(share) * 100, 10.0**-digits
+    if 0 < value < step / 2:
+        return f"< {step:.{digits}f}%"
+    if value < 100 and round(value, digits) >= 100:
+        value = 100 - step
+    return f"{value:.{digits}f}%"
 
 
 def human_age(days: float | None) -> str:

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from hygiene_nb import formatting, render
 from hygiene_nb.formatting import (
     ELLIPSIS,
+    bytes_html,
+    bytes_with_exact,
     counted,
     display_path,
     exact_bytes,
@@ -25,6 +27,7 @@ from hygiene_nb.formatting import (
     progress_line,
     relative_to_root,
     signed_bytes,
+    signed_count,
     thousands,
 )
 from hygiene_nb.pathnames import shown
@@ -71,6 +74,42 @@ def test_exact_bytes_and_thousands_give_every_digit() -> None:
     assert thousands(0) == "0"
     assert thousands(None) == "unknown" == exact_bytes(None)
     assert percent(0.1234) == "12.3%" and percent(None) == "-"
+
+
+def test_a_hover_gives_both_sizes_and_html_puts_every_byte_in_the_title() -> None:
+    n = int(1.4 * GIB)
+    assert bytes_with_exact(n) == f"{human_bytes(n)} ({exact_bytes(n)})"
+    assert bytes_with_exact(n) == "1.4 GiB (1,503,238,553 bytes)"
+    assert bytes_with_exact(None) == "unknown" == bytes_html(None)
+    assert bytes_html(n) == '<span title="1,503,238,553 bytes">1.4 GiB</span>'
+    assert bytes_html(3 * MIB, signed=True) == '<span title="+3,145,728 bytes">+3.0 MiB</span>'
+    assert bytes_html(-1, signed=True) == '<span title="-1 bytes">-1 B</span>'
+    assert bytes_html(0, signed=True) == '<span title="0 bytes">0 B</span>'
+
+
+def test_a_change_in_a_count_carries_its_sign() -> None:
+    assert signed_count(3) == "+3" and signed_count(-1200) == "-1,200"
+    assert signed_count(0) == "0" and signed_count(None) == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("share", "text"),
+    [
+        (0, "0.0%"),
+        (0.0004, "< 0.1%"),  # something is never nothing
+        (0.0005, "0.1%"),
+        (0.9994, "99.9%"),
+        (0.99996, "99.9%"),  # short of the whole is never the whole
+        (1, "100.0%"),
+    ],
+)
+def test_a_share_reads_nothing_or_all_only_when_it_is(share: float, text: str) -> None:
+    assert percent(share) == text
+
+
+def test_an_unknown_count_is_unknown_not_zero() -> None:
+    assert counted(None, "file") == "unknown" == counted(float("nan"), "file")
+    assert counted(2.0, "file") == "2 files"
 
 
 def test_missing_values_from_a_frame_read_unknown_not_zero() -> None:
@@ -199,7 +238,9 @@ def test_middle_ellipsis_respects_the_width_and_keeps_the_tail(
     elif width:
         head, sep, tail = fitted.partition(ELLIPSIS)
         assert sep and path.endswith(tail) and path.startswith(head)
-        assert tail or width == 1  # never only an ellipsis once there is room for more
+        # never only an ellipsis once there is room for more: a last character wider than
+        # the room beside the ellipsis is the one case with nothing to keep
+        assert tail or width == 1 or _columns(path[-1]) > width - len(ELLIPSIS)
 
 
 @given(st.lists(st.text(min_size=1, max_size=10).map(lambda t: t.strip("/") or "n"), min_size=1,
