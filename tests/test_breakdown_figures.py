@@ -190,6 +190,38 @@ def test_the_age_chart_shows_every_bucket_in_order(typed_tree: Path, store: Path
     assert stacked.layout.barmode == "stack"
 
 
+def test_the_age_chart_draws_every_byte_once_when_a_key_is_called_other(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "named"
+    # nine extensions, the largest literally "other"; two whose text a hover could misread
+    sizes = {"other": 90_000, "%{y}": 80_000, "<b>": 70_000, "txt": 60_000, "csv": 50_000}
+    sizes |= {"json": 40_000, "log": 30_000, "md": 20_000, "ini": 10_000}
+    for extension, size in sizes.items():
+        write(root / f"f.{extension}", size)
+        write(root / "more" / f"g.{extension}", size // 10)
+    api.scan_root(root, store=store)
+    age = views.age_histogram(str(root), store=store, by="extension")
+    fig = figures.age_figure(age, top=6)
+    on_disk = Counter[str]()
+    for folder, _, names in os.walk(root):
+        for name in names:
+            on_disk[extension_of(name)] += (Path(folder) / name).lstat().st_size
+    drawn = [sum(int(v) for v in trace.y) for trace in fig.data]
+    assert sum(drawn) == int(age["bytes"].sum()) == sum(on_disk.values())
+    names = [trace.name for trace in fig.data]
+    assert len(names) == len(set(names)) == 7  # six keys and one for the rest
+    assert names[-1] == f"({len(on_disk) - 6} more)"
+    by_name = dict(zip(names, drawn, strict=True))
+    assert by_name["other"] == on_disk["other"]  # the real key, drawn once
+    assert by_name[names[-1]] == sum(sorted(on_disk.values())[: len(on_disk) - 6])
+    assert by_name["&lt;b&gt;"] == on_disk["<b>"]  # shown as text, not as bold
+    for trace in fig.data:
+        assert "%{y}" not in trace.hovertemplate and "<b>" not in trace.hovertemplate
+    shown = {row[0] for trace in fig.data for row in trace.customdata}
+    assert {"%{y}", "&lt;b&gt;", "other"} <= shown
+
+
 def test_with_nothing_to_draw_a_chart_is_a_sentence_without_axes(
     tmp_path: Path, store: Path
 ) -> None:

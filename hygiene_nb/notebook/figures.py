@@ -19,12 +19,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import RISKS
-from hygiene_nb.formatting import counted, display_path, exact_bytes
+from hygiene_nb.formatting import display_path
 from hygiene_nb.models import GroupStats, RiskStats, StaleBucket
 from hygiene_nb.query.breakdowns import AGE_BUCKETS, FUTURE
 from hygiene_nb.query.frames import CATEGORY_COLORS, OWNER_COLORS
-from hygiene_nb.render import human_bytes
 
 __all__ = [
     "BORDER_WIDTH",
@@ -88,14 +88,6 @@ def _figure(fig_id: str, title: str, traces: Sequence[Any], **layout: Any) -> go
     return fig
 
 
-def _said_bytes(n: object) -> str:
-    """``1.4 GiB (1,503,238,553 bytes)``: what a hover says about a byte count."""
-    if n is None or (isinstance(n, float) and math.isnan(n)) or n is pd.NA:
-        return "unknown"
-    count = int(n)  # type: ignore[call-overload]
-    return f"{human_bytes(count)} ({count:,} bytes)"
-
-
 def _scan_axis(times: pd.Series) -> tuple[list[Any], dict[str, Any]]:
     """Where scans sit on the x axis, and that axis: dates; scans closer than a day, in order.
 
@@ -154,7 +146,7 @@ def history_figure(history: pd.DataFrame) -> go.Figure:
                 mode=mode,
                 yaxis=axis,
                 line=line,
-                customdata=[_said_bytes(v) for v in values],
+                customdata=[fmt.bytes_with_exact(v) for v in values],
                 hovertemplate=f"{name}: %{{customdata}}<extra></extra>",
             )
             for values, name, axis, line in lines
@@ -179,11 +171,11 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
         go.Scatter(
             x=[where[t] for t in part["scanned_at"]],
             y=part["bytes"],
-            name=str(child),
+            name=html.escape(str(child)),
             stackgroup="one",
             mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
-            customdata=[_said_bytes(v) for v in part["bytes"]],
-            hovertemplate=f"{html.escape(str(child))}: %{{customdata}}<extra></extra>",
+            customdata=[[html.escape(str(child)), fmt.bytes_with_exact(v)] for v in part["bytes"]],
+            hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>",
         )
         for child, part in growth.groupby("child", sort=False)
     ]
@@ -208,7 +200,9 @@ def risk_mix_figure(mix: Mapping[str, RiskStats]) -> go.Figure:
                 x=levels,
                 y=[mix[r].bytes for r in levels],
                 customdata=[
-                    f"{_said_bytes(mix[r].bytes)} in {_entries(mix[r].entries)}" for r in levels
+                    f"{fmt.bytes_with_exact(mix[r].bytes)} in "
+                    f"{fmt.counted(mix[r].entries, 'entry')}"
+                    for r in levels
                 ],
                 hovertemplate="%{x}: %{customdata}<extra></extra>",
                 marker_color=[RISK_COLORS[r] for r in levels],
@@ -216,10 +210,6 @@ def risk_mix_figure(mix: Mapping[str, RiskStats]) -> go.Figure:
         ],
         yaxis=_byte_axis(max((mix[r].bytes for r in levels), default=0)),
     )
-
-
-def _entries(n: int) -> str:
-    return f"{n:,} entr" + ("y" if n == 1 else "ies")
 
 
 def risk_history_figure(history: pd.DataFrame) -> go.Figure:
@@ -235,7 +225,7 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
                 y=part["bytes"],
                 name=level,
                 marker_color=RISK_COLORS[level],
-                customdata=[_said_bytes(v) for v in part["bytes"]],
+                customdata=[fmt.bytes_with_exact(v) for v in part["bytes"]],
                 hovertemplate=f"{level}: %{{customdata}}<extra></extra>",
             )
         )
@@ -280,7 +270,7 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 20) -> go.Figure:
             go.Bar(
                 y=rows[key],
                 x=added,
-                customdata=[_said_bytes(v) for v in added],
+                customdata=[fmt.bytes_with_exact(v) for v in added],
                 hovertemplate="%{y}: +%{customdata}<extra></extra>",
                 name="added (new, grew)",
                 orientation="h",
@@ -289,7 +279,7 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 20) -> go.Figure:
             go.Bar(
                 y=rows[key],
                 x=removed,
-                customdata=[_said_bytes(-v) for v in removed],
+                customdata=[fmt.bytes_with_exact(-v) for v in removed],
                 hovertemplate="%{y}: \u2212%{customdata}<extra></extra>",
                 name="removed (gone, shrank)",
                 orientation="h",
@@ -326,7 +316,7 @@ def groups_figure(groups: Sequence[GroupStats]) -> go.Figure:
                 x=[g.group for g in ordered],
                 y=[g.bytes for g in ordered],
                 customdata=[
-                    f"{_said_bytes(g.bytes)} in {g.count:,} place{'' if g.count == 1 else 's'}"
+                    f"{fmt.bytes_with_exact(g.bytes)} in {fmt.counted(g.count, 'place')}"
                     for g in ordered
                 ],
                 hovertemplate="%{x}: %{customdata}<extra></extra>",
@@ -348,7 +338,7 @@ def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
                 y=[b.bytes[r] for b in stale],
                 name=r,
                 marker_color=RISK_COLORS[r],
-                customdata=[_said_bytes(b.bytes[r]) for b in stale],
+                customdata=[fmt.bytes_with_exact(b.bytes[r]) for b in stale],
                 hovertemplate=f"{r}, %{{x}}: %{{customdata}}<extra></extra>",
             )
             for r in RISKS
@@ -391,11 +381,6 @@ def _said(fig_id: str, title: str, sentence: str) -> go.Figure:
     return fig
 
 
-def _files(n: object) -> str:
-    count = int(n)  # type: ignore[call-overload]
-    return f"{count:,} file" + ("" if count == 1 else "s")
-
-
 def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
     """Bytes per owner (``views.by_owner``), largest on top, with what deleting would free.
 
@@ -416,7 +401,7 @@ def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
     shown = shown.iloc[::-1]  # plotly draws the first row at the bottom
     labels = list(shown["owner"])
     held = [
-        f"{human_bytes(int(b))} in {_files(f)}"
+        f"{fmt.human_bytes(int(b))} in {fmt.counted(f, 'file')}"
         for b, f in zip(shown["bytes"], shown["files"], strict=True)
     ]
     traces = [
@@ -443,7 +428,7 @@ def owners_figure(owners: pd.DataFrame, *, top: int = 12) -> go.Figure:
                 orientation="h",
                 marker_color=RISK_COLORS[level],
                 width=0.4,
-                customdata=[human_bytes(int(v)) for v in values],
+                customdata=[fmt.human_bytes(int(v)) for v in values],
                 hovertemplate=f"%{{y}}: %{{customdata}} {name}<extra></extra>",
             )
         )
@@ -481,7 +466,7 @@ def type_mix_figure(types: pd.DataFrame, *, per_category: int = 8) -> go.Figure:
                     orientation="h",
                     marker_color=[CATEGORY_COLORS.get(c, "#bab0ac") for c in rows["category"]],
                     customdata=[
-                        f"{human_bytes(int(b))} in {_files(f)} ({s:.1%})"
+                        f"{fmt.human_bytes(int(b))} in {fmt.counted(f, 'file')} ({fmt.percent(s)})"
                         for b, f, s in zip(rows["bytes"], rows["files"], rows["share"], strict=True)
                     ],
                     hovertemplate="%{y}: %{customdata}<extra></extra>",
@@ -507,7 +492,9 @@ def type_mix_figure(types: pd.DataFrame, *, per_category: int = 8) -> go.Figure:
         parents.append("")
         values.append(int(total["bytes"]))
         colours.append(colour)
-        hover.append(f"{human_bytes(int(total['bytes']))} in {_files(total['files'])}")
+        hover.append(
+            f"{fmt.human_bytes(int(total['bytes']))} in {fmt.counted(total['files'], 'file')}"
+        )
         inside = kept[kept["category"] == category]
         named, rest = inside.head(per_category), inside.iloc[per_category:]
         for extension, size, files in zip(
@@ -518,7 +505,7 @@ def type_mix_figure(types: pd.DataFrame, *, per_category: int = 8) -> go.Figure:
             parents.append(str(category))
             values.append(int(size))
             colours.append(colour)
-            hover.append(f"{human_bytes(int(size))} in {_files(files)}")
+            hover.append(f"{fmt.human_bytes(int(size))} in {fmt.counted(files, 'file')}")
         if len(rest):
             ids.append(f"{category}/(more)")
             labels.append(f"({len(rest)} more)")
@@ -526,7 +513,8 @@ def type_mix_figure(types: pd.DataFrame, *, per_category: int = 8) -> go.Figure:
             values.append(int(rest["bytes"].sum()))
             colours.append(colour)
             hover.append(
-                f"{human_bytes(int(rest['bytes'].sum()))} in {_files(rest['files'].sum())}"
+                f"{fmt.human_bytes(int(rest['bytes'].sum()))} in "
+                f"{fmt.counted(rest['files'].sum(), 'file')}"
             )
     return _figure(
         "type-mix",
@@ -553,8 +541,8 @@ def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
     """Bytes of files by age since last modification (``views.age_histogram``), files on hover.
 
     Buckets run youngest to oldest, every one shown. With ``by`` the bars are stacked by key:
-    the ``top`` keys with the most bytes, the rest as ``other``. With no file bytes the
-    figure is a sentence.
+    the ``top`` keys with the most bytes, the rest as one ``(N more)`` trace (as on the owners
+    chart: a key may itself be called ``other``). With no file bytes the figure is a sentence.
     """
     by = age.attrs.get("by")
     title = "Age of files (bytes)" + (f", by {by}" if by else "")
@@ -572,7 +560,7 @@ def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
                 y=age["bytes"],
                 marker_color=_HELD,
                 customdata=[
-                    f"{human_bytes(int(b))} in {_files(f)}"
+                    f"{fmt.human_bytes(int(b))} in {fmt.counted(f, 'file')}"
                     for b, f in zip(age["bytes"], age["files"], strict=True)
                 ],
                 hovertemplate="%{x}: %{customdata}<extra></extra>",
@@ -582,28 +570,37 @@ def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
     else:
         ranked = age.groupby(by)["bytes"].sum().sort_values(ascending=False)
         named = [str(k) for k in ranked.index[:top]]
-        keys = [str(k) if str(k) in named else "other" for k in age[by]]
+        # the rest is one trace of its own, never merged into a key of the same name (a real
+        # category, user or extension may be called "other"): kept apart by position
+        rest = len(ranked) - len(named)
+        where = {key: i for i, key in enumerate(named)}
+        slots = [where.get(str(k), len(named)) for k in age[by]]
         grouped = (
-            age.assign(key=keys).groupby(["key", "bucket"])[["bytes", "files"]].sum().reset_index()
-        )
+            age.assign(slot=slots).groupby(["slot", "bucket"])[["bytes", "files"]].sum()
+        ).reset_index()
+        labels = [*named, *([f"({rest} more)"] if rest else [])]
         traces = []
-        for i, key in enumerate([*named, *(["other"] if len(ranked) > top else [])]):
-            part = grouped[grouped["key"] == key]
-            if by == "category":
+        for i, key in enumerate(labels):
+            part = grouped[grouped["slot"] == i]
+            if i == len(named):
+                colour = "#d9d9d9"
+            elif by == "category":
                 colour = CATEGORY_COLORS.get(key, CATEGORY_COLORS["other"])
             else:
-                colour = OWNER_COLORS[i] if key != "other" else "#d9d9d9"
+                colour = OWNER_COLORS[i % len(OWNER_COLORS)]
+            said = html.escape(key)  # plotly reads its text as HTML: a key's "<b>" stays text
             traces.append(
                 go.Bar(
                     x=list(part["bucket"]),
                     y=part["bytes"],
-                    name=key,
+                    name=said,
                     marker_color=colour,
+                    # the key travels as data: a "%{y}" in its text is never a placeholder
                     customdata=[
-                        f"{human_bytes(int(b))} in {_files(f)}"
+                        [said, f"{fmt.human_bytes(int(b))} in {fmt.counted(f, 'file')}"]
                         for b, f in zip(part["bytes"], part["files"], strict=True)
                     ],
-                    hovertemplate=f"{key}, %{{x}}: %{{customdata}}<extra></extra>",
+                    hovertemplate="%{customdata[0]}, %{x}: %{customdata[1]}<extra></extra>",
                 )
             )
         layout["barmode"] = "stack"
@@ -615,7 +612,7 @@ def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
 def _size_text(size: object, files: object) -> str:
     """``1.4 GiB (1,503,238,553 bytes) · 12,345 files``: a box's hover, both sizes."""
     n, k = int(size), int(files)  # type: ignore[call-overload]
-    return f"{human_bytes(n)} ({exact_bytes(n)}) · {counted(k, 'file')}"
+    return f"{fmt.bytes_with_exact(n)} · {fmt.counted(k, 'file')}"
 
 
 def _shown_paths(nodes: pd.DataFrame) -> list[str]:
