@@ -23,6 +23,7 @@ from hygiene_nb.classify.content import (
     UNIFORM_SHARE,
     content_risk_of,
 )
+from hygiene_nb.formatting import percent
 from hygiene_nb.notebook import figures
 from hygiene_nb.query import views
 from hygiene_nb.query.frames import browse_frame, treemap_nodes
@@ -162,7 +163,7 @@ def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(
     assert list(shares) == sorted(held, key=lambda r: -held[r])  # largest first
     assert list(shares)[:2] == ["safe", "personal"]
     assert web["split"].startswith("mixed: safe ")
-    assert ssh["risk"] == "high" and ssh["split"] == "high 100 %"
+    assert ssh["risk"] == "high" and ssh["split"] == f"high {percent(1.0)}"
     trace = figures.treemap_trace(queried)
     colours = dict(zip(trace.ids, trace.marker.colors, strict=True))
     assert colours[str(root / "web")] == figures.RISK_COLORS[MIXED]

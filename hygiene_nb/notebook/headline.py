@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from hygiene_nb import api
+from hygiene_nb import formatting as fmt
 from hygiene_nb.query import views
-from hygiene_nb.render import human_bytes
 from hygiene_nb.scan.snapshot import query_engine
 
 __all__ = ["Growth", "Headline", "Place", "headline", "headline_html", "show_headline"]
@@ -174,34 +174,8 @@ def headline(
 # -- drawing ---------------------------------------------------------------------------------
 
 
-def _bytes(n: int) -> str:
-    """``1.4 GiB`` with the exact count in a tooltip."""
-    return f'<span title="{n:,} bytes">{html.escape(human_bytes(n))}</span>'
-
-
-def _signed(n: int) -> str:
-    sign = "+" if n > 0 else "\u2212" if n < 0 else "±"
-    return f'<span title="{n:+,} bytes">{sign}{html.escape(human_bytes(abs(n)))}</span>'
-
-
-def _points(n: int) -> str:
-    return f"+{n}" if n > 0 else f"\u2212{-n}" if n < 0 else "\u00b10"
-
-
 def _date(at: pd.Timestamp) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _middle(path: str, width: int = 60) -> str:
-    """``path`` cut in the middle (``a/b/…/y/z``) when longer than ``width`` characters."""
-    if len(path) <= width:
-        return path
-    keep = width - 1
-    return path[: keep // 2] + "…" + path[len(path) - (keep - keep // 2) :]
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
+    return f"{fmt.human_datetime(at)} UTC"
 
 
 _STYLE = """<style>
@@ -226,22 +200,22 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
     With ``redact`` no path appears: the root is left out, and each place is its rule only.
     """
     cards: list[tuple[str, str, list[str]]] = []
-    size = _bytes(h.bytes) if h.bytes is not None else "unknown"
-    size_lines = [f"{_bytes(h.alloc)} allocated on disk"] if h.alloc is not None else []
+    size = fmt.bytes_html(h.bytes)
+    size_lines = [f"{fmt.bytes_html(h.alloc)} allocated on disk"] if h.alloc is not None else []
     if h.files is not None:
-        size_lines.append(_plural(h.files, "file"))
+        size_lines.append(fmt.counted(h.files, "file"))
     if h.partial:
         size_lines.append("Some entries could not be read: these are lower bounds.")
     cards.append(("Size", size, size_lines))
-    free_lines = [f"of {_bytes(h.fs_total)} on this filesystem"] if h.fs_total else []
+    free_lines = [f"of {fmt.bytes_html(h.fs_total)} on this filesystem"] if h.fs_total else []
     if h.free_change is not None:
-        free_lines.append(f"{_signed(h.free_change)} since the previous scan")
-    cards.append(("Free space", _bytes(h.fs_free), free_lines))
+        free_lines.append(f"{fmt.bytes_html(h.free_change, signed=True)} since the previous scan")
+    cards.append(("Free space", fmt.bytes_html(h.fs_free), free_lines))
     if h.growth:
         first, *rest = h.growth
         lines = [f"since {first.label} ({_date(first.since)})"]
-        lines += [f"{_signed(g.delta)} in {g.label}" for g in rest]
-        cards.append(("Growth", _signed(first.delta), lines))
+        lines += [f"{fmt.bytes_html(g.delta, signed=True)} in {g.label}" for g in rest]
+        cards.append(("Growth", fmt.bytes_html(first.delta, signed=True), lines))
     else:
         cards.append(
             (
@@ -257,32 +231,38 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
     cards.append(
         (
             "Reclaimable now",
-            _bytes(h.reclaim_safe) + " safe",
-            [f"{_bytes(caution_only)} more with caution ({_bytes(h.reclaim_caution)} in all)"],
+            fmt.bytes_html(h.reclaim_safe) + " safe",
+            [
+                f"{fmt.bytes_html(caution_only)} more with caution "
+                f"({fmt.bytes_html(h.reclaim_caution)} in all)"
+            ],
         )
     )
     if h.quarantined_batches:
         quarantine = [
-            f"in {_plural(h.quarantined_batches, 'batch').replace('batchs', 'batches')}. "
+            f"in {fmt.counted(h.quarantined_batches, 'batch', 'batches')}. "
             "A move on the same filesystem frees nothing until the batch is purged."
         ]
     else:
         quarantine = ["Nothing is held in quarantine."]
-    cards.append(("Quarantine", _bytes(h.quarantined_bytes), quarantine))
+    cards.append(("Quarantine", fmt.bytes_html(h.quarantined_bytes), quarantine))
     pending = h.pending_delete + h.pending_unsure
     pending_lines = (
         [
-            f"{_plural(h.pending_delete, 'delete')} still on disk "
-            f"({_bytes(h.pending_delete_bytes)})",
-            f"{h.pending_unsure:,} unsure",
+            f"{fmt.counted(h.pending_delete, 'delete')} still on disk "
+            f"({fmt.bytes_html(h.pending_delete_bytes)})",
+            f"{fmt.thousands(h.pending_unsure)} unsure",
         ]
         if pending
         else ["No decision is waiting."]
     )
-    cards.append(("Decisions pending", f"{pending:,}", pending_lines))
+    cards.append(("Decisions pending", fmt.thousands(pending), pending_lines))
     if h.score is not None:
         trend = (
-            [f"{_points(h.score - h.score_previous)} since the previous scan ({h.score_previous})"]
+            [
+                f"{fmt.signed_count(h.score - h.score_previous)} since the previous scan "
+                f"({h.score_previous})"
+            ]
             if h.score_previous is not None
             else ["Its trend shows after the next scan."]
         )
@@ -299,12 +279,15 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
             where = (
                 ""
                 if redact
-                else (f'<td title="{html.escape(p.path)}">{html.escape(_middle(p.path))}</td>')
+                else (
+                    f'<td title="{html.escape(p.path)}">'
+                    f"{html.escape(fmt.display_path(p.path, width=60))}</td>"
+                )
             )
             return (
                 f'<tr><td class="hnb-risk-{p.risk}">{p.risk}</td>{where}'
                 f"<td>{html.escape(p.rule or '')}</td>"
-                f'<td class="num">{_bytes(p.bytes)}</td></tr>'
+                f'<td class="num">{fmt.bytes_html(p.bytes)}</td></tr>'
             )
 
         n = len(h.places)
@@ -321,7 +304,7 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
     where = "" if redact else f"{html.escape(h.root)} · "
     return (
         f'{_STYLE}<div class="hnb-headline"><p>{where}{when} · '
-        f"{_plural(h.scans, 'scan')} so far</p>"
+        f"{fmt.counted(h.scans, 'scan')} so far</p>"
         f'<div class="hnb-cards">{body}</div>{places}</div>'
     )
 

@@ -11,11 +11,11 @@ import numbers
 import pandas as pd
 
 from hygiene_nb import api
+from hygiene_nb import formatting as fmt
 from hygiene_nb.models import Summary
 from hygiene_nb.notebook import figures
 from hygiene_nb.notebook.tables import table, table_html
 from hygiene_nb.query import suggest, views
-from hygiene_nb.render import human_bytes
 
 __all__ = ["executions", "history", "review", "tidy_suggestions", "totals"]
 
@@ -72,7 +72,10 @@ def _compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
 def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
     """How much is reviewed, the decisions still waiting, and what a plan exported now holds."""
     coverage = views.review_coverage(root, store=store, scan_id=scan_id)
-    _say(f"Reviewed: {coverage.share_bytes:.1%} of bytes, {coverage.share_entries:.1%} of entries.")
+    _say(
+        f"Reviewed: {fmt.percent(coverage.share_bytes)} of bytes, "
+        f"{fmt.percent(coverage.share_entries)} of entries."
+    )
     pending = views.pending_decisions(root, store=store, scan_id=scan_id)
     table(
         pending, empty="No decision is waiting: nothing is marked *delete* or *unsure*.", root=root
@@ -80,10 +83,10 @@ def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
     preview = views.plan_preview(root, store=store, scan_id=scan_id)
     candidates = int(preview.get("candidates", 0))
     if candidates:
-        freed = human_bytes(int(preview.get("reclaim_bytes", 0)))
+        freed = fmt.human_bytes(int(preview.get("reclaim_bytes", 0)))
         _say(
-            f"A plan exported now would hold {candidates:,} "
-            f"{'candidate' if candidates == 1 else 'candidates'}, reclaiming {freed} "
+            f"A plan exported now would hold {fmt.counted(candidates, 'candidate')}, "
+            f"reclaiming {freed} "
             "(exporting re-checks the disk)."
         )
     else:
@@ -109,7 +112,7 @@ def totals(summary: Summary, *, redact: bool = False) -> None:
 
     frame = views.totals_frame(summary, redact=redact)
     said = [
-        _bytes_cell(int(v)) if "bytes" in str(what) and _integer(v) else v
+        fmt.bytes_html(int(v)) if "bytes" in str(what) and _integer(v) else v
         for what, v in zip(frame["what"], frame["value"], strict=True)
     ]
     display(HTML(table_html(frame.assign(value=said), {"value": _cell})))
@@ -117,10 +120,6 @@ def totals(summary: Summary, *, redact: bool = False) -> None:
 
 def _integer(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _bytes_cell(n: int) -> str:
-    return f'<span title="{n:,} bytes">{human_bytes(n)}</span>'
 
 
 def _cell(value: object) -> str:
@@ -131,6 +130,6 @@ def _cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if _integer(value):
-        return f"{int(value):,}"  # type: ignore[call-overload]
+        return fmt.thousands(value)  # type: ignore[arg-type]
     text = str(value)
     return text if text.startswith('<span title="') else html.escape(text)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from hygiene_nb.render import human_bytes
+from hygiene_nb import formatting as fmt
 
 __all__ = ["BYTE_COLUMNS", "table", "table_html"]
 
@@ -21,6 +21,7 @@ BYTE_COLUMNS = frozenset(
     {"alloc", "fs_free", "fs_total", "delta", "size", "tree_alloc", "free", "reclaim"}
 )
 _MISSING = "—"
+_PATH_WIDTH = 64  # characters of a path in a cell; the whole path is on hover
 
 
 def _is_missing(value: Any) -> bool:
@@ -35,10 +36,7 @@ def _bytes(value: Any) -> str:
         return _MISSING
     if isinstance(value, str):  # already said for people (a view's own formatting)
         return html.escape(value)
-    n = int(value)
-    shown = human_bytes(abs(n))
-    sign = "\u2212" if n < 0 else ""
-    return f'<span title="{n:,} bytes">{sign}{html.escape(shown)}</span>'
+    return fmt.bytes_html(int(value))
 
 
 def _number(value: Any) -> str:
@@ -48,16 +46,14 @@ def _number(value: Any) -> str:
         return html.escape(value)
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.2f}"
-    return f"{int(value):,}"
+    return fmt.thousands(value)
 
 
 def _date(value: Any) -> str:
     if _is_missing(value):
         return _MISSING
     at = pd.Timestamp(value)
-    if at.tzinfo is not None:
-        at = at.tz_convert("UTC")
-    return at.strftime("%Y-%m-%d %H:%M") + (" UTC" if at.tzinfo is not None else "")
+    return fmt.human_datetime(at) + (" UTC" if at.tzinfo is not None else "")
 
 
 def _text(value: Any, root: str | None = None) -> str:
@@ -66,24 +62,11 @@ def _text(value: Any, root: str | None = None) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     text = str(value)
-    if root is not None:
-        prefix = root.rstrip("/") + "/"
-        if text == root:
-            return f'<span title="{html.escape(text)}">.</span>'
-        if text.startswith(prefix):
-            shown = _middle(text[len(prefix) :])
-            return f'<span title="{html.escape(text)}">{html.escape(shown)}</span>'
-    if len(text) > 80 and "/" in text and " " not in text:  # a path: its ends tell it apart
-        return f'<span title="{html.escape(text)}">{html.escape(_middle(text))}</span>'
+    under = root is not None and fmt.relative_to_root(text, root) != text
+    if under or (len(text) > 80 and "/" in text and " " not in text):  # a path: its ends tell
+        said = fmt.display_path(text, root, _PATH_WIDTH)
+        return f'<span title="{html.escape(fmt.shown(text))}">{html.escape(said)}</span>'
     return html.escape(text)
-
-
-def _middle(text: str, width: int = 64) -> str:
-    """``text`` cut in the middle (``abc…xyz``) when longer than ``width`` characters."""
-    if len(text) <= width:
-        return text
-    keep = width - 1
-    return text[: keep // 2] + "\u2026" + text[len(text) - (keep - keep // 2) :]
 
 
 def _formatter(name: str, column: pd.Series, root: str | None) -> Callable[[Any], str]:

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
+from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
@@ -50,7 +51,6 @@ from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.query import views
 from hygiene_nb.query.frames import content_split
 from hygiene_nb.query.suggest import organize
-from hygiene_nb.render import counted, human_bytes
 from hygiene_nb.scan.digests import SnapshotDigests
 from hygiene_nb.scan.snapshot import entry_paths
 
@@ -92,11 +92,6 @@ def _one_chunk_with_paths(table: pa.Table) -> pa.Table:
     # frames built next (Python objects) could not use it
     pa.default_memory_pool().release_unused()
     return pa.Table.from_arrays(columns, schema=schema.append(pa.field("path", pa.string())))
-
-
-def _size(n: Any) -> str:
-    """A size for display: ``1.5 MiB``; ``unknown`` where it could not be read (never 0)."""
-    return human_bytes(None if n is None or pd.isna(n) else int(n))
 
 
 class _Row:
@@ -164,7 +159,11 @@ class _Row:
             exact = self.path_raw = owner.exact_of_row(int(entry.Index))
             self.check.value = exact in owner.selected
             name = f"{entry.name}/" if entry.kind == "dir" else str(entry.name)
-            self.name.description = _middle_ellipsis(name, _NAME_CHARS)
+            self.name.description = (
+                fmt.middle_ellipsis(name[:-1], _NAME_CHARS - 1) + "/"
+                if entry.kind == "dir"
+                else fmt.middle_ellipsis(name, _NAME_CHARS)
+            )
             self.name.tooltip = self.path
             self.name.disabled = entry.kind != "dir"
             self.note.value = owner.exact_notes.get(exact, "")
@@ -190,14 +189,14 @@ class _Row:
             about.append(f"rule: {entry.rule}")
         if isinstance(entry.claim, str) and entry.claim:
             about.append(str(entry.claim))
-        nbytes = None if entry.bytes is None or pd.isna(entry.bytes) else int(entry.bytes)
-        exact_bytes = "size unknown" if nbytes is None else f"{nbytes:,} bytes"
-        files = _files(entry.files) if entry.kind == "dir" else ""
+        size_exact = fmt.exact_bytes(entry.bytes)
+        files = fmt.counted(entry.files, "file") if entry.kind == "dir" else ""
+        age_said = fmt.human_age(age)
         self.info.value = (
             "<div style='display:flex;white-space:nowrap;align-items:center;gap:6px'>"
-            f"{_cell(_size(entry.bytes), 68, exact_bytes, right=True)}"
+            f"{_cell(fmt.human_bytes(entry.bytes), 68, 'size ' + size_exact, right=True)}"
             f"{_cell(files, 78, files)}"
-            f"{_cell(_age(age), 82, 'untouched for ' + _age(age) + ' at the scan')}"
+            f"{_cell(age_said, 82, 'untouched for ' + age_said + ' at the scan')}"
             f"<span style='flex:0 0 74px;overflow:hidden;text-overflow:ellipsis'>"
             f"<span style='background:{colour};color:{ink};padding:0 4px;border-radius:3px' "
             f"title='{_attr(chr(10).join(about))}'>{html.escape(risk)}</span></span>"
@@ -226,10 +225,6 @@ class _Row:
 
 def _style(decision: str) -> str:
     return {"delete": "danger", "keep": "success", "unsure": "warning"}.get(decision, "")
-
-
-def _files(n: Any) -> str:
-    return "?" if n is None or pd.isna(n) else counted(int(n), "file")
 
 
 # a decision button: its icon (Font Awesome, as JupyterLab ships it) and what it does
@@ -266,28 +261,6 @@ def _cell(text: str, width: int, title: str, *, right: bool = False) -> str:
         f"<span style='flex:0 0 {width}px;text-align:{align};overflow:hidden;"
         f"text-overflow:ellipsis' title='{_attr(title)}'>{html.escape(text)}</span>"
     )
-
-
-def _age(days: float | None) -> str:
-    """An age for people: ``today``, ``3 days``, ``11 months``, ``2.4 years``."""
-    if days is None:
-        return "?"
-    if days < 1:
-        return "today"
-    if days < 60:
-        return counted(int(days), "day")
-    if days < 365:
-        return counted(int(days / 30.44), "month")
-    years = days / 365.25
-    return "1 year" if years < 1.05 else f"{years:.1f} years"
-
-
-def _middle_ellipsis(text: str, width: int) -> str:
-    """``text`` cut in the middle to ``width`` characters (``node_…_cache``), if longer."""
-    if len(text) <= width:
-        return text
-    head = (width - 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 class Annotator:
@@ -660,8 +633,9 @@ class Annotator:
                 "that holds them."
             )
         what = decision or "cleared"
-        self.status.value = f"{what}: {counted(len(exact), 'entry', 'entries')}" + self._why_not(
-            exact, decision
+        self.status.value = (
+            f"{what}: {fmt.counted(len(exact), 'entry', 'entries')}"
+            + self._why_not(exact, decision)
         )
         changed = set(exact)
         for row in self.rows:  # the listing stays: only these rows change
@@ -763,7 +737,9 @@ class Annotator:
         if written:
             what = decision or "cleared"
             extra = self.status.value.partition(" · ")[2]
-            self.status.value = f"{what}: {counted(len(chosen), 'listed entry', 'listed entries')}"
+            self.status.value = (
+                f"{what}: {fmt.counted(len(chosen), 'listed entry', 'listed entries')}"
+            )
             if hidden:
                 self.status.value += f" ({hidden} selected but not listed now: left as they were)"
             if extra:
@@ -801,14 +777,14 @@ class Annotator:
         items = "".join(
             f"<li><span style='background:{RISK_COLORS.get(r, RISK_COLORS[''])};"
             f"color:{'black' if r == 'caution' else 'white'};padding:0 4px'>{html.escape(r)}"
-            f"</span> {counted(n, 'entry', 'entries')}, {_size(b)} "
-            f"<span style='color:#666'>({b:,} bytes)</span></li>"
+            f"</span> {fmt.counted(n, 'entry', 'entries')}, {fmt.human_bytes(b)} "
+            f"<span style='color:#666'>({fmt.exact_bytes(b)})</span></li>"
             for r, (n, b) in mix.items()
         )
         unsafe = sum(n for r, (n, _) in mix.items() if r != "safe")
         return (
-            f"<b>{html.escape(what)} {counted(len(chosen), 'listed entry', 'listed entries')}?"
-            f"</b> {counted(unsafe, 'entry is', 'entries are')} not <i>safe</i>:"
+            f"<b>{html.escape(what)} {fmt.counted(len(chosen), 'listed entry', 'listed entries')}?"
+            f"</b> {fmt.counted(unsafe, 'entry is', 'entries are')} not <i>safe</i>:"
             f"<ul style='margin:2px 0'>{items}</ul>"
             "Each entry counts under its own verdict (what removing it whole means). "
             "Nothing is written until you confirm; cancel leaves every decision as it is."
@@ -886,8 +862,9 @@ class Annotator:
         self.summary.value = (
             f"<b>Plan now</b>: {s['delete_count']:,} delete, {s['keep_count']:,} keep, "
             f"{s['unsure_count']:,} unsure, {s['unreviewed_count']:,} unreviewed · "
-            f"{counted(s['candidates'], 'candidate')} would reclaim "
-            f"{_size(s['reclaim_bytes'])} ({s['reclaim_bytes']:,} bytes, each inode once){left}"
+            f"{fmt.counted(s['candidates'], 'candidate')} would reclaim "
+            f"{fmt.human_bytes(s['reclaim_bytes'])} "
+            f"({fmt.exact_bytes(s['reclaim_bytes'])}, each inode once){left}"
         )
 
     def tidy_suggestions(self) -> pd.DataFrame:
@@ -1051,7 +1028,7 @@ def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
     for item in excluded:
         by_code.setdefault(str(item["code"]), []).append(item)
     reasons = "".join(
-        f"<li><b>{counted(len(items), 'entry', 'entries')}: {html.escape(code)}</b> · "
+        f"<li><b>{fmt.counted(len(items), 'entry', 'entries')}: {html.escape(code)}</b> · "
         f"{html.escape(EXCLUSIONS.get(code, ''))}<ul style='margin:0'>"
         + "".join(
             f"<li><code>{html.escape(str(it['path']))}</code>: {html.escape(str(it['message']))}"
@@ -1064,8 +1041,9 @@ def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
     )
     head = (
         f"<div>Plan <code>{html.escape(result.plan_id)}</code>: "
-        f"<b>{counted(result.candidates, 'candidate')}</b>, "
-        f"<b>{_size(result.reclaim_bytes)}</b> to reclaim ({result.reclaim_bytes:,} bytes), "
+        f"<b>{fmt.counted(result.candidates, 'candidate')}</b>, "
+        f"<b>{fmt.human_bytes(result.reclaim_bytes)}</b> to reclaim "
+        f"({fmt.exact_bytes(result.reclaim_bytes)}), "
         f"{result.excluded:,} left out; expires <span style='white-space:nowrap'>"
         f"{html.escape(result.expires_at)}</span>.</div>"
         f"<div>File:</div><pre style='{_PRE}'>{html.escape(result.plan_path)}</pre>"

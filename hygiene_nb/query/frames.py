@@ -25,11 +25,11 @@ from hygiene_nb.classify.filetypes import (
     extension_of,
 )
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
+from hygiene_nb.formatting import human_bytes, noun_for, percent
 from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.query.breakdowns import id_names, owner_label
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
-from hygiene_nb.render import human_bytes
 from hygiene_nb.scan.owners import UNKNOWN_OWNER
 from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
@@ -137,11 +137,7 @@ def content_split(row: Any) -> str:
     if not total:
         return ""
     parts = sorted(known.items(), key=lambda kv: -kv[1])
-    return " · ".join(f"{r} {_share(b / total)}" for r, b in parts)
-
-
-def _share(x: float) -> str:
-    return "100 %" if x == 1 else f"{min(x * 100, 99.9):.1f} %" if x >= 0.001 else "< 0.1 %"
+    return " · ".join(f"{r} {percent(b / total)}" for r, b in parts)
 
 
 class FrameIndex:
@@ -499,15 +495,12 @@ def risk_frame(summary: Summary) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"reclaimable_cumulative": "Int64"})
 
 
-def _percent(x: object) -> str:
-    return _share(float(x)) if x else "0 %"  # type: ignore[arg-type]
-
-
 def owners_line(owners: pd.DataFrame) -> str:
     """How many owners hold a snapshot's entries, naming none: ``3 owners`` (redacted reports)."""
     count = len(owners)
-    word = "owner" if count == 1 else "owners"
-    return f"{count} {word}" + (" (by group)" if owners.attrs.get("by") == "group" else "")
+    return f"{count} {noun_for(count, 'owner')}" + (
+        " (by group)" if owners.attrs.get("by") == "group" else ""
+    )
 
 
 def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -> pd.DataFrame:
@@ -545,7 +538,7 @@ def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -
                 "owner": owner,
                 "size": human_bytes(int(size)),
                 "files": int(files),
-                "share": _percent(share),
+                "share": percent(share),
                 "reclaimable (safe + caution)": human_bytes(int(freed)),
                 "largest in": largest,
             }
@@ -566,7 +559,7 @@ def types_frame(types: pd.DataFrame, *, top: int = 15, redact: bool = False) -> 
     shown = frame[keys].copy()
     shown["files"] = frame["files"].astype("int64")
     shown["size"] = [human_bytes(int(b)) for b in frame["bytes"]]
-    shown["share"] = [_percent(x) for x in frame["share"]]
+    shown["share"] = [percent(x) for x in frame["share"]]
     if not redact:
         shown["largest"] = [e[0] if len(e) else "" for e in frame["examples"]]
     return shown.reset_index(drop=True)
