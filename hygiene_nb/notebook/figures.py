@@ -102,7 +102,7 @@ def _scan_axis(times: pd.Series) -> tuple[list[Any], dict[str, Any]]:
     order = sorted(set(stamps))
     labels: dict[pd.Timestamp, str] = {}
     for i, at in enumerate(order):
-        label = at.strftime("%Y-%m-%d %H:%M:%S")
+        label = fmt.human_datetime(at, seconds=True)
         labels[at] = label if label not in labels.values() else f"{label} (#{i + 1})"
     return [labels[t] for t in stamps], {
         "type": "category",

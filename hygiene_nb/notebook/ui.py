@@ -860,8 +860,10 @@ class Annotator:
         s = self.plan_summary()
         left = f", {s['excluded']} left out (⚠ on the row says why)" if s["excluded"] else ""
         self.summary.value = (
-            f"<b>Plan now</b>: {s['delete_count']:,} delete, {s['keep_count']:,} keep, "
-            f"{s['unsure_count']:,} unsure, {s['unreviewed_count']:,} unreviewed · "
+            f"<b>Plan now</b>: {fmt.thousands(s['delete_count'])} delete, "
+            f"{fmt.thousands(s['keep_count'])} keep, "
+            f"{fmt.thousands(s['unsure_count'])} unsure, "
+            f"{fmt.thousands(s['unreviewed_count'])} unreviewed · "
             f"{fmt.counted(s['candidates'], 'candidate')} would reclaim "
             f"{fmt.human_bytes(s['reclaim_bytes'])} "
             f"({fmt.exact_bytes(s['reclaim_bytes'])}, each inode once){left}"
@@ -1044,7 +1046,7 @@ def _export_html(result: api.PlanResult, summary: dict[str, int]) -> str:
         f"<b>{fmt.counted(result.candidates, 'candidate')}</b>, "
         f"<b>{fmt.human_bytes(result.reclaim_bytes)}</b> to reclaim "
         f"({fmt.exact_bytes(result.reclaim_bytes)}), "
-        f"{result.excluded:,} left out; expires <span style='white-space:nowrap'>"
+        f"{fmt.thousands(result.excluded)} left out; expires <span style='white-space:nowrap'>"
         f"{html.escape(result.expires_at)}</span>.</div>"
         f"<div>File:</div><pre style='{_PRE}'>{html.escape(result.plan_path)}</pre>"
     )
