@@ -1,4 +1,4 @@
-"""The change between two scans as signed bars, and the risk mix as one bar with its reclaimable part."""
+"""Change between two scans as signed bars; the risk mix as one bar, the reclaimable part marked."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ TOP = 3
 
 
 def child_sizes(root: Path) -> dict[str, int]:
-    """What du says each direct child of ``root`` holds (apparent bytes), and the root's own entry."""
+    """What du says each child of ``root`` holds (apparent bytes), and the root's own entry."""
     sizes = {child.name: du_bytes(child, apparent=True) for child in root.iterdir()}
     sizes["."] = root.lstat().st_size
     return sizes
@@ -209,3 +209,21 @@ def test_every_chart_in_risk_colours_has_a_legend(mixed_tree: Path, store: Path)
         assert figures.RISK_COLORS[risk] in title
     # and no two risks share a colour
     assert len(set(figures.RISK_COLORS.values())) == len(figures.RISK_COLORS)
+
+
+def test_the_growth_chart_sums_each_scan_to_the_roots_children_and_greys_the_rest(
+    changed: tuple[Path, dict[str, int], dict[str, int]], store: Path
+) -> None:
+    root, before, after = changed
+    fig = figures.growth_figure(views.child_growth(str(root), store=store, top=TOP))
+    assert fig.layout.meta["id"] == "growth" and fig.layout.showlegend
+    per_scan: dict[Any, int] = {}
+    for trace in fig.data:
+        for x, y in zip(trace.x, trace.y, strict=True):
+            per_scan[x] = per_scan.get(x, 0) + int(y)
+    # per scan, the stacked children hold what du saw under the root, less its own entry
+    held = [sum(s for k, s in sizes.items() if k != ".") for sizes in (before, after)]
+    assert [per_scan[x] for x in fig.layout.xaxis.categoryarray] == held
+    colours = [t.line.color for t in fig.data]
+    other = next(t for t in fig.data if t.name == "(other)")
+    assert colours.count(other.line.color) == 1  # the rest alone in its grey

@@ -23,7 +23,7 @@ from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.formatting import counted, display_path, exact_bytes, signed_bytes
 from hygiene_nb.models import GroupStats, RiskStats, StaleBucket, Summary
 from hygiene_nb.query.breakdowns import AGE_BUCKETS, FUTURE
-from hygiene_nb.query.frames import CATEGORY_COLORS, OWNER_COLORS
+from hygiene_nb.query.frames import CATEGORY_COLORS, MORE_OWNERS_COLOR, OWNER_COLORS
 from hygiene_nb.render import human_bytes
 
 __all__ = [
@@ -181,26 +181,36 @@ def history_figure(history: pd.DataFrame) -> go.Figure:
 
 
 def growth_figure(growth: pd.DataFrame) -> go.Figure:
-    """Recursive bytes of each direct child over time, stacked (``views.child_growth``)."""
+    """Recursive bytes of each direct child over time, stacked (``views.child_growth``).
+
+    Each named child keeps one colour of ten (the owners' palette), the rest summed as
+    ``(other)`` in grey; the legend lists them top to bottom as they are stacked.
+    """
     x_all, xaxis = _scan_axis(growth["scanned_at"])
     where = dict(zip(growth["scanned_at"], x_all, strict=True))
-    traces = [
-        go.Scatter(
-            x=[where[t] for t in part["scanned_at"]],
-            y=part["bytes"],
-            name=str(child),
-            stackgroup="one",
-            mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
-            customdata=[_said_bytes(v) for v in part["bytes"]],
-            hovertemplate=f"{html.escape(str(child))}: %{{customdata}}<extra></extra>",
+    traces = []
+    for i, (child, part) in enumerate(growth.groupby("child", sort=False)):
+        other = str(child) == "(other)"
+        traces.append(
+            go.Scatter(
+                x=[where[t] for t in part["scanned_at"]],
+                y=part["bytes"],
+                name=html.escape(display_path(str(child))),
+                stackgroup="one",
+                mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
+                line={"color": MORE_OWNERS_COLOR if other else OWNER_COLORS[i % len(OWNER_COLORS)]},
+                customdata=[_said_bytes(v) for v in part["bytes"]],
+                hovertemplate=f"{html.escape(display_path(str(child)))}: %{{customdata}}"
+                "<extra></extra>",
+            )
         )
-        for child, part in growth.groupby("child", sort=False)
-    ]
     total = growth.groupby("scanned_at")["bytes"].sum()
     return _figure(
         "growth",
-        "Growth of the largest direct children",
+        "Size of the largest direct children per scan",
         traces,
+        showlegend=True,
+        legend={"traceorder": "reversed"},
         xaxis=xaxis,
         yaxis=_byte_axis(_most(total)),
     )
@@ -295,7 +305,7 @@ def risk_mix_figure(
         height=260,
         showlegend=True,
         legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"},
-        margin={**_LAYOUT["margin"], "t": 70, "b": 20},
+        margin={**_LAYOUT["margin"], "t": 70, "b": 20, "r": 40},  # room for the last tick
         xaxis={"range": [0, total * 1.01], **byte_ticks(total)},
         yaxis={"visible": False},
         annotations=annotations,
