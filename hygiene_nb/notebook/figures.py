@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 # Told apart with any colour vision: built on Okabe and Ito's palette (darkened where white
-# text sits on it), every pair at least 19 CIELAB units apart for normal sight and simulated
+# text sits on it), every pair at least 19 CIELAB units (dE76) apart for normal sight and simulated
 # deuteranopia, protanopia and tritanopia (Machado et al. 2009). The old green/red pair was 16
 # apart for deuteranopia.
 RISK_COLORS = {
