@@ -21,17 +21,19 @@ from plotly.offline import get_plotlyjs
 
 from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import RISKS
-from hygiene_nb.formatting import display_path
-from hygiene_nb.models import GroupStats, RiskStats, StaleBucket
+from hygiene_nb.formatting import counted, display_path, exact_bytes, signed_bytes
+from hygiene_nb.models import GroupStats, RiskStats, StaleBucket, Summary
 from hygiene_nb.query.breakdowns import AGE_BUCKETS, FUTURE
-from hygiene_nb.query.frames import CATEGORY_COLORS, OWNER_COLORS
+from hygiene_nb.query.frames import CATEGORY_COLORS, MORE_OWNERS_COLOR, OWNER_COLORS
 
 __all__ = [
     "BORDER_WIDTH",
     "CATEGORY_COLORS",
     "DECISION_BORDER",
     "FIGURE_IDS",
+    "GREW_COLOR",
     "RISK_COLORS",
+    "SHRANK_COLOR",
     "TREEMAP_IDS",
     "age_figure",
     "byte_ticks",
@@ -50,15 +52,22 @@ __all__ = [
     "type_mix_figure",
 ]
 
+# Told apart with any colour vision: built on Okabe and Ito's palette (darkened where white
+# text sits on it), every pair at least 19 CIELAB units (dE76) apart for normal sight and simulated
+# deuteranopia, protanopia and tritanopia (Machado et al. 2009). The old green/red pair was 16
+# apart for deuteranopia.
 RISK_COLORS = {
-    "safe": "#2e7d32",
-    "caution": "#f9a825",
-    "personal": "#1565c0",
-    "high": "#c62828",
-    "unknown": "#9e9e9e",
-    "mixed": "#8d6e63",  # a directory holding bytes of several risks (classify.content)
+    "safe": "#008060",  # bluish green
+    "caution": "#e69f00",  # orange
+    "personal": "#3f51b5",  # indigo
+    "high": "#c84e00",  # vermillion
+    "unknown": "#a0a0a0",  # grey
+    "mixed": "#6e4b2a",  # brown: a directory holding bytes of several risks (classify.content)
     "": "#eeeeee",  # "(other)" buckets and the view's own root
 }
+# a change between two scans: bytes added, bytes freed (Okabe-Ito vermillion and blue)
+GREW_COLOR = "#d55e00"
+SHRANK_COLOR = "#0072b2"
 # border = decision: (colour, width); undecided entries white. One width for all: plotly.js
 # zooms boxes of different border widths into NaN paths (treemap_decisions)
 BORDER_WIDTH = 3.0
@@ -164,52 +173,153 @@ def history_figure(history: pd.DataFrame) -> go.Figure:
 
 
 def growth_figure(growth: pd.DataFrame) -> go.Figure:
-    """Recursive bytes of each direct child over time, stacked (``views.child_growth``)."""
+    """Recursive bytes of each direct child over time, stacked (``views.child_growth``).
+
+    Each named child keeps one colour of ten (the owners' palette), the rest summed as
+    ``(other)`` in grey; the legend lists them top to bottom as they are stacked.
+    """
     x_all, xaxis = _scan_axis(growth["scanned_at"])
     where = dict(zip(growth["scanned_at"], x_all, strict=True))
-    traces = [
-        go.Scatter(
-            x=[where[t] for t in part["scanned_at"]],
-            y=part["bytes"],
-            name=html.escape(str(child)),
-            stackgroup="one",
-            mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
-            customdata=[[html.escape(str(child)), fmt.bytes_with_exact(v)] for v in part["bytes"]],
-            hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>",
+    traces = []
+    for i, (child, part) in enumerate(growth.groupby("child", sort=False)):
+        other = str(child) == "(other)"
+        label = html.escape(display_path(str(child)))
+        traces.append(
+            go.Scatter(
+                x=[where[t] for t in part["scanned_at"]],
+                y=part["bytes"],
+                name=label,
+                stackgroup="one",
+                mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
+                line={"color": MORE_OWNERS_COLOR if other else OWNER_COLORS[i % len(OWNER_COLORS)]},
+                # the child's name reaches the hover as data, never as template text
+                customdata=[[label, fmt.bytes_with_exact(v)] for v in part["bytes"]],
+                hovertemplate="%{customdata[0]}: %{customdata[1]}<extra></extra>",
+            )
         )
-        for child, part in growth.groupby("child", sort=False)
-    ]
     total = growth.groupby("scanned_at")["bytes"].sum()
     return _figure(
         "growth",
-        "Growth of the largest direct children",
+        "Size of the largest direct children per scan",
         traces,
+        showlegend=True,
+        legend={"traceorder": "reversed"},
         xaxis=xaxis,
         yaxis=_byte_axis(_most(total)),
     )
 
 
-def risk_mix_figure(mix: Mapping[str, RiskStats]) -> go.Figure:
-    """Bytes per risk level now (hard links once), with the entry counts on hover."""
-    levels = [r for r in RISKS if r in mix]
+def risk_mix_figure(
+    mix: Summary | Mapping[str, RiskStats],
+    reclaimable: Mapping[str, RiskStats] | None = None,
+) -> go.Figure:
+    """Bytes per risk level now (hard links once) as one stacked bar, the reclaimable part marked.
+
+    ``mix`` is a ``Summary`` (its risk mix and reclaimable bytes) or a risk mix alone, with
+    ``reclaimable`` beside it. Segments run safe, caution, personal, high, unknown (and mixed
+    when present), each with its bytes and entries on hover; a level with no bytes draws
+    nothing. Over the bar, hatched, what deleting every *safe* entry would free, and then also
+    every *caution* entry (``Summary.reclaimable``: a hard-linked inode only when all its names
+    go), with its size written above. With no bytes at all the figure is a sentence.
+    """
+    if isinstance(mix, Summary):
+        reclaimable = mix.reclaimable if reclaimable is None else reclaimable
+        mix = mix.risk
+    title = "Risk mix (bytes)"
+    levels = [r for r in (*RISKS, "mixed") if r in mix and mix[r].bytes > 0]
+    total = sum(mix[r].bytes for r in levels)
+    if total == 0:
+        return _said("risk-mix", title, "No bytes in this snapshot: no risk mix to show.")
+    row = ["now"]
+    traces: list[Any] = []
+    start = 0
+    for level in levels:
+        stats = mix[level]
+        traces.append(
+            go.Bar(
+                y=row,
+                x=[stats.bytes],
+                base=[start],
+                orientation="h",
+                width=0.6,
+                name=level,
+                marker={"color": RISK_COLORS[level], "line": {"color": "#ffffff", "width": 1}},
+                customdata=[
+                    f"{fmt.bytes_with_exact(stats.bytes)} in {fmt.counted(stats.entries, 'entry')}"
+                    f" ({stats.bytes / total:.1%})"
+                ],
+                hovertemplate=f"{level}: %{{customdata}}<extra></extra>",
+            )
+        )
+        start += stats.bytes
+    annotations: list[dict[str, Any]] = []
+    for name, low, high, entries in _reclaim_marks(reclaimable or {}):
+        first = low == 0
+        traces.append(
+            go.Bar(
+                y=row,
+                x=[high - low],
+                base=[low],
+                orientation="h",
+                width=0.24,
+                name=f"reclaimable: {name}",
+                marker={
+                    "color": "rgba(255,255,255,0.35)",
+                    "line": {"color": "#000000", "width": 1},
+                    "pattern": {"shape": "/" if first else "x", "fgcolor": "#000000"},
+                },
+                customdata=[
+                    f"{fmt.bytes_with_exact(high)} in all, from {fmt.counted(entries, 'entry')}"
+                    if not first
+                    else f"{fmt.bytes_with_exact(high)} from {fmt.counted(entries, 'entry')}"
+                ],
+                hovertemplate=f"reclaimable, {name}: %{{customdata}}<extra></extra>",
+            )
+        )
+        annotations.append(
+            {
+                # from the span's start rightwards, or leftwards from its end past the middle
+                "x": low if low + high < total else high,
+                "xanchor": "left" if low + high < total else "right",
+                "y": 0.8 if first else 0.2,  # just above the bar, or just under it
+                "yanchor": "bottom" if first else "top",
+                "yref": "paper",
+                "text": f"{'safe to reclaim' if first else 'with caution, in all'}: "
+                f"{fmt.human_bytes(high)}",
+                "showarrow": False,
+                "font": {"size": 12},
+            }
+        )
     return _figure(
         "risk-mix",
-        "Risk mix (bytes)",
-        [
-            go.Bar(
-                x=levels,
-                y=[mix[r].bytes for r in levels],
-                customdata=[
-                    f"{fmt.bytes_with_exact(mix[r].bytes)} in "
-                    f"{fmt.counted(mix[r].entries, 'entry')}"
-                    for r in levels
-                ],
-                hovertemplate="%{x}: %{customdata}<extra></extra>",
-                marker_color=[RISK_COLORS[r] for r in levels],
-            )
-        ],
-        yaxis=_byte_axis(max((mix[r].bytes for r in levels), default=0)),
+        title + f"<br><sup>{fmt.human_bytes(total)} ({exact_bytes(total)}) in all</sup>",
+        traces,
+        barmode="overlay",
+        height=260,
+        showlegend=True,
+        legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"},
+        margin={**_LAYOUT["margin"], "t": 70, "b": 20, "r": 40},  # room for the last tick
+        xaxis={"range": [0, total * 1.01], **byte_ticks(total)},
+        yaxis={"visible": False},
+        annotations=annotations,
     )
+
+
+def _reclaim_marks(reclaimable: Mapping[str, RiskStats]) -> list[tuple[str, int, int, int]]:
+    """The reclaimable spans over the risk bar: (name, from, to, entries), in bytes.
+
+    ``safe`` runs from 0 to what deleting the safe entries frees; ``with caution`` from there
+    to what deleting the safe and the caution entries frees (the cumulative figure).
+    """
+    marks = []
+    done = 0
+    for level, name in (("safe", "safe"), ("caution", "with caution")):
+        stats = reclaimable.get(level)
+        if stats is None or stats.bytes <= done:
+            continue
+        marks.append((name, done, stats.bytes, stats.entries))
+        done = stats.bytes
+    return marks
 
 
 def risk_history_figure(history: pd.DataFrame) -> go.Figure:
@@ -244,6 +354,7 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
         "Risk mix over time",
         traces,
         barmode="stack",
+        showlegend=True,
         xaxis=xaxis,
         yaxis=_byte_axis(_most(history.groupby("scan_id")["bytes"].sum())),
         yaxis2={
@@ -257,38 +368,94 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
     )
 
 
-def diff_figure(diff: pd.DataFrame, *, top: int = 20) -> go.Figure:
-    """Bytes added and removed per key of ``views.diff`` (new + grew vs gone + shrank)."""
-    key = diff.columns[0]
-    rows = diff.head(top).iloc[::-1]
-    added = rows["new_entry_bytes"] + rows["grew_bytes"]
-    removed = -(rows["gone_entry_bytes"] + rows["shrank_bytes"])
+def _signed(n: int) -> str:
+    """``+1.2 MiB`` / ``\u22123.0 MiB`` (a real minus sign): a change, in binary units."""
+    return signed_bytes(n).replace("-", "\u2212", 1)
+
+
+def _signed_exact(n: int) -> str:
+    sign = "+" if n > 0 else "\u2212" if n < 0 else ""
+    return sign + exact_bytes(abs(n))
+
+
+def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
+    """What changed between two scans (``views.diff``): one bar per key, its change in bytes.
+
+    The ``top`` keys whose bytes changed most either way get a bar each, largest on top, growth
+    and shrinkage in two colours and written on the bar with their sign; the other keys that
+    changed are summed into one ``(N others)`` bar at the bottom, so the bars add up to the
+    whole change (by ``dir``: the root's). A key whose bytes did not change has no bar. With
+    no change at all the figure is a sentence.
+    """
+    key = str(diff.columns[0])
+    title = f"What changed since the previous scan, by {key}"
+    deltas = [0 if pd.isna(d) else int(d) for d in diff["delta"]]
+    changed = [(k, d) for k, d in zip(diff[key], deltas, strict=True) if d != 0]
+    changed.sort(key=lambda kd: (-abs(kd[1]), str(kd[0])))
+    if not changed:
+        return _said("diff", title, "Nothing changed between the two scans: no change to show.")
+    named, rest = changed[:top], changed[top:]
+    bars = [(_diff_label(k, key), d, _diff_label(k, key)) for k, d in named]
+    rest_delta = sum(d for _, d in rest)
+    if rest and rest_delta != 0:
+        others = f"({counted(len(rest), 'other')})"
+        bars.append((others, rest_delta, f"{counted(len(rest), 'other ' + key)}, summed"))
+    order = [label for label, _, _ in reversed(bars)]  # plotly draws the first at the bottom
+    traces = []
+    for name, colour, sign in (
+        ("grew", GREW_COLOR, 1),
+        ("shrank", SHRANK_COLOR, -1),
+    ):
+        part = [b for b in bars if b[1] * sign > 0]
+        traces.append(
+            go.Bar(
+                y=[label for label, _, _ in part],
+                x=[d for _, d, _ in part],
+                orientation="h",
+                name=name,
+                marker_color=colour,
+                text=[_signed(d) for _, d, _ in part],
+                textposition="outside",
+                cliponaxis=False,
+                customdata=[f"{what}: {_signed_exact(d)}" for _, d, what in part],
+                hovertemplate="%{customdata}<extra></extra>",
+                showlegend=True,
+            )
+        )
+    total = sum(deltas)
+    low = min(0, min(d for _, d, _ in bars))
+    high = max(0, max(d for _, d, _ in bars))
+    pad = 0.3 * max(high - low, 1)
     return _figure(
         "diff",
-        f"What changed, by {key}",
-        [
-            go.Bar(
-                y=rows[key],
-                x=added,
-                customdata=[fmt.bytes_with_exact(v) for v in added],
-                hovertemplate="%{y}: +%{customdata}<extra></extra>",
-                name="added (new, grew)",
-                orientation="h",
-                marker_color="#c62828",
-            ),
-            go.Bar(
-                y=rows[key],
-                x=removed,
-                customdata=[fmt.bytes_with_exact(-v) for v in removed],
-                hovertemplate="%{y}: \u2212%{customdata}<extra></extra>",
-                name="removed (gone, shrank)",
-                orientation="h",
-                marker_color="#2e7d32",
-            ),
-        ],
+        f"{title}<br><sup>in all: {_signed(total)} ({_signed_exact(total)})</sup>",
+        traces,
         barmode="relative",
-        xaxis={"title": {"text": "bytes"}, **_signed_byte_ticks(_least(removed), _most(added))},
+        height=160 + 28 * len(bars),
+        margin={**_LAYOUT["margin"], "t": 70},
+        showlegend=True,
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
+        xaxis={
+            "title": {"text": "change in bytes"},
+            "range": [low - (pad if low < 0 else 0), high + (pad if high > 0 else 0)],
+            "zeroline": True,
+            "zerolinecolor": "#444444",
+            **_signed_byte_ticks(low, high),
+        },
+        yaxis={
+            "automargin": True,
+            "ticksuffix": " ",
+            "categoryorder": "array",
+            "categoryarray": order,
+        },
     )
+
+
+def _diff_label(value: object, key: str) -> str:
+    """A key of ``views.diff`` as a bar's label: the root's own entry named, names escaped."""
+    if key == "dir" and str(value) == ".":
+        return "(the root directory itself)"
+    return html.escape(display_path(str(value)))
 
 
 def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
@@ -344,6 +511,7 @@ def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
             for r in RISKS
         ],
         barmode="stack",
+        showlegend=True,
         yaxis=_byte_axis(max((sum(b.bytes.values()) for b in stale), default=0)),
     )
 
