@@ -87,7 +87,7 @@ def human_bytes(n: int | float | None) -> str:
         value /= 1024
         if abs(round(value, 1)) < 1024 or unit == _UNITS[-1]:
             return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
+    raise AssertionError("unreachable")  # pragma: no cover -- the last unit always returns
 
 
 def signed_bytes(n: int | float | None) -> str:
@@ -282,7 +282,7 @@ def _cut_name(name: str, room: int, show: Callable[[str], str]) -> str:
         piece = show(_tail(name, keep))
         if columns(piece) <= room:
             return piece
-    return ""  # pragma: no cover - the empty tail always fits
+    return ""  # pragma: no cover -- the empty tail always fits
 
 
 def _fit(parts: list[str], width: int, show: Callable[[str], str] = _same) -> str:
@@ -315,7 +315,7 @@ def _fit(parts: list[str], width: int, show: Callable[[str], str] = _same) -> st
             head = i + 1
     # "/usr/" + "…" + "/lib/x": the head's last separator is the tail's first one
     head_text = "".join(shown_parts[: head - 1]) + "/" if head else ""
-    if head and used + columns(head_text) > room:  # pragma: no cover - checked in the loop
+    if head and used + columns(head_text) > room:  # pragma: no cover -- checked in the loop
         head_text = ""
     return head_text + ELLIPSIS + "".join(shown_parts[first:])
 

@@ -144,7 +144,7 @@ def _in_notebook() -> bool:
         return False
     try:
         from IPython import get_ipython
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover -- IPython in sys.modules can always be imported
         return False
     shell = get_ipython()
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
