@@ -227,3 +227,30 @@ def test_the_growth_chart_sums_each_scan_to_the_roots_children_and_greys_the_res
     colours = [t.line.color for t in fig.data]
     other = next(t for t in fig.data if t.name == "(other)")
     assert colours.count(other.line.color) == 1  # the rest alone in its grey
+
+
+def test_caution_bytes_with_no_safe_ones_are_not_called_safe(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "only-caution"
+    write(root / "Downloads" / "installer.tmp", 40_000)
+    write(root / "notes.txt", 10)
+    api.scan_root(root, store=store)
+    summary = api.summarize(str(root), store=store)
+    assert summary.reclaimable["safe"].bytes == 0 < summary.reclaimable["caution"].bytes
+    fig = figures.risk_mix_figure(summary)
+    texts = [a.text for a in fig.layout.annotations]
+    assert texts and all("safe to reclaim" not in t for t in texts), texts
+    assert any(t.startswith("with caution, in all") for t in texts), texts
+
+
+def test_a_name_is_never_read_as_markup_or_a_template(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "names"
+    write(root / "%{y}" / "f", 10)
+    write(root / 'say "hi"' / "f", 20)
+    api.scan_root(root, store=store)
+    write(root / "%{y}" / "g", 30_000)
+    write(root / 'say "hi"' / "g", 40_000)
+    api.scan_root(root, store=store)
+    growth = figures.growth_figure(views.child_growth(str(root), store=store))
+    names = [t.name for t in growth.data]
+    assert "&#37;{y}" in names and 'say "hi"' in names, names
+    assert not any("&quot;" in n or "%{" in n for n in names), names

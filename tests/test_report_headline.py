@@ -121,7 +121,32 @@ def test_bytes_moved_to_quarantine_are_held_until_a_purge(
         main([*confirmed_execute(plan, one_scan.store), "--json"])
     capsys.readouterr()
     assert done.value.code in (0, None) and not target.exists()
+    # the scan before the move still holds the file: counted there, never in quarantine too
+    before = hl.headline(str(one_scan.root), store=one_scan.store)
+    assert before.quarantined_bytes == 0
+    api.scan_root(one_scan.root, store=one_scan.store)
     found = hl.headline(str(one_scan.root), store=one_scan.store)
     assert found.quarantined_bytes == size and found.quarantined_batches == 1
     page = hl.headline_html(found)
     assert human_bytes(size) in page and "frees nothing until the batch is purged" in page
+    # another root of the same store moved nothing
+    other = one_scan.root.parent / "other-root"
+    (other / "d").mkdir(parents=True)
+    api.scan_root(other, store=one_scan.store)
+    assert hl.headline(str(other), store=one_scan.store).quarantined_bytes == 0
+
+
+def test_nothing_to_score_says_so_instead_of_a_perfect_score(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    (root / "only-dirs").mkdir(parents=True)
+    api.scan_root(root, store=tmp_path / "s")
+    found = hl.headline(str(root), store=tmp_path / "s")
+    assert found.score is None
+    page = hl.headline_html(found)
+    assert "100 / 100" not in page and "No score" in page
+
+
+def test_a_cell_that_is_not_a_path_is_escaped_and_cut_too() -> None:
+    page = table_html(pd.DataFrame({"name": ["a\x1b[31mR\nx", "y" * 150]}))
+    assert "\x1b" not in page and "\\x1b" in page and "\\n" in page
+    assert "y" * 150 not in page.split("title=")[0] and "\u2026" in page

@@ -90,6 +90,15 @@ _LAYOUT: dict[str, Any] = {
 }
 
 
+def _label(text: str) -> str:
+    """A name as plotly text: HTML escaped, and ``%`` as an entity.
+
+    Plotly draws text as HTML and decodes only a few entities (not ``&quot;``: quotes stay as
+    they are); ``%{y}`` in a name would be read as a template.
+    """
+    return html.escape(text, quote=False).replace("%", "&#37;")
+
+
 def _figure(fig_id: str, title: str, traces: Sequence[Any], **layout: Any) -> go.Figure:
     assert fig_id in FIGURE_IDS or fig_id in TREEMAP_IDS.values(), fig_id
     fig = go.Figure(list(traces))
@@ -183,7 +192,7 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
     traces = []
     for i, (child, part) in enumerate(growth.groupby("child", sort=False)):
         other = str(child) == "(other)"
-        label = html.escape(display_path(str(child)))
+        label = _label(display_path(str(child)))
         traces.append(
             go.Scatter(
                 x=[where[t] for t in part["scanned_at"]],
@@ -254,7 +263,7 @@ def risk_mix_figure(
         start += stats.bytes
     annotations: list[dict[str, Any]] = []
     for name, low, high, entries in _reclaim_marks(reclaimable or {}):
-        first = low == 0
+        first = name == "safe"  # the safe span, even when there are no safe bytes before it
         traces.append(
             go.Bar(
                 y=row,
@@ -455,7 +464,7 @@ def _diff_label(value: object, key: str) -> str:
     """A key of ``views.diff`` as a bar's label: the root's own entry named, names escaped."""
     if key == "dir" and str(value) == ".":
         return "(the root directory itself)"
-    return html.escape(display_path(str(value)))
+    return _label(display_path(str(value)))
 
 
 def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
@@ -756,7 +765,7 @@ def age_figure(age: pd.DataFrame, *, top: int = 6) -> go.Figure:
                 colour = CATEGORY_COLORS.get(key, CATEGORY_COLORS["other"])
             else:
                 colour = OWNER_COLORS[i % len(OWNER_COLORS)]
-            said = html.escape(key)  # plotly reads its text as HTML: a key's "<b>" stays text
+            said = _label(key)  # plotly reads its text as HTML: a key's "<b>" stays text
             traces.append(
                 go.Bar(
                     x=list(part["bucket"]),
@@ -796,7 +805,7 @@ def _shown_paths(nodes: pd.DataFrame) -> list[str]:
             shown.append(str(label) if where == "." else f"{where}/{label}")
         else:
             shown.append(display_path(str(node_id), top))
-    return [html.escape(p) for p in shown]
+    return [_label(p) for p in shown]
 
 
 def treemap_decisions(nodes: pd.DataFrame) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
@@ -858,7 +867,7 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
         first = f"{'owner' if by == 'owner' else 'type'}: %{{customdata[5]}}"
     return go.Treemap(
         ids=list(nodes["id"]),
-        labels=[html.escape(display_path(str(label))) for label in nodes["label"]],
+        labels=[_label(display_path(str(label))) for label in nodes["label"]],
         parents=list(nodes["parent"]),
         values=[int(v) for v in nodes[_treemap_sizing(nodes)]],
         branchvalues="total",
@@ -889,7 +898,7 @@ def treemap_key(nodes: pd.DataFrame, *, top: int = 12) -> str:
         order = drawn.groupby(["colour", "hue"])["bytes"].sum().reset_index()
         order = order.sort_values(["bytes", "colour"], ascending=[False, True]).head(top)
         key = list(zip(order["hue"], order["colour"], strict=True))
-    parts = [f"<span style='color:{h}'>\u25a0</span> {html.escape(str(w))}" for h, w in key]
+    parts = [f"<span style='color:{h}'>\u25a0</span> {_label(str(w))}" for h, w in key]
     decided = set(boxes["decision"].dropna()) if "decision" in boxes else set()
     borders = [
         f"<span style='color:{DECISION_BORDER[d][0]}'>\u25a1</span> {d}"

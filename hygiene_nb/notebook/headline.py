@@ -17,6 +17,7 @@ import pandas as pd
 
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
+from hygiene_nb.classify.summary import NO_SCORE
 from hygiene_nb.query import views
 from hygiene_nb.scan.snapshot import query_engine
 
@@ -133,18 +134,28 @@ def headline(
     hist = views.history(info.root, store=store, scan_id=info.scan_id)
     last = hist.iloc[-1]
     free_change = int(last["fs_free"] - hist["fs_free"].iloc[-2]) if len(hist) > 1 else None
-    scores = (
-        views.risk_history(info.root, store=store, scan_id=info.scan_id)
-        .drop_duplicates("scan_id")["score"]
-        .dropna()
-    )
+    scores = views.risk_history(info.root, store=store, scan_id=info.scan_id).drop_duplicates(
+        "scan_id"
+    )["score"]
+    # what this root's executions before the scan moved and no purge has removed since (a
+    # move after the scan is still on disk in the snapshot: it would count twice)
+    ours = set(views.plans(info.root, store=store)["plan_id"])
     executions = views.executions(store=store, limit=10_000)
-    held = executions[executions["in_quarantine"] == True]  # noqa: E712 (None stays out)
+    finished = pd.to_datetime(executions["finished_at"], utc=True, errors="coerce")
+    held = executions[
+        (executions["in_quarantine"] == True)  # noqa: E712 (None stays out)
+        & executions["plan_id"].isin(ours)
+        & (finished <= last["scanned_at"])
+    ]
     pending = views.pending_counts(info.root, store=store, scan_id=info.scan_id).set_index(
         "decision"
     )
     reclaim = summary.reclaimable
-    score = summary.cleanliness.score if summary.cleanliness else None
+    clean = summary.cleanliness
+    score = clean.score if clean is not None and clean.no_score is None else None
+    # the scan just before this one, and only when it had a score (never an older one)
+    before = scores.iloc[-2] if len(scores) > 1 else None
+    score_previous = None if before is None or pd.isna(before) else int(before)
     return Headline(
         root=info.root,
         scan_id=info.scan_id,
@@ -167,7 +178,7 @@ def headline(
         pending_delete_bytes=_int(pending.loc["delete", "bytes"]),
         pending_unsure=_int(pending.loc["unsure", "entries"]),
         score=score,
-        score_previous=int(scores.iloc[-2]) if len(scores) > 1 else None,
+        score_previous=score_previous,
     )
 
 
@@ -267,6 +278,8 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
             else ["Its trend shows after the next scan."]
         )
         cards.append(("Cleanliness", f"{h.score} / 100", trend))
+    else:
+        cards.append(("Cleanliness", "\u2014", [f"No score: {NO_SCORE}."]))
     body = "".join(
         f'<div class="hnb-card"><h3>{html.escape(title)}</h3><div class="big">{big}</div>'
         + "".join(f"<p>{line}</p>" for line in lines)

@@ -66,7 +66,12 @@ def _text(value: Any, root: str | None = None) -> str:
     if under or (len(text) > 80 and "/" in text and " " not in text):  # a path: its ends tell
         said = fmt.display_path(text, root, _PATH_WIDTH)
         return f'<span title="{html.escape(fmt.shown(text))}">{html.escape(said)}</span>'
-    return html.escape(text)
+    # any other text: control characters escaped as in paths; a long one cut in the middle
+    said = fmt.shown(text)
+    if fmt.columns(said) > _PATH_WIDTH:
+        cut = fmt.middle_ellipsis(said, _PATH_WIDTH)
+        return f'<span title="{html.escape(said)}">{html.escape(cut)}</span>'
+    return html.escape(said)
 
 
 def _formatter(name: str, column: pd.Series, root: str | None) -> Callable[[Any], str]:
