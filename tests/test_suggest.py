@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -298,3 +300,19 @@ def test_the_tidy_query_suggests_what_the_whole_table_does(tmp_path: Path, store
             "records"
         )
         assert len(expected) > 0
+
+
+def test_nothing_inside_a_virtualenv_or_a_package_directory_is_tidied(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "proj"
+    write(root / "pyproject.toml", 10)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True)
+    write(root / ".venv" / "lib" / "site" / "temp_dir.py", 30)  # a package's own "temp" module
+    write(root / "package.json", 2)
+    write(root / "node_modules" / "a" / "debug.log", 40)
+    write(root / "build" / "out.log", 50)
+    write(root / "run.log", 60)
+    api.scan_root(root, store=store)
+    found = suggest.organization_suggestions(str(root), store=store)
+    assert list(found["path"]) == [str(root / "run.log")]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from hygiene_nb import api
 from hygiene_nb.classify.queries import PATH_SQL, sql_literal
@@ -373,10 +374,13 @@ def organization_suggestions(
 
 
 # A superset of the files ``_category`` accepts, within the scope: unprotected files named
-# like logs, exports or scratch outputs (the case-folding test is repeated in Python).
+# like logs, exports or scratch outputs (the case-folding test is repeated in Python), and
+# none inside a directory a pattern group takes whole (a virtualenv, node_modules, a build
+# output: moving a file out of a package breaks it, and the directory goes or stays whole).
 TIDY_CANDIDATES = f"""
     SELECT {PATH_SQL} AS path, parent, name, mtime_ns AS latest_mtime_ns FROM entries
     WHERE kind = 'file' AND NOT coalesce(protected, false)
+      AND NOT ("group" IS NOT NULL AND NOT coalesce(group_root, false))
       AND (lower(name) LIKE '%.log' OR {{prefixes}})
       AND (parent = {{under}} OR parent LIKE {{below}} ESCAPE '!')
 """
@@ -401,6 +405,9 @@ def organize(
 ) -> pd.DataFrame:
     """``organization_suggestions`` over an already classified table and its browse frame."""
     protected = np.asarray(table.column("protected").fill_null(False), dtype=bool)
+    grouped = np.asarray(pc.is_valid(table.column("group")), dtype=bool)
+    own = np.asarray(table.column("group_root").fill_null(False), dtype=bool)
+    protected = protected | (grouped & ~own)  # inside a directory a group takes whole
     markers = set(frame.loc[frame["name"].isin(PROJECT_MARKERS), "parent"].dropna())
     scope = (under or root).rstrip("/") + "/"
     lower = frame["name"].str.lower()
