@@ -219,7 +219,7 @@ def test_the_age_chart_draws_every_byte_once_when_a_key_is_called_other(
     for trace in fig.data:
         assert "%{y}" not in trace.hovertemplate and "<b>" not in trace.hovertemplate
     shown = {row[0] for trace in fig.data for row in trace.customdata}
-    assert {"%{y}", "&lt;b&gt;", "other"} <= shown
+    assert {"&#37;{y}", "&lt;b&gt;", "other"} <= shown  # drawn as "%{y}", never expanded
 
 
 def test_with_nothing_to_draw_a_chart_is_a_sentence_without_axes(
