@@ -83,30 +83,19 @@ def annotator(root: str, store: str, clicks: int, round_: int) -> dict[str, Any]
     }
 
 
-def diff(root: str, store: str) -> dict[str, Any]:
-    from hygiene_nb.query import views
-
-    import_rss = _rss_kib()
-    started = time.perf_counter()
-    found = views.diff(root, store=store, by="risk")
-    seconds = time.perf_counter() - started
-    return {
-        "seconds": seconds,
-        "rows": len(found),
-        "import_rss_kib": import_rss,
-        "rss_kib": _rss_kib(),
-    }
-
-
 BREAKDOWNS = ("by_owner", "by_type", "age_histogram")
 
 
-def breakdown(mode: str, root: str, store: str) -> dict[str, Any]:
+def view(mode: str, root: str, store: str) -> dict[str, Any]:
+    """``diff`` (by risk) or one of ``BREAKDOWNS``, timed after the import."""
     from hygiene_nb.query import views
 
     import_rss = _rss_kib()
     started = time.perf_counter()
-    found = getattr(views, mode)(root, store=store)
+    if mode == "diff":
+        found = views.diff(root, store=store, by="risk")
+    else:
+        found = getattr(views, mode)(root, store=store)
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds,
@@ -120,10 +109,8 @@ def main() -> int:
     mode, root, store = sys.argv[1:4]
     if mode == "annotator":
         out = annotator(root, store, int(sys.argv[4]), int(sys.argv[5]))
-    elif mode == "diff":
-        out = diff(root, store)
-    elif mode in BREAKDOWNS:
-        out = breakdown(mode, root, store)
+    elif mode == "diff" or mode in BREAKDOWNS:
+        out = view(mode, root, store)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     print(json.dumps(out))

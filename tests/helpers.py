@@ -229,13 +229,16 @@ class Account(NamedTuple):
 
 
 @contextmanager
-def added_account() -> Iterator[Account]:
-    """A real user with its own group, removed afterwards (skips unless root with useradd)."""
+def added_account(prefix: str = "hnbt_") -> Iterator[Account]:
+    """A real user with its own group, removed afterwards (skips unless root with useradd).
+
+    Its name is ``prefix`` and six random hex digits (a distinctive one to search output for).
+    """
     if os.geteuid() != 0:
         pytest.skip("this case needs root (a second user)")
     if shutil.which("useradd") is None:
         pytest.skip("useradd is not available")
-    name = f"hnbt_{secrets.token_hex(3)}"
+    name = f"{prefix}{secrets.token_hex(3)}"
     done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot add a user here: {done.stderr.strip()}")

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pwd
 import re
-import secrets
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,27 +12,16 @@ import pytest
 
 from hygiene_nb.cli import main
 from hygiene_nb.scan.index import ScanInfo
-from tests.helpers import write
+from tests.helpers import Account, added_account, write
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def account() -> Iterator[tuple[str, int, int]]:
-    """A real account with a distinctive name (name, uid, gid), removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("this case needs root (it adds an account)")
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not available")
-    name = f"qzowner{secrets.token_hex(3)}"
-    done = subprocess.run(["useradd", "-M", "-U", name], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot add an account here: {done.stderr.strip()}")
-    try:
-        entry = pwd.getpwnam(name)
-        yield name, entry.pw_uid, entry.pw_gid
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True)
+def account() -> Iterator[Account]:
+    """A real account with a distinctive name, removed afterwards."""
+    with added_account("qzowner") as made:
+        yield made
 
 
 def report(root: Path, store: Path, out: Path, *redact: str) -> tuple[bytes, bytes]:
@@ -61,7 +46,7 @@ def owner_mentions(text: str, number: int) -> list[str]:
 
 
 def test_a_redacted_report_counts_owners_and_names_none(
-    account: tuple[str, int, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    account: Account, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name, uid, gid = account
     root = tmp_path / "shared"
