@@ -14,13 +14,17 @@
     │   ├── PlanMalformed             code plan-malformed       exit 2
     │   ├── PlanUnreadable            code plan-unreadable      exit 2
     │   ├── SnapshotOutdated          code snapshot-outdated    exit 2
+    │   ├── HostInvalid               code host-invalid         exit 2
+    │   ├── NotAFleet                 code not-a-fleet-dataset  exit 2
     │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
     │   ├── StoreFull                 code store-full           exit 1
     │   ├── LedgerTooNew              code ledger-too-new       exit 1
     │   ├── RecordsIncomplete         code records-incomplete   exit 1
-    │   └── SnapshotTooNew            code snapshot-too-new     exit 1
+    │   ├── SnapshotTooNew            code snapshot-too-new     exit 1
+    │   ├── FleetTooNew               code fleet-too-new        exit 1
+    │   └── FleetUnusable             code fleet-unusable       exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
     ├── ReportFailed                  code report-failed        exit 1
     └── Refused                       code refused              exit 3
@@ -39,7 +43,8 @@
         ├── BatchIncomplete           code batch-incomplete     exit 3
         ├── BatchContainsMount        code batch-contains-mount exit 3
         ├── BatchChanged              code batch-changed        exit 3
-        └── BatchBusy                 code batch-busy           exit 3
+        ├── BatchBusy                 code batch-busy           exit 3
+        └── FleetReadOnly             code fleet-is-read-only   exit 3
 
 A message names the object it is about and ends with what to do next.
 """
@@ -60,9 +65,14 @@ __all__ = [
     "ConfigInvalid",
     "ConfirmationMismatch",
     "ExcludeInvalid",
+    "FleetReadOnly",
+    "FleetTooNew",
+    "FleetUnusable",
+    "HostInvalid",
     "HygieneError",
     "IndexCorrupt",
     "LedgerTooNew",
+    "NotAFleet",
     "PathNotNormal",
     "PlanAlreadyExecuted",
     "PlanDigestMismatch",
@@ -324,3 +334,33 @@ class BaselineFailed(Refused):
     """Raised when the root's verify commands fail before execution: nothing moves."""
 
     code = "baseline-failed"
+
+
+class HostInvalid(UsageError):
+    """A host name a fleet dataset cannot hold (it names a partition: no ``/``, ``=``, spaces)."""
+
+    code = "host-invalid"
+
+
+class NotAFleet(UsageError):
+    """A DEST that is not a fleet dataset (no marker at its top), nor empty to become one."""
+
+    code = "not-a-fleet-dataset"
+
+
+class FleetTooNew(StoreError):
+    """A fleet dataset (or one of its partitions) written by a newer hygiene-nb."""
+
+    code = "fleet-too-new"
+
+
+class FleetUnusable(StoreError):
+    """A fleet dataset that cannot be read or written (permissions, the object store, damage)."""
+
+    code = "fleet-unusable"
+
+
+class FleetReadOnly(Refused):
+    """A fleet dataset used as a store, planned or executed in: evidence, never authority."""
+
+    code = "fleet-is-read-only"

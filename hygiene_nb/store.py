@@ -17,15 +17,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hygiene_nb.errors import StoreError
+from hygiene_nb.errors import FleetReadOnly, StoreError
 
 __all__ = [
+    "FLEET_MARKER",
     "NotRegularFile",
     "Store",
+    "fleet_marker_above",
     "make_private_dir",
     "no_duplicate_keys",
     "publish_dir",
     "read_regular_file",
+    "refuse_fleet",
     "remove_store_path",
     "resolve_store",
     "utc_now",
@@ -115,13 +118,55 @@ def make_private_dir(path: Path) -> None:
 
 
 def resolve_store(store: str | os.PathLike[str] | None = None) -> Store:
-    """Return the store named by the argument, ``$HYGIENE_NB_STORE`` or the XDG default."""
+    """Return the store named by the argument, ``$HYGIENE_NB_STORE`` or the XDG default.
+
+    Raises:
+        FleetReadOnly: the directory is (or lies inside) a fleet dataset.
+    """
     if store is None:
         store = os.environ.get("HYGIENE_NB_STORE") or None
     if store is None:
         data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         store = Path(data_home) / "hygiene-nb"
-    return Store(Path(store).expanduser().absolute())
+    resolved = Store(Path(store).expanduser().absolute())
+    refuse_fleet(resolved.root, "used as a store")
+    return resolved
+
+
+# The file at the top of a fleet dataset (``hygiene_nb.fleet``): published evidence from many
+# hosts, which no store, plan or execution may act in.
+FLEET_MARKER = "hygiene-nb-fleet.json"
+
+
+def fleet_marker_above(path: str | os.PathLike[str]) -> Path | None:
+    """The fleet dataset ``path`` is, or lies inside (its top directory), else None.
+
+    Read with ``lstat`` from ``path`` up to ``/``: a marker reached through a symlink counts too
+    (the marker file itself may be anything but absent).
+    """
+    here = Path(os.path.abspath(path))
+    for candidate in (here, *here.parents):
+        try:
+            os.lstat(candidate / FLEET_MARKER)
+        except OSError:
+            continue
+        return candidate
+    return None
+
+
+def refuse_fleet(path: str | os.PathLike[str], use: str) -> None:
+    """Refuse to act in a fleet dataset: it is evidence, never authority.
+
+    Raises:
+        FleetReadOnly: ``path`` is, or lies inside, a directory carrying the fleet marker.
+    """
+    top = fleet_marker_above(path)
+    if top is not None:
+        raise FleetReadOnly(
+            f"{path} is inside the fleet dataset {top} (it has {FLEET_MARKER}), which cannot be "
+            f"{use}: a fleet dataset is published evidence. Plan and execute on the host "
+            "itself, with its own store (`hygiene-nb plan ROOT` there)."
+        )
 
 
 class NotRegularFile(OSError):

@@ -38,7 +38,7 @@ from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.request import validate_root
 from hygiene_nb.scan.snapshot import FORMAT_VERSION
-from hygiene_nb.store import Store, write_private_file
+from hygiene_nb.store import Store, refuse_fleet, write_private_file
 
 __all__ = ["PlanResult", "make_plan", "preview_plan", "within"]
 
@@ -212,6 +212,7 @@ def make_plan(
         UsageError: ``out`` lies inside the root, or ``ttl`` is not from 1 to ``MAX_TTL``.
     """
     path = validate_root(root)
+    refuse_fleet(path, "planned in")
     if ttl <= 0:
         raise UsageError("--ttl must be a positive number of seconds.")
     check_bounded(ttl, "--ttl", 1, MAX_TTL)

@@ -92,6 +92,8 @@ def cli() -> None:
     purge BATCH      destroy a quarantine batch (the only command that does)
     report ROOT      run the audit notebook: an offline HTML report
     suggest ROOT     automatic mode's suggested plan (a suggestion only)
+    publish DEST     publish a scan into a fleet dataset (a directory or s3://)
+    fleet DEST …     ask a fleet dataset: summary, history, growth, risk, stale, owners
 
     Only `execute --execute` (into quarantine) and `restore --execute` (back) move files, and
     only `purge --execute` destroys them; nothing else changes a file in a scanned tree.

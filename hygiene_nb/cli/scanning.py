@@ -52,6 +52,13 @@ __all__ = ["scan", "snapshots", "summary"]
     default="auto",
     help="The compiled walker, or the pure-Python fallback.",
 )
+@click.option(
+    "--publish",
+    "publish_to",
+    metavar="DEST",
+    help="Then publish the new scan into the fleet dataset DEST (a directory or "
+    "s3://BUCKET/PREFIX; the endpoint from $AWS_ENDPOINT_URL), as `hygiene-nb publish` does.",
+)
 @common_options
 def scan(
     root: str,
@@ -61,6 +68,7 @@ def scan(
     max_seconds: float,
     threads: int,
     walker: str,
+    publish_to: str | None,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -81,7 +89,15 @@ def scan(
         walker=walker,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         progress=not as_json and sys.stderr.isatty(),  # a live line on a terminal only
     )
-    emit(as_json, render.scan_json(info), render.render_scan(info))
+    if publish_to is None:
+        emit(as_json, render.scan_json(info), render.render_scan(info))
+        return
+    from hygiene_nb.fleet.publish import publish
+
+    published = publish(publish_to, store=store, scan_id=info.scan_id)
+    payload = render.scan_json(info)
+    payload["published"] = published.to_json()
+    emit(as_json, payload, render.render_scan(info) + "\n" + published.text())
 
 
 class _ListByDefault(click.Group):

@@ -49,7 +49,7 @@ from hygiene_nb.plan.reader import LoadedPlan, load_plan
 from hygiene_nb.plan.records import Candidate
 from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.recheck import Rechecker, acting_protection
-from hygiene_nb.store import Store, utc_now
+from hygiene_nb.store import Store, refuse_fleet, utc_now
 
 __all__ = ["ExecuteResult", "execute_plan"]
 
@@ -121,6 +121,8 @@ def execute_plan(
         Refused: a whole-plan check failed (nothing touched).
     """
     plan = load_plan(plan_path)
+    refuse_fleet(plan.path, "executed from")
+    refuse_fleet(plan.parsed.root.path, "executed in")
     if not store.ledger.exists():  # refuse without creating anything in a store that is not one
         raise PlanNotIssued(
             f"{store.root} holds no ledger, so it issued no plan; give the --store that made "

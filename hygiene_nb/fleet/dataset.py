@@ -1,0 +1,318 @@
+"""A fleet dataset: where many hosts publish their scans, on a directory or an object store.
+
+::
+
+    DEST/hygiene-nb-fleet.json                          the marker: a fleet dataset, its version
+    DEST/snapshots/host=H/root=R/scan=S/part-0.parquet  the snapshot, with ``row_no``
+    DEST/classified/host=H/root=R/scan=S/part-0.parquet its verdicts, row for row, with ``row_no``
+    DEST/dirs/host=H/root=R/scan=S/part-0.parquet       its directories to a depth, with sums
+    DEST/published/host=H/root=R/scan=S.json            the completion marker, written last
+
+A partition is visible only once its completion marker exists: readers list ``published/`` and
+read the files each marker names, never a glob over DEST (DuckDB's ``**`` reads ``.``- and
+``_``-prefixed directories too). On a directory, files are written under ``DEST/.staging/`` and
+renamed into place; on an object store each object appears whole when its upload completes.
+No file is shared between publishers: many hosts publish at once without a lock.
+
+A DEST is a local path, ``file://PATH`` or ``s3://BUCKET/PREFIX`` (``pyarrow.fs``; credentials
+from the usual ``AWS_*`` variables, the endpoint from ``--endpoint-url`` or
+``$AWS_ENDPOINT_URL``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from hygiene_nb.errors import FleetTooNew, FleetUnusable, HostInvalid, NotAFleet
+from hygiene_nb.store import FLEET_MARKER
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+__all__ = [
+    "FLEET_FORMAT",
+    "TABLES",
+    "Dest",
+    "Partition",
+    "check_host",
+    "open_dest",
+]
+
+FLEET_FORMAT = 1  # the layout and the markers; a newer one is refused (fleet-too-new)
+TABLES = ("snapshots", "classified", "dirs")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def check_host(host: str) -> str:
+    """``host`` when a fleet can name a partition by it, else ``HostInvalid``.
+
+    Letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, at most 63
+    characters, and not purely digits (DuckDB and Spark would read the partition as a number).
+    """
+    if not _HOST.fullmatch(host) or host.isdigit():
+        raise HostInvalid(
+            f"host name {host!r} cannot name a fleet partition: use letters, digits, '.', '_' "
+            "and '-' (not only digits, no '/', '=' or spaces); give one with --host NAME."
+        )
+    return host
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One published scan's place: ``host=H/root=R/scan=S``."""
+
+    host: str
+    root: str  # the root's partition value (``hygiene_nb.scan.index.root_slug``)
+    scan: str
+
+    @property
+    def key(self) -> str:
+        """The Hive path of the partition."""
+        return f"host={self.host}/root={self.root}/scan={self.scan}"
+
+    def file(self, table: str) -> str:
+        """The path, relative to DEST, of this partition's file of ``table``."""
+        return f"{table}/{self.key}/part-0.parquet"
+
+    @property
+    def marker(self) -> str:
+        """The path, relative to DEST, of the completion marker."""
+        return f"published/host={self.host}/root={self.root}/scan={self.scan}.json"
+
+
+_MARKER_PATH = re.compile(r"published/host=([^/]+)/root=([^/]+)/scan=([^/]+)\.json")
+
+
+class Dest:
+    """A fleet dataset's top, on a pyarrow filesystem."""
+
+    def __init__(self, text: str, fs: pafs.FileSystem, base: str, *, local: bool) -> None:
+        self.text = text  # as the person gave it, for messages
+        self.fs = fs
+        self.base = base.rstrip("/")
+        self.local = local
+
+    def path(self, relative: str) -> str:
+        """The filesystem path of ``relative`` (to DEST)."""
+        return f"{self.base}/{relative}"
+
+    def local_path(self, relative: str) -> str:
+        """The local path of ``relative``: what DuckDB and Spark read (a local DEST only)."""
+        assert self.local
+        return self.path(relative)
+
+    def _fail(self, what: str, exc: Exception) -> FleetUnusable:
+        return FleetUnusable(
+            f"cannot {what} in the fleet dataset {self.text}: {exc}; check that it is reachable "
+            "and that you may write there (credentials, permissions, free space)."
+        )
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def exists(self, relative: str) -> bool:
+        """Whether a file is at ``relative``."""
+        import pyarrow.fs as pafs
+
+        try:
+            return bool(self.fs.get_file_info(self.path(relative)).type == pafs.FileType.File)
+        except OSError as exc:
+            raise self._fail("look", exc) from exc
+
+    def read_bytes(self, relative: str) -> bytes:
+        """The whole file at ``relative``."""
+        try:
+            with self.fs.open_input_stream(self.path(relative)) as stream:
+                return bytes(stream.read())
+        except OSError as exc:
+            raise self._fail(f"read {relative}", exc) from exc
+
+    def files_under(self, relative: str) -> list[str]:
+        """Every file below ``relative``, as paths relative to DEST (none when it is absent)."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.path(relative), recursive=True, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as exc:
+            raise self._fail(f"list {relative}", exc) from exc
+        prefix = self.base + "/"
+        return sorted(
+            info.path[len(prefix) :]
+            for info in infos
+            if info.type == pafs.FileType.File and info.path.startswith(prefix)
+        )
+
+    def is_empty(self) -> bool:
+        """Whether nothing is at DEST yet (absent, or an empty directory or prefix)."""
+        import pyarrow.fs as pafs
+
+        try:
+            info = self.fs.get_file_info(self.base)
+            if info.type == pafs.FileType.NotFound:
+                return True
+            if info.type != pafs.FileType.Directory:
+                raise NotAFleet(f"{self.text} is a file, not a fleet dataset's directory.")
+            return not self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False))
+        except OSError as exc:
+            raise self._fail("look", exc) from exc
+
+    def check_marker(self) -> dict[str, Any]:
+        """The fleet marker's record, or why DEST is not a fleet dataset this code reads.
+
+        Raises:
+            NotAFleet: there is no marker, or it is not one.
+            FleetTooNew: a newer hygiene-nb made it.
+        """
+        if not self.exists(FLEET_MARKER):
+            raise NotAFleet(
+                f"{self.text} is not a fleet dataset (no {FLEET_MARKER} at its top); publish "
+                f"a scan into it first: `hygiene-nb publish {self.text} ROOT`."
+            )
+        try:
+            record = json.loads(self.read_bytes(FLEET_MARKER))
+            version = int(record["fleet_format"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise NotAFleet(
+                f"{self.text}/{FLEET_MARKER} is not a fleet marker ({exc}); this is not a fleet "
+                "dataset hygiene-nb made."
+            ) from exc
+        if version > FLEET_FORMAT:
+            raise FleetTooNew(
+                f"{self.text} is a fleet dataset in format {version}, and this hygiene-nb reads "
+                f"format {FLEET_FORMAT}; upgrade hygiene-nb to read it (it is left unchanged)."
+            )
+        return dict(record)
+
+    def published(self) -> list[tuple[Partition, str]]:
+        """Every completion marker: its partition and its path relative to DEST, sorted."""
+        found = []
+        for relative in self.files_under("published"):
+            match = _MARKER_PATH.fullmatch(relative)
+            if match:
+                found.append((Partition(*match.groups()), relative))
+        return found
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def ensure_marker(self) -> None:
+        """Make DEST a fleet dataset if it is new (empty); check the marker if it is one.
+
+        Raises:
+            NotAFleet: DEST holds something else.
+        """
+        if self.exists(FLEET_MARKER):
+            self.check_marker()
+            return
+        if not self.is_empty():
+            raise NotAFleet(
+                f"{self.text} is not empty and is not a fleet dataset (no {FLEET_MARKER}); "
+                "publish into a new or empty directory or prefix."
+            )
+        record = {"fleet_format": FLEET_FORMAT, "made_by": "hygiene-nb"}
+        # every publisher writes the same bytes: two that race leave the same file
+        self.put_bytes(FLEET_MARKER, json.dumps(record, sort_keys=True).encode() + b"\n")
+
+    def _staging(self) -> Path:
+        staging = Path(self.path(".staging"))
+        staging.mkdir(parents=True, exist_ok=True)
+        return staging
+
+    def put_bytes(self, relative: str, data: bytes) -> None:
+        """Write ``data`` at ``relative``, visible only whole (replacing what was there)."""
+        try:
+            if self.local:
+                tmp = self._staging() / f"{secrets.token_hex(8)}.tmp"
+                try:
+                    with open(tmp, "wb") as handle:
+                        handle.write(data)
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                    self._into_place(tmp, relative)
+                finally:
+                    tmp.unlink(missing_ok=True)  # a failed write's own temporary file
+            else:
+                with self.fs.open_output_stream(self.path(relative)) as stream:
+                    stream.write(data)
+        except OSError as exc:
+            raise self._fail(f"write {relative}", exc) from exc
+
+    def put_file(self, relative: str, source: Path) -> None:
+        """Copy the local file ``source`` to ``relative``, visible only whole."""
+        try:
+            if self.local:
+                tmp = self._staging() / f"{secrets.token_hex(8)}.tmp"
+                try:
+                    shutil.copyfile(source, tmp)
+                    with open(tmp, "rb+") as handle:
+                        os.fsync(handle.fileno())
+                    self._into_place(tmp, relative)
+                finally:
+                    tmp.unlink(missing_ok=True)  # a failed write's own temporary file
+            else:
+                with (
+                    open(source, "rb") as handle,
+                    self.fs.open_output_stream(self.path(relative)) as stream,
+                ):
+                    shutil.copyfileobj(handle, stream, 8 * 1024 * 1024)
+        except OSError as exc:
+            raise self._fail(f"write {relative}", exc) from exc
+
+    def _into_place(self, tmp: Path, relative: str) -> None:
+        final = Path(self.path(relative))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, final)  # noqa: TID251 - the fleet dataset's own file, atomically
+
+
+def open_dest(dest: str, *, endpoint_url: str | None = None) -> Dest:
+    """The fleet dataset at ``dest``: a local path, ``file://…`` or ``s3://bucket/prefix``.
+
+    Raises:
+        NotAFleet: a URL scheme other than ``file`` and ``s3``.
+        FleetUnusable: the object store cannot be reached.
+    """
+    parts = urlsplit(dest)
+    if parts.scheme in ("", "file"):
+        import pyarrow.fs as pafs
+
+        local = os.path.abspath(os.path.expanduser(parts.path if parts.scheme else dest))
+        return Dest(dest, pafs.LocalFileSystem(), local, local=True)
+    if parts.scheme != "s3":
+        raise NotAFleet(
+            f"{dest}: a fleet dataset is a directory or an s3://bucket/prefix URL, not "
+            f"{parts.scheme}://."
+        )
+    bucket, prefix = parts.netloc, parts.path.strip("/")
+    if not bucket:
+        raise NotAFleet(f"{dest} names no bucket: give s3://BUCKET/PREFIX.")
+    return Dest(dest, _s3(endpoint_url), f"{bucket}/{prefix}" if prefix else bucket, local=False)
+
+
+def _s3(endpoint_url: str | None) -> pafs.FileSystem:
+    import pyarrow.fs as pafs
+
+    url = (
+        endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    options: dict[str, Any] = {
+        "region": os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or "us-east-1"
+    }
+    if url:
+        endpoint = urlsplit(url)
+        if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
+            raise NotAFleet(f"--endpoint-url {url!r} is not an http:// or https:// URL.")
+        options["endpoint_override"] = endpoint.netloc
+        options["scheme"] = endpoint.scheme
+    try:
+        return pafs.S3FileSystem(**options)
+    except (OSError, ValueError) as exc:
+        raise FleetUnusable(f"cannot open the object store: {exc}.") from exc

@@ -1,0 +1,340 @@
+"""Reading a fleet dataset: the marked partitions into relations, and the engines that query them.
+
+``read_fleet`` lists the completion markers (never a glob over the dataset), keeps the hosts
+that match, and builds the ``scans`` and ``owners`` relations from the markers and the list of
+``dirs`` files they name. A partition whose files are there without its marker (a publish in
+progress, or one that was interrupted) is not read; it is counted in ``skipped``.
+
+Two engines run the same SQL: DuckDB, embedded (a directory or an object store, read through
+``pyarrow.fs``), and Spark SQL (``pip install 'hygiene-nb[spark]'``; a directory only: its S3
+connector is a separate download).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hygiene_nb.errors import FleetTooNew, FleetUnusable, UsageError
+from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql"]
+
+ENGINES = ("duckdb", "spark")
+_RISKS = ("safe", "caution", "personal", "high", "unknown")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A partition not read, and why (``partition-incomplete``, ``partition-damaged``)."""
+
+    code: str
+    partition: str
+    message: str
+
+
+@dataclass
+class Fleet:
+    """The marked partitions of a fleet dataset, as relations the questions read."""
+
+    dest: Dest
+    markers: list[dict[str, Any]]
+    dirs_files: list[str]  # paths on ``dest.fs`` of the dirs files of the markers kept
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def scans(self) -> pa.Table:
+        """One row per published scan (``SCANS_SCHEMA``)."""
+        import pyarrow as pa
+
+        rows = [_scan_row(m) for m in self.markers]
+        return pa.Table.from_pylist(rows, schema=SCANS_SCHEMA())
+
+    def owners(self) -> pa.Table:
+        """One row per owner of each published scan that names them (not redacted)."""
+        import pyarrow as pa
+
+        part = Partition
+        rows = []
+        for m in self.markers:
+            p = part(*_partition_values(m["partition"]))
+            for o in m.get("owners") or []:
+                rows.append(
+                    {
+                        "host": p.host,
+                        "root": p.root,
+                        "scan": p.scan,
+                        "owner": str(o["owner"]),
+                        "alloc": int(o["alloc"]),
+                        "files": int(o["files"]),
+                    }
+                )
+        return pa.Table.from_pylist(rows, schema=OWNERS_SCHEMA())
+
+
+def SCANS_SCHEMA() -> pa.Schema:
+    """The ``scans`` relation's columns."""
+    import pyarrow as pa
+
+    i64, s = pa.int64(), pa.string()
+    return pa.schema(
+        [("host", s), ("root", s), ("root_path", s), ("scan", s)]
+        + [(c, i64) for c in ("started_s", "finished_s", "entries", "files", "errors")]
+        + [(c, i64) for c in ("bytes", "alloc", "fs_free", "fs_total")]
+        + [(f"{r}_alloc", i64) for r in _RISKS]
+        + [(c, i64) for c in ("reclaimable_alloc", "reclaimable_caution_alloc", "stale_alloc")]
+        + [("cleanliness", i64), ("partial", pa.bool_()), ("redacted", pa.bool_())]
+    )
+
+
+def OWNERS_SCHEMA() -> pa.Schema:
+    """The ``owners`` relation's columns."""
+    import pyarrow as pa
+
+    i64, s = pa.int64(), pa.string()
+    return pa.schema(
+        [("host", s), ("root", s), ("scan", s), ("owner", s), ("alloc", i64), ("files", i64)]
+    )
+
+
+def DIRS_SCHEMA() -> pa.Schema:
+    """The ``dirs`` files' columns (``hygiene_nb.fleet.publish``)."""
+    import pyarrow as pa
+
+    i64, s = pa.int64(), pa.string()
+    return pa.schema(
+        [("host", s), ("root", s), ("scan", s), ("path", s), ("depth", pa.int32())]
+        + [(c, i64) for c in ("bytes", "alloc", "files", "latest_mtime_ns")]
+        + [("partial", pa.bool_()), ("holds", s)]
+    )
+
+
+def _partition_values(key: str) -> tuple[str, str, str]:
+    host, root, scan = (piece.split("=", 1)[1] for piece in key.split("/"))
+    return host, root, scan
+
+
+def _seconds(text: str | None) -> int | None:
+    if not text:
+        return None
+    return int(datetime.fromisoformat(text).timestamp())
+
+
+def _scan_row(marker: dict[str, Any]) -> dict[str, Any]:
+    host, root, scan = _partition_values(marker["partition"])
+    record, fig = marker["scan"], marker["figures"]
+    row: dict[str, Any] = {
+        "host": host,
+        "root": root,
+        "root_path": marker["root"],
+        "scan": scan,
+        "started_s": _seconds(record.get("started_at")),
+        "finished_s": _seconds(record.get("finished_at")),
+        "entries": fig["entries"],
+        "files": fig["files"],
+        "errors": fig["errors"],
+        "bytes": fig["bytes"],
+        "alloc": fig["alloc"],
+        "fs_free": fig["fs_free"],
+        "fs_total": fig["fs_total"],
+        "reclaimable_alloc": fig["reclaimable_alloc"],
+        "reclaimable_caution_alloc": fig["reclaimable_caution_alloc"],
+        "stale_alloc": fig["stale_alloc"],
+        "cleanliness": fig["cleanliness"],
+        "partial": bool(fig["partial"]),
+        "redacted": bool(marker["redacted"]),
+    }
+    for risk in _RISKS:
+        row[f"{risk}_alloc"] = int(fig["risk_alloc"].get(risk, 0))
+    return row
+
+
+def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
+    """The marked partitions of ``dest`` (of the hosts matching the glob ``hosts``).
+
+    Raises:
+        NotAFleet, FleetTooNew: ``dest`` is not a fleet dataset this code reads.
+        FleetUnusable: a marker cannot be read.
+    """
+    from hygiene_nb.scan.snapshot import FORMAT_VERSION
+
+    dest.check_marker()
+    markers, files, skipped = [], [], []
+    marked = set()
+    for part, relative in dest.published():
+        marked.add(part.key)
+        if hosts is not None and not fnmatch.fnmatchcase(part.host, hosts):
+            continue
+        try:
+            marker = json.loads(dest.read_bytes(relative))
+            version = int(marker["fleet_format"])
+            if marker["partition"] != part.key:
+                raise ValueError(f"it names {marker['partition']}")
+            _scan_row(marker)  # every figure a question reads is there, of its type
+            for owner in marker.get("owners") or []:
+                int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise FleetUnusable(
+                f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish "
+                f"that scan again from host {part.host}."
+            ) from exc
+        if version > FLEET_FORMAT or int(marker["scan"].get("format_version", 1)) > FORMAT_VERSION:
+            raise FleetTooNew(
+                f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
+                f"{version}, snapshot format {marker['scan'].get('format_version')}); upgrade "
+                "hygiene-nb to read it (it is left unchanged)."
+            )
+        dirs = marker.get("files", {}).get("dirs")
+        if not dirs or not dest.exists(dirs):
+            skipped.append(
+                Skipped(
+                    "partition-damaged",
+                    part.key,
+                    f"its marker names {dirs}, which is missing; publish it again from "
+                    f"host {part.host}.",
+                )
+            )
+            continue
+        markers.append(marker)
+        files.append(dest.path(dirs))
+    for relative in dest.files_under("dirs"):
+        key = relative.removeprefix("dirs/").rsplit("/", 1)[0]
+        host = key.split("/", 1)[0].removeprefix("host=")
+        if key not in marked and (hosts is None or fnmatch.fnmatchcase(host, hosts)):
+            skipped.append(
+                Skipped(
+                    "partition-incomplete",
+                    key,
+                    "its files are there without its completion marker (being published, or "
+                    "interrupted): not read until a publish completes it.",
+                )
+            )
+    return Fleet(dest, markers, files, skipped)
+
+
+def run_sql(
+    fleet: Fleet, sqls: dict[str, str], *, engine: str = "duckdb", spark_master: str | None = None
+) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    """Run each SQL text over the fleet's relations: name → (columns, rows).
+
+    Raises:
+        UsageError: an unknown engine, or Spark asked to read an object store.
+        FleetUnusable: the engine cannot read the dataset.
+    """
+    if engine == "duckdb":
+        return _duckdb(fleet, sqls)
+    if engine == "spark":
+        return _spark(fleet, sqls, spark_master or "local[*]")
+    raise UsageError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}.")
+
+
+def _dirs_table(fleet: Fleet) -> Any:
+    import pyarrow.dataset as ds
+
+    if not fleet.dirs_files:
+        return DIRS_SCHEMA().empty_table()
+    return ds.dataset(
+        fleet.dirs_files, schema=DIRS_SCHEMA(), format="parquet", filesystem=fleet.dest.fs
+    )
+
+
+def _duckdb(
+    fleet: Fleet, sqls: dict[str, str]
+) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    import duckdb
+
+    from hygiene_nb.scan.snapshot import query_engine
+
+    try:
+        with query_engine() as con:
+            con.register("scans", fleet.scans())
+            con.register("owners", fleet.owners())
+            con.register("dirs", _dirs_table(fleet))
+            out = {}
+            for name, sql in sqls.items():
+                result = con.sql(sql)
+                out[name] = (list(result.columns), [tuple(r) for r in result.fetchall()])
+            return out
+    except (duckdb.Error, OSError) as exc:
+        raise FleetUnusable(
+            f"DuckDB cannot read the fleet dataset {fleet.dest.text}: {exc}"
+        ) from exc
+
+
+def _spark(
+    fleet: Fleet, sqls: dict[str, str], master: str
+) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    if not fleet.dest.local:
+        raise UsageError(
+            f"Spark reads a fleet dataset on a directory only ({fleet.dest.text} is an object "
+            "store, and Spark's S3 connector is a separate download): use --engine duckdb, or "
+            "copy the dataset to a directory Spark's workers share."
+        )
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise UsageError(
+            "--engine spark needs pyspark: pip install 'hygiene-nb[spark]' (and Java 17 or "
+            "later on the machine)."
+        ) from exc
+    spark = _session(SparkSession, master)
+    scans = _spark_frame(spark, fleet.scans())
+    owners = _spark_frame(spark, fleet.owners())
+    if fleet.dirs_files:
+        dirs = (
+            spark.read.schema(_spark_schema(DIRS_SCHEMA()))
+            .option("recursiveFileLookup", "true")
+            .parquet(*fleet.dirs_files)
+        )
+    else:
+        dirs = _spark_frame(spark, DIRS_SCHEMA().empty_table())
+    scans.createOrReplaceTempView("scans")
+    owners.createOrReplaceTempView("owners")
+    dirs.createOrReplaceTempView("dirs")
+    out = {}
+    for name, sql in sqls.items():
+        frame = spark.sql(sql)
+        out[name] = (list(frame.columns), [tuple(r) for r in frame.collect()])
+    return out
+
+
+_SESSIONS: dict[str, Any] = {}
+
+
+def _session(session_type: Any, master: str) -> Any:
+    """One Spark session per master for the process (starting one costs seconds)."""
+    if master not in _SESSIONS:
+        spark = (
+            session_type.builder.master(master)
+            .appName("hygiene-nb fleet")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.ansi.enabled", "true")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        _SESSIONS[master] = spark
+    return _SESSIONS[master]
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql import types as T
+
+    kinds = {
+        "int64": T.LongType(),
+        "int32": T.IntegerType(),
+        "string": T.StringType(),
+        "bool": T.BooleanType(),
+    }
+    return T.StructType([T.StructField(f.name, kinds[str(f.type)], nullable=True) for f in schema])
+
+
+def _spark_frame(spark: Any, table: pa.Table) -> Any:
+    rows = [tuple(r.values()) for r in table.to_pylist()]
+    return spark.createDataFrame(rows, schema=_spark_schema(table.schema))
