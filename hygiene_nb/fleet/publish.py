@@ -309,7 +309,9 @@ def _with_row_no(source: Path, out: Path) -> Path:
     import pyarrow.parquet as pq
 
     reader = pq.ParquetFile(source)
+    footer = {k: v for k, v in (reader.metadata.metadata or {}).items() if k != b"ARROW:schema"}
     schema = reader.schema_arrow.append(pa.field("row_no", pa.int64()))
+    schema = schema.with_metadata({**(schema.metadata or {}), **footer})
     offset = 0
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:
         for group in range(reader.num_row_groups):
