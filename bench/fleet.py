@@ -47,8 +47,10 @@ def _prepare(base: Path, hosts: int, entries: int) -> tuple[Path, dict[str, Any]
     for old in (store, dest):
         if old.exists():
             shutil.rmtree(old)
-    first = _run("scan", str(tree), "--store", str(store))
     growth = tree / "fleet-growth"
+    if growth.exists():  # left by an interrupted run
+        shutil.rmtree(growth)
+    first = _run("scan", str(tree), "--store", str(store))
     growth.mkdir()
     for i in range(64):
         (growth / f"new-{i}.bin").write_bytes(os.urandom(64 * 1024))
