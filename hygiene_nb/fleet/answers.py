@@ -116,7 +116,7 @@ def ask(
             raise UsageError("--since must be from 0 to 36500 days.")
         since = int((time.time() if now is None else now) - since_days * 86_400)
     target = open_dest(dest, endpoint_url=endpoint_url)
-    fleet = read_fleet(target, hosts=hosts)
+    fleet = read_fleet(target, hosts=hosts, since_s=since)
     sqls = {q: render_sql(q, since=since, top=top) for q in COMMANDS[command]}
     tables = run_sql(fleet, sqls, engine=engine, spark_master=spark_master)
     return FleetAnswer(dest, engine, command, since, tables, fleet.skipped, len(fleet.markers))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from hygiene_nb.errors import FleetTooNew, FleetUnusable, UsageError
@@ -154,54 +154,68 @@ def _scan_row(marker: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
-    """The marked partitions of ``dest`` (of the hosts matching the glob ``hosts``).
+def _scan_started(scan_id: str) -> int | None:
+    """When a scan started, from its id (``sYYYYmmddTHHMMSSZ-…``), else None."""
+    try:
+        return int(
+            datetime.strptime(scan_id[1:17], "%Y%m%dT%H%M%S").replace(tzinfo=UTC).timestamp()
+        )
+    except ValueError:
+        return None
+
+
+_READERS = 16  # markers read at once (an object store answers each in tens of milliseconds)
+
+
+def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fleet:
+    """The marked partitions of ``dest``, of the hosts ``hosts`` (a glob), since ``since_s``.
+
+    Both are pruned by the markers' names (host, and the scan id's time, with a day's margin):
+    only the markers kept are read. Of the ``dirs`` files only those of the two latest scans of
+    each host and root are listed, since no question reads older ones.
 
     Raises:
         NotAFleet, FleetTooNew: ``dest`` is not a fleet dataset this code reads.
         FleetUnusable: a marker cannot be read.
     """
-    from hygiene_nb.scan.snapshot import FORMAT_VERSION
+    from concurrent.futures import ThreadPoolExecutor
 
     dest.check_marker()
-    markers, files, skipped = [], [], []
-    marked = set()
+    marked, wanted = set(), []
     for part, relative in dest.published():
         marked.add(part.key)
         if hosts is not None and not fnmatch.fnmatchcase(part.host, hosts):
             continue
-        try:
-            marker = json.loads(dest.read_bytes(relative))
-            version = int(marker["fleet_format"])
-            if marker["partition"] != part.key:
-                raise ValueError(f"it names {marker['partition']}")
-            _scan_row(marker)  # every figure a question reads is there, of its type
-            for owner in marker.get("owners") or []:
-                int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise FleetUnusable(
-                f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish "
-                f"that scan again from host {part.host}."
-            ) from exc
-        if version > FLEET_FORMAT or int(marker["scan"].get("format_version", 1)) > FORMAT_VERSION:
-            raise FleetTooNew(
-                f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
-                f"{version}, snapshot format {marker['scan'].get('format_version')}); upgrade "
-                "hygiene-nb to read it (it is left unchanged)."
-            )
-        dirs = marker.get("files", {}).get("dirs")
-        if not dirs or not dest.exists(dirs):
-            skipped.append(
-                Skipped(
-                    "partition-damaged",
-                    part.key,
-                    f"its marker names {dirs}, which is missing; publish it again from "
-                    f"host {part.host}.",
-                )
-            )
+        started = _scan_started(part.scan)
+        if since_s and started is not None and started < since_s - 86_400:
             continue
-        markers.append(marker)
-        files.append(dest.path(dirs))
+        wanted.append((part, relative))
+    with ThreadPoolExecutor(_READERS) as pool:
+        markers = list(pool.map(lambda pr: _marker(dest, *pr), wanted))
+    skipped = []
+    latest: dict[tuple[str, str], list[tuple[int, str, dict[str, Any]]]] = {}
+    for marker in markers:
+        host, root, scan = _partition_values(marker["partition"])
+        started = _seconds(marker["scan"].get("started_at")) or 0
+        if started >= since_s:
+            latest.setdefault((host, root), []).append((started, scan, marker))
+    files, kept = [], []
+    for (host, _), scans in sorted(latest.items()):
+        for _, _, marker in sorted(scans, key=lambda t: (t[0], t[1]), reverse=True)[:2]:
+            dirs = marker.get("files", {}).get("dirs")
+            if not dirs or not dest.exists(dirs):
+                skipped.append(
+                    Skipped(
+                        "partition-damaged",
+                        marker["partition"],
+                        f"its marker names {dirs}, which is missing; publish it again from "
+                        f"host {host}.",
+                    )
+                )
+                continue
+            files.append(dest.path(dirs))
+    damaged = {s.partition for s in skipped}
+    kept = [m for m in markers if m["partition"] not in damaged]
     for relative in dest.files_under("dirs"):
         key = relative.removeprefix("dirs/").rsplit("/", 1)[0]
         host = key.split("/", 1)[0].removeprefix("host=")
@@ -214,7 +228,34 @@ def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
                     "interrupted): not read until a publish completes it.",
                 )
             )
-    return Fleet(dest, markers, files, skipped)
+    return Fleet(dest, kept, files, skipped)
+
+
+def _marker(dest: Dest, part: Partition, relative: str) -> dict[str, Any]:
+    """One completion marker, checked: every figure a question reads is there, of its type."""
+    from hygiene_nb.scan.snapshot import FORMAT_VERSION
+
+    try:
+        marker: dict[str, Any] = json.loads(dest.read_bytes(relative))
+        version = int(marker["fleet_format"])
+        if marker["partition"] != part.key:
+            raise ValueError(f"it names {marker['partition']}")
+        _scan_row(marker)
+        for owner in marker.get("owners") or []:
+            int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
+        snapshot_format = int(marker["scan"].get("format_version", 1))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise FleetUnusable(
+            f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish "
+            f"that scan again from host {part.host}."
+        ) from exc
+    if version > FLEET_FORMAT or snapshot_format > FORMAT_VERSION:
+        raise FleetTooNew(
+            f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
+            f"{version}, snapshot format {snapshot_format}); upgrade hygiene-nb to read it "
+            "(it is left unchanged)."
+        )
+    return marker
 
 
 def run_sql(
