@@ -1,0 +1,104 @@
+"""What the report, its tables and its charts show a person, on real temporary trees.
+
+Every figure a cell shows is checked against the tree itself (``os.walk``, ``lstat``) or the
+ledger as written here, never against a figure typed into the test.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from hygiene_nb import api
+from hygiene_nb import formatting as fmt
+from hygiene_nb.notebook import sections
+from hygiene_nb.query import views
+from tests.helpers import write
+
+SMALL_FILES = 1_203  # past a thousand: a count with a separator
+
+
+def walked(top: Path) -> tuple[int, int]:
+    """Apparent bytes of ``top`` and everything below (directories too), and the files below."""
+    total, files = top.lstat().st_size, 0
+    for here, dirs, names in os.walk(top):
+        for name in dirs + names:
+            total += (Path(here) / name).lstat().st_size
+        files += len(names)
+    return total, files
+
+
+def rows(page: str) -> list[list[str]]:
+    """The body rows of the HTML tables in ``page``, each a list of its cells' inner HTML."""
+    body = "".join(re.findall(r"<tbody>(.*?)</tbody>", page, re.S))
+    return [
+        re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    ]
+
+
+def text_of(cell: str) -> str:
+    """A cell's text as a person reads it (tags dropped, entities decoded)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", cell))
+
+
+def titled(cell: str) -> str | None:
+    found = re.search(r'title="([^"]*)"', cell)
+    return html.unescape(found.group(1)) if found else None
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    for i in range(SMALL_FILES):
+        write(root / "src" / f"m{i:04d}.py", 10 + i % 7)
+    write(root / "media" / "film.bin", 3_500_000)
+    write(root / ".cache" / "pip" / "wheel.bin", 1_200_000)
+    return root
+
+
+def test_totals_say_bytes_in_binary_units_with_every_byte_on_hover_and_counts_grouped(
+    tree: Path, store: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    summary = api.summarize(str(tree), store=store, as_of_scan=True)
+    page = sections.totals_html(summary)
+    shown = {text_of(r[0]): r[1] for r in rows(page)}
+    size, files = walked(tree)
+    assert text_of(shown["apparent bytes"]) == fmt.human_bytes(size)
+    assert titled(shown["apparent bytes"]) == fmt.exact_bytes(size)
+    assert text_of(shown["files"]) == f"{files:,}" and "," in text_of(shown["files"])
+    assert text_of(shown["filesystem free bytes"]).endswith("iB")
+    assert titled(shown["filesystem free bytes"]) == fmt.exact_bytes(summary.fs_free)
+    at = text_of(shown["scanned at"])
+    assert at.endswith(" UTC") and "T" not in at[:-4] and at.startswith(summary.scanned_at[:10])
+    raw = [str(v) for v in (size, summary.fs_free, summary.tree_alloc) if v]
+    assert not any(f">{n}<" in page for n in raw)  # no raw integer anywhere
+
+
+def test_provenance_is_readable_rows_with_the_ledger_counted_by_decision(
+    tree: Path, store: Path
+) -> None:
+    info = api.scan_root(tree, store=store)
+    deleted = [tree / ".cache", tree / "media" / "film.bin"]
+    api.annotate([str(p) for p in deleted], store=store, decision="delete")
+    api.annotate([str(tree / "src")], store=store, decision="keep")
+    frame = views.provenance(
+        str(tree), store=store, parameters={"root": str(tree), "store": None, "scan_id": None}
+    )
+    page = sections.provenance_html(frame)
+    shown = {text_of(r[0]): text_of(r[1]) for r in rows(page)}
+    assert "{" not in page and "}" not in page  # no raw dict, no JSON
+    total = len(deleted) + 1
+    assert shown["ledger"].startswith(f"{fmt.counted(total, 'annotation')}: ")
+    assert f"{len(deleted)} delete" in shown["ledger"] and "1 keep" in shown["ledger"]
+    assert "0 unsure" in shown["ledger"]
+    assert shown["ledger digest"].startswith("sha256:") and len(shown["ledger digest"]) == 71
+    assert shown["snapshot"] == info.scan_id
+    assert shown["parameter root"] == str(tree) and shown["parameter store"] == "none"
+    started = fmt.human_datetime(info.started_at, seconds=True)
+    assert shown["scanned"].startswith(started + " UTC \u2192 ")
