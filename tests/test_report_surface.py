@@ -16,6 +16,7 @@ import pytest
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
 from hygiene_nb.notebook import sections
+from hygiene_nb.notebook.tables import table_html
 from hygiene_nb.query import views
 from tests.helpers import write
 
@@ -57,7 +58,7 @@ def tree(tmp_path: Path) -> Path:
     for i in range(SMALL_FILES):
         write(root / "src" / f"m{i:04d}.py", 10 + i % 7)
     write(root / "media" / "film.bin", 3_500_000)
-    write(root / ".cache" / "pip" / "wheel.bin", 1_200_000)
+    write(root / "src" / "__pycache__" / "m0000.cpython-312.pyc", 1_200_000)  # safe
     return root
 
 
@@ -84,9 +85,9 @@ def test_provenance_is_readable_rows_with_the_ledger_counted_by_decision(
     tree: Path, store: Path
 ) -> None:
     info = api.scan_root(tree, store=store)
-    deleted = [tree / ".cache", tree / "media" / "film.bin"]
+    deleted = [tree / "src" / "__pycache__", tree / "media" / "film.bin"]
     api.annotate([str(p) for p in deleted], store=store, decision="delete")
-    api.annotate([str(tree / "src")], store=store, decision="keep")
+    api.annotate([str(tree / "src" / "m0001.py")], store=store, decision="keep")
     frame = views.provenance(
         str(tree), store=store, parameters={"root": str(tree), "store": None, "scan_id": None}
     )
@@ -102,3 +103,35 @@ def test_provenance_is_readable_rows_with_the_ledger_counted_by_decision(
     assert shown["parameter root"] == str(tree) and shown["parameter store"] == "none"
     started = fmt.human_datetime(info.started_at, seconds=True)
     assert shown["scanned"].startswith(started + " UTC \u2192 ")
+
+
+def headers(page: str) -> list[str]:
+    return [text_of(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", page, re.S)]
+
+
+def test_the_risk_mix_table_says_its_headers_in_words_and_reclaimable_bytes_in_units(
+    tree: Path, store: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    summary = api.summarize(str(tree), store=store, as_of_scan=True)
+    page = table_html(views.risk_frame(summary))
+    said = headers(page)
+    assert all("_" not in h for h in said) and "reclaimable up to this level" in said
+    column = said.index("reclaimable up to this level")
+    by_risk = {text_of(r[0]): r for r in rows(page)}
+    cache, _ = walked(tree / "src" / "__pycache__")  # bytecode: the only safe bytes here
+    safe = by_risk["safe"][column]
+    assert text_of(safe) == fmt.human_bytes(cache) and titled(safe) == fmt.exact_bytes(cache)
+    assert summary.reclaimable["safe"].bytes == cache
+    assert str(cache) not in page.replace(fmt.exact_bytes(cache), "")
+
+
+def test_the_diff_table_says_its_headers_in_words(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    write(tree / "media" / "second.bin", 250_000)
+    api.scan_root(tree, store=store)
+    for by in ("risk", "dir"):
+        page = table_html(sections.compact_diff(views.diff(str(tree), store=store, by=by)))
+        said = headers(page)
+        assert said[1:4] == ["bytes before", "bytes after", "change"], by
+        assert all("_" not in h for h in said), said

@@ -19,6 +19,7 @@ from hygiene_nb.notebook.tables import table, table_html
 from hygiene_nb.query import suggest, views
 
 __all__ = [
+    "compact_diff",
     "executions",
     "history",
     "provenance",
@@ -55,11 +56,10 @@ def history(root: str, *, store: api.StoreArg = None, scan_id: str, redact: bool
         figures.risk_history_figure(views.risk_history(root, store=store, scan_id=scan_id))
     )
     columns = ["scanned_at", "bytes", "alloc", "files", "entries", "errors", "fs_free"]
-    shown = hist[columns].set_axis(["scanned at", *columns[1:]], axis="columns")
-    table(shown, empty=ONE_SCAN)
+    table(hist[columns], empty=ONE_SCAN)
     if redact:
         changed = views.diff(root, store=store, new=scan_id, by="risk")
-        table(changed, empty="Nothing changed since the previous scan.")
+        table(compact_diff(changed), empty="Nothing changed since the previous scan.")
         return
     by_dir = views.diff(root, store=store, new=scan_id)
     changes = [c for c in by_dir.columns if c.endswith("_entries") or c == "delta"]
@@ -68,15 +68,18 @@ def history(root: str, *, store: api.StoreArg = None, scan_id: str, redact: bool
         _say("Nothing changed since the previous scan.")
         return
     figures.show(figures.diff_figure(by_dir))
-    table(_compact_diff(by_dir), empty="Nothing changed since the previous scan.")
+    table(compact_diff(by_dir), empty="Nothing changed since the previous scan.")
 
 
-def _compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
-    """The diff's key, sizes and how many entries came, went, grew and shrank."""
+def compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
+    """The diff's key, sizes and how many entries came, went, grew and shrank.
+
+    The columns keep the view's names; ``table`` says them in words (``bytes before``,
+    ``change``, ``new entries``).
+    """
     wanted = [diff.columns[0], "old_bytes", "new_bytes", "delta"]
     counts = ["new_entries", "gone_entries", "grew_entries", "shrank_entries"]
-    frame = diff[[c for c in [*wanted, *counts] if c in diff]]
-    return frame.set_axis([c.removesuffix("_entries") for c in frame.columns], axis="columns")
+    return diff[[c for c in [*wanted, *counts] if c in diff]].reset_index(drop=True)
 
 
 def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:

@@ -14,12 +14,34 @@ import pandas as pd
 
 from hygiene_nb import formatting as fmt
 
-__all__ = ["BYTE_COLUMNS", "table", "table_html"]
+__all__ = ["BYTE_COLUMNS", "HEADERS", "header", "table", "table_html"]
 
 # columns holding byte counts, by name (also any column whose name ends in "bytes")
 BYTE_COLUMNS = frozenset(
-    {"alloc", "fs_free", "fs_total", "delta", "size", "tree_alloc", "free", "reclaim"}
+    {
+        "alloc",
+        "fs_free",
+        "fs_total",
+        "delta",
+        "size",
+        "tree_alloc",
+        "free",
+        "reclaim",
+        "reclaimable_cumulative",
+    }
 )
+# what the views' columns are called for people; any other snake_case name reads with spaces
+HEADERS = {
+    "alloc": "allocated",
+    "tree_alloc": "allocated",
+    "fs_free": "free space",
+    "fs_total": "filesystem size",
+    "scanned_at": "scanned at",
+    "old_bytes": "bytes before",
+    "new_bytes": "bytes after",
+    "delta": "change",
+    "reclaimable_cumulative": "reclaimable up to this level",
+}
 _MISSING = "—"
 _PATH_WIDTH = 64  # characters of a path in a cell; the whole path is on hover
 
@@ -74,6 +96,11 @@ def _text(value: Any, root: str | None = None) -> str:
     return html.escape(said)
 
 
+def header(name: str) -> str:
+    """A column's header for people: ``HEADERS``, else its name with spaces for underscores."""
+    return HEADERS.get(name, name.replace("_", " "))
+
+
 def _formatter(name: str, column: pd.Series, root: str | None) -> Callable[[Any], str]:
     if name.endswith("bytes") or name in BYTE_COLUMNS:
         return _bytes
@@ -94,6 +121,9 @@ def table_html(
 ) -> str:
     """``frame`` as an HTML table: no index, bytes in binary units (exact on hover).
 
+    Headers are said in words (``header``: ``fs_free`` reads ``free space``); ``formats``
+    maps a column's name to how its cells are written.
+
     With ``root``, paths under it are shown relative to it (the full path on hover).
     """
     formats = formats or {}
@@ -109,7 +139,8 @@ def table_html(
         and not pd.api.types.is_bool_dtype(frame[column])
     }
     head = "".join(
-        f'<th style="text-align:{"right" if n in numeric else "left"}">{html.escape(n)}</th>'
+        f'<th style="text-align:{"right" if n in numeric else "left"}">'
+        f"{html.escape(header(n))}</th>"
         for n in columns
     )
     body = "".join(
