@@ -21,6 +21,8 @@ from hygiene_nb.query import views
 from tests.helpers import write
 
 SMALL_FILES = 1_203  # past a thousand: a count with a separator
+# a direct child of the root whose name is longer than any table cell or chart label is wide
+LONG = "recordings-of-the-quarterly-meetings-and-workshops-held-in-2025-and-2026-by-the-team"
 
 
 def walked(top: Path) -> tuple[int, int]:
@@ -57,7 +59,7 @@ def tree(tmp_path: Path) -> Path:
     root = tmp_path / "tree"
     for i in range(SMALL_FILES):
         write(root / "src" / f"m{i:04d}.py", 10 + i % 7)
-    write(root / "media" / "film.bin", 3_500_000)
+    write(root / LONG / "film.bin", 3_500_000)
     write(root / "src" / "__pycache__" / "m0000.cpython-312.pyc", 1_200_000)  # safe
     return root
 
@@ -85,7 +87,7 @@ def test_provenance_is_readable_rows_with_the_ledger_counted_by_decision(
     tree: Path, store: Path
 ) -> None:
     info = api.scan_root(tree, store=store)
-    deleted = [tree / "src" / "__pycache__", tree / "media" / "film.bin"]
+    deleted = [tree / "src" / "__pycache__", tree / LONG / "film.bin"]
     api.annotate([str(p) for p in deleted], store=store, decision="delete")
     api.annotate([str(tree / "src" / "m0001.py")], store=store, decision="keep")
     frame = views.provenance(
@@ -128,10 +130,28 @@ def test_the_risk_mix_table_says_its_headers_in_words_and_reclaimable_bytes_in_u
 
 def test_the_diff_table_says_its_headers_in_words(tree: Path, store: Path) -> None:
     api.scan_root(tree, store=store)
-    write(tree / "media" / "second.bin", 250_000)
+    write(tree / LONG / "second.bin", 250_000)
     api.scan_root(tree, store=store)
     for by in ("risk", "dir"):
         page = table_html(sections.compact_diff(views.diff(str(tree), store=store, by=by)))
         said = headers(page)
         assert said[1:4] == ["bytes before", "bytes after", "change"], by
         assert all("_" not in h for h in said), said
+
+
+def test_the_owners_table_names_where_each_holds_most_relative_to_the_root(
+    tree: Path, store: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    owners = views.by_owner(str(tree), store=store, as_of_scan=True)
+    page = table_html(views.owners_frame(owners))
+    said = headers(page)
+    first = rows(page)[0]
+    cell = first[said.index("largest in")]
+    largest = max(tree.iterdir(), key=lambda p: walked(p)[0])  # one owner here: this process
+    assert largest.name == LONG
+    assert titled(cell) == str(largest)  # the exact path on hover
+    shown = text_of(cell)
+    assert str(tree) not in shown and len(shown) < len(LONG)
+    assert shown == fmt.display_path(str(largest), str(tree), 64) and fmt.ELLIPSIS in shown
+    assert text_of(first[said.index("held there")]) == fmt.human_bytes(walked(largest)[0])

@@ -124,9 +124,12 @@ def table_html(
     Headers are said in words (``header``: ``fs_free`` reads ``free space``); ``formats``
     maps a column's name to how its cells are written.
 
-    With ``root``, paths under it are shown relative to it (the full path on hover).
+    With ``root`` (by default the frame's ``attrs["root"]``, when it has one), paths under it
+    are shown relative to it, shortened in the middle (the full path on hover).
     """
     formats = formats or {}
+    if root is None and isinstance(frame.attrs.get("root"), str):
+        root = frame.attrs["root"]  # a frame that knows its root (``views.owners_frame``)
     columns = [str(c) for c in frame.columns]
     cells = {
         name: formats.get(name) or _formatter(name, frame[column], root)
