@@ -15,7 +15,7 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
-from hygiene_nb.notebook import sections
+from hygiene_nb.notebook import figures, sections
 from hygiene_nb.notebook.tables import table_html
 from hygiene_nb.query import views
 from tests.helpers import write
@@ -155,3 +155,44 @@ def test_the_owners_table_names_where_each_holds_most_relative_to_the_root(
     assert str(tree) not in shown and len(shown) < len(LONG)
     assert shown == fmt.display_path(str(largest), str(tree), 64) and fmt.ELLIPSIS in shown
     assert text_of(first[said.index("held there")]) == fmt.human_bytes(walked(largest)[0])
+
+
+def test_long_names_are_shortened_in_the_middle_in_legends_and_axes_whole_on_hover(
+    tree: Path, store: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    write(tree / LONG / "second.bin", 250_000)
+    api.scan_root(tree, store=store)
+    growth = figures.growth_figure(views.child_growth(str(tree), store=store))
+    trace = next(t for t in growth.data if LONG in str(t.customdata[0][0]))
+    assert trace.name == fmt.middle_ellipsis(LONG, figures.NAME_WIDTH)
+    assert len(trace.name) <= figures.NAME_WIDTH < len(LONG) and trace.name.endswith("team")
+    assert all(row[0] == LONG for row in trace.customdata)  # the whole name on hover
+    legend = [t.name for t in growth.data]
+    assert all(len(n) <= figures.NAME_WIDTH for n in legend)
+
+    diff = figures.diff_figure(views.diff(str(tree), store=store))
+    grew = next(t for t in diff.data if t.name == "grew")
+    labels = list(grew.y)
+    assert fmt.middle_ellipsis(LONG, figures.NAME_WIDTH) in labels
+    assert LONG not in labels
+    hover = grew.customdata[labels.index(fmt.middle_ellipsis(LONG, figures.NAME_WIDTH))]
+    assert hover.startswith(LONG + ": ")
+    assert list(diff.layout.yaxis.categoryarray).count(labels[0]) == 1
+
+
+def test_two_long_names_alike_at_their_ends_keep_a_bar_each(tmp_path: Path, store: Path) -> None:
+    root = tmp_path / "alike"
+    ends = "-and-a-long-tail-that-both-names-share-to-the-very-end"
+    names = ["first" + ends, "second" + ends]
+    for name in names:
+        write(root / name / "a.bin", 10)
+    api.scan_root(root, store=store)
+    for i, name in enumerate(names):
+        write(root / name / "b.bin", 1000 * (i + 1))
+    api.scan_root(root, store=store)
+    fig = figures.diff_figure(views.diff(str(root), store=store))
+    grew = next(t for t in fig.data if t.name == "grew")
+    assert len(set(grew.y)) == 2 and all(len(y) <= figures.NAME_WIDTH + 4 for y in grew.y)
+    whole = sorted(h.split(": ")[0] for h in grew.customdata)
+    assert whole == sorted(names)

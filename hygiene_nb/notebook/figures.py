@@ -32,6 +32,7 @@ __all__ = [
     "DECISION_BORDER",
     "FIGURE_IDS",
     "GREW_COLOR",
+    "NAME_WIDTH",
     "RISK_COLORS",
     "SHRANK_COLOR",
     "TREEMAP_IDS",
@@ -88,6 +89,16 @@ _LAYOUT: dict[str, Any] = {
     "margin": {"t": 50, "l": 10, "r": 10, "b": 10},
     "height": 380,
 }
+
+
+# characters of a name in a legend or on an axis: past it, shortened in the middle (the whole
+# name is on hover)
+NAME_WIDTH = 32
+
+
+def _short(name: str, width: int = NAME_WIDTH) -> str:
+    """A name (or path) for a legend or an axis: escaped, shortened in the middle, as text."""
+    return _label(display_path(name, width=width))
 
 
 def _label(text: str) -> str:
@@ -185,7 +196,8 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
     """Recursive bytes of each direct child over time, stacked (``views.child_growth``).
 
     Each named child keeps one colour of ten (the owners' palette), the rest summed as
-    ``(other)`` in grey; the legend lists them top to bottom as they are stacked.
+    ``(other)`` in grey; the legend lists them top to bottom as they are stacked, a long name
+    shortened in the middle (``NAME_WIDTH``), the whole name on hover.
     """
     x_all, xaxis = _scan_axis(growth["scanned_at"])
     where = dict(zip(growth["scanned_at"], x_all, strict=True))
@@ -197,7 +209,7 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
             go.Scatter(
                 x=[where[t] for t in part["scanned_at"]],
                 y=part["bytes"],
-                name=label,
+                name=_short(str(child)),
                 stackgroup="one",
                 mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
                 line={"color": MORE_OWNERS_COLOR if other else OWNER_COLORS[i % len(OWNER_COLORS)]},
@@ -394,7 +406,8 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     and shrinkage in two colours and written on the bar with their sign; the other keys that
     changed are summed into one ``(N others)`` bar at the bottom, so the bars add up to the
     whole change (by ``dir``: the root's). A key whose bytes did not change has no bar. With
-    no change at all the figure is a sentence.
+    no change at all the figure is a sentence. A long key is shortened in the middle on the
+    axis (``NAME_WIDTH``), whole on hover.
     """
     key = str(diff.columns[0])
     title = f"What changed since the previous scan, by {key}"
@@ -404,7 +417,14 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     if not changed:
         return _said("diff", title, "Nothing changed between the two scans: no change to show.")
     named, rest = changed[:top], changed[top:]
-    bars = [(_diff_label(k, key), d, _diff_label(k, key)) for k, d in named]
+    bars = []
+    taken: set[str] = set()
+    for k, d in named:
+        label = _diff_label(k, key, NAME_WIDTH)
+        if label in taken:  # two long names alike at their ends: one bar each all the same
+            label = f"{label} ({len(taken) + 1})"
+        taken.add(label)
+        bars.append((label, d, _diff_label(k, key)))
     rest_delta = sum(d for _, d in rest)
     if rest and rest_delta != 0:
         others = f"({counted(len(rest), 'other')})"
@@ -460,11 +480,15 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     )
 
 
-def _diff_label(value: object, key: str) -> str:
-    """A key of ``views.diff`` as a bar's label: the root's own entry named, names escaped."""
+def _diff_label(value: object, key: str, width: int | None = None) -> str:
+    """A key of ``views.diff`` as a bar's label: the root's own entry named, names escaped.
+
+    With ``width`` a long name is shortened in the middle (the axis); without, it is whole
+    (the hover).
+    """
     if key == "dir" and str(value) == ".":
         return "(the root directory itself)"
-    return _label(display_path(str(value)))
+    return _label(display_path(str(value), width=width))
 
 
 def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
