@@ -15,6 +15,7 @@ import pytest
 
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
+from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.notebook import figures, sections
 from hygiene_nb.notebook.tables import table_html
 from hygiene_nb.query import views
@@ -196,3 +197,55 @@ def test_two_long_names_alike_at_their_ends_keep_a_bar_each(tmp_path: Path, stor
     assert len(set(grew.y)) == 2 and all(len(y) <= figures.NAME_WIDTH + 4 for y in grew.y)
     whole = sorted(h.split(": ")[0] for h in grew.customdata)
     assert whole == sorted(names)
+
+
+def said(fig: object) -> str:
+    """The sentence a figure with nothing to draw shows instead (``""``: it draws something)."""
+    layout = fig.layout  # type: ignore[attr-defined]
+    if fig.data or not layout.annotations:  # type: ignore[attr-defined]
+        return ""
+    return str(layout.annotations[0].text)
+
+
+def test_an_empty_directory_gets_sentences_not_a_bare_treemap_or_an_empty_chart(
+    tmp_path: Path, store: Path
+) -> None:
+    root = tmp_path / "nothing-here"
+    root.mkdir()
+    api.scan_root(root, store=store)
+    summary = api.summarize(str(root), store=store, as_of_scan=True)
+    treemap = figures.treemap_figure(views.treemap_of(str(root), store=store))
+    assert "empty" in said(treemap) and treemap.layout.meta["id"] == "treemap"
+    staleness = figures.staleness_figure(summary.stale)
+    assert (
+        said(staleness).startswith("No file bytes") and staleness.layout.meta["id"] == "staleness"
+    )
+
+
+def test_the_staleness_legend_lists_only_the_risks_that_hold_bytes(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    summary = api.summarize(str(tree), store=store, as_of_scan=True)
+    fig = figures.staleness_figure(summary.stale)
+    file_bytes = sum(
+        (Path(here) / n).lstat().st_size for here, _, names in os.walk(tree) for n in names
+    )
+    assert sum(sum(t.y) for t in fig.data) == file_bytes
+    assert all(sum(t.y) > 0 for t in fig.data)  # no legend entry for a level with no bytes
+    assert len(fig.data) < len(RISKS) and {t.name for t in fig.data} <= set(RISKS)
+
+
+def test_the_risk_history_legend_lists_only_the_risks_that_hold_bytes(
+    tree: Path, store: Path
+) -> None:
+    api.scan_root(tree, store=store)
+    write(tree / LONG / "second.bin", 250_000)
+    api.scan_root(tree, store=store)
+    history = views.risk_history(str(tree), store=store)
+    fig = figures.risk_history_figure(history)
+    bars = [t for t in fig.data if t.type == "bar"]
+    held = {r for r in RISKS if history.loc[history["risk"] == r, "bytes"].fillna(0).sum() > 0}
+    assert {t.name for t in bars} == held and len(held) < len(RISKS)
+    size, _ = walked(tree)
+    last = fig.data[-1].x[-1]  # the latest scan, where the score line ends
+    # the stacked bars of the latest scan add up to the whole tree, as os.walk sees it
+    assert sum(y for t in bars for x, y in zip(t.x, t.y, strict=True) if x == last) == size

@@ -344,12 +344,17 @@ def _reclaim_marks(reclaimable: Mapping[str, RiskStats]) -> list[tuple[str, int,
 
 
 def risk_history_figure(history: pd.DataFrame) -> go.Figure:
-    """Bytes per risk level in every scan, stacked, with the cleanliness score (right axis)."""
+    """Bytes per risk level in every scan, stacked, with the cleanliness score (right axis).
+
+    Only the risks holding bytes in some scan get a trace (and a legend entry).
+    """
     x_all, xaxis = _scan_axis(history["scanned_at"])
     history = history.assign(x=x_all)
     traces: list[Any] = []
     for level in RISKS:
         part = history[history["risk"] == level]
+        if not (part["bytes"].fillna(0) > 0).any():
+            continue
         traces.append(
             go.Bar(
                 x=list(part["x"]),
@@ -528,20 +533,28 @@ def groups_figure(groups: Sequence[GroupStats]) -> go.Figure:
 
 
 def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
-    """Bytes of files by age since last modification, stacked by risk."""
+    """Bytes of files by age since last modification, stacked by risk.
+
+    Only the risks holding bytes get a trace (and a legend entry); with no file bytes at all
+    (an empty directory) the figure is a sentence.
+    """
+    title = "Age of files (bytes)"
+    levels = [r for r in RISKS if any(b.bytes.get(r, 0) > 0 for b in stale)]
+    if not levels:
+        return _said("staleness", title, "No file bytes in this snapshot: no ages to show.")
     return _figure(
         "staleness",
-        "Age of files (bytes)",
+        title,
         [
             go.Bar(
                 x=[b.bucket for b in stale],
-                y=[b.bytes[r] for b in stale],
+                y=[b.bytes.get(r, 0) for b in stale],
                 name=r,
                 marker_color=RISK_COLORS[r],
-                customdata=[fmt.bytes_with_exact(b.bytes[r]) for b in stale],
+                customdata=[fmt.bytes_with_exact(b.bytes.get(r, 0)) for b in stale],
                 hovertemplate=f"{r}, %{{x}}: %{{customdata}}<extra></extra>",
             )
-            for r in RISKS
+            for r in levels
         ],
         barmode="stack",
         showlegend=True,
@@ -939,12 +952,15 @@ def treemap_figure(nodes: pd.DataFrame, *, title: str | None = None) -> go.Figur
 
     Its id follows its colouring (``TREEMAP_IDS``), so one page can hold the treemap by risk
     and by type; a key under the title names the colours in use (``treemap_key``) and, when
-    a box carries a decision, the border colours.
+    a box carries a decision, the border colours. A directory with nothing inside is a
+    sentence, not a bare box.
     """
     by = _treemap_colouring(nodes)
     if title is None:
         what = "files" if _treemap_sizing(nodes) == "files" else "bytes"
         title = f"Where the {what} are" + ("" if by == "risk" else f", by {by}")
+    if not (nodes["parent"] != "").any():
+        return _said(TREEMAP_IDS[by], title, "This directory is empty: no treemap to draw.")
     layout: dict[str, Any] = {"height": 520}
     key = treemap_key(nodes)
     if key:
