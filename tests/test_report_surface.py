@@ -129,15 +129,37 @@ def test_the_risk_mix_table_says_its_headers_in_words_and_reclaimable_bytes_in_u
     assert str(cache) not in page.replace(fmt.exact_bytes(cache), "")
 
 
-def test_the_diff_table_says_its_headers_in_words(tree: Path, store: Path) -> None:
+def test_the_diff_table_says_its_headers_in_words_and_every_change_with_its_sign(
+    tree: Path, store: Path
+) -> None:
     api.scan_root(tree, store=store)
+    before = {p.name: walked(p)[0] for p in tree.iterdir()}
     write(tree / LONG / "second.bin", 250_000)
+    for old in sorted((tree / "src").glob("m00[0-4]?.py")):
+        old.unlink()
     api.scan_root(tree, store=store)
+    after = {p.name: walked(p)[0] for p in tree.iterdir()}
+    change = {name: after[name] - before[name] for name in before}
+    assert change[LONG] > 0 > change["src"]
     for by in ("risk", "dir"):
         page = table_html(sections.compact_diff(views.diff(str(tree), store=store, by=by)))
         said = headers(page)
         assert said[1:4] == ["bytes before", "bytes after", "change"], by
         assert all("_" not in h for h in said), said
+        for row in rows(page):
+            delta = row[said.index("change")]
+            if text_of(delta) != "0 B":
+                assert text_of(delta)[0] in "+-" and titled(delta)[0] in "+-", (by, delta)
+        if by == "dir":
+            shown = {titled(r[0]) or text_of(r[0]): r[said.index("change")] for r in rows(page)}
+            grown = shown[LONG]  # the key is the child's name, the whole of it on hover
+            assert text_of(grown) == fmt.signed_bytes(change[LONG]) and text_of(grown)[0] == "+"
+            assert titled(grown) == fmt.signed_exact_bytes(change[LONG])
+            assert text_of(shown["src"]) == fmt.signed_bytes(change["src"])
+    fig = figures.diff_figure(views.diff(str(tree), store=store))
+    written = [t for bar in fig.data for t in bar.text] + list(fig.layout.xaxis.ticktext)
+    assert "\u2212" not in "".join(written) + fig.layout.title.text  # one minus sign: "-"
+    assert fmt.signed_bytes(change["src"]) in written and fmt.signed_bytes(change[LONG]) in written
 
 
 def test_the_owners_table_names_where_each_holds_most_relative_to_the_root(

@@ -394,16 +394,6 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
     )
 
 
-def _signed(n: int) -> str:
-    """``+1.2 MiB`` / ``\u22123.0 MiB`` (a real minus sign): a change, in binary units."""
-    return signed_bytes(n).replace("-", "\u2212", 1)
-
-
-def _signed_exact(n: int) -> str:
-    sign = "+" if n > 0 else "\u2212" if n < 0 else ""
-    return sign + exact_bytes(abs(n))
-
-
 def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     """What changed between two scans (``views.diff``): one bar per key, its change in bytes.
 
@@ -448,10 +438,10 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
                 orientation="h",
                 name=name,
                 marker_color=colour,
-                text=[_signed(d) for _, d, _ in part],
+                text=[signed_bytes(d) for _, d, _ in part],
                 textposition="outside",
                 cliponaxis=False,
-                customdata=[f"{what}: {_signed_exact(d)}" for _, d, what in part],
+                customdata=[f"{what}: {fmt.signed_exact_bytes(d)}" for _, d, what in part],
                 hovertemplate="%{customdata}<extra></extra>",
                 showlegend=True,
             )
@@ -462,7 +452,7 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     pad = 0.3 * max(high - low, 1)
     return _figure(
         "diff",
-        f"{title}<br><sup>in all: {_signed(total)} ({_signed_exact(total)})</sup>",
+        f"{title}<br><sup>in all: {signed_bytes(total)} ({fmt.signed_exact_bytes(total)})</sup>",
         traces,
         barmode="relative",
         height=160 + 28 * len(bars),
@@ -506,7 +496,9 @@ def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
     text = dict(zip(ticks["tickvals"], ticks["ticktext"], strict=True))
     return {
         "tickvals": [-v for v in reversed(below)] + values,
-        "ticktext": ["\u2212" + text[v] for v in reversed(below)] + [text[v] for v in values],
+        # the sign as signed_bytes writes it: "-" below zero, "+" above
+        "ticktext": ["-" + text[v] for v in reversed(below)]
+        + [("+" if v else "") + text[v] for v in values],
     }
 
 

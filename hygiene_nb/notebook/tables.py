@@ -14,7 +14,7 @@ import pandas as pd
 
 from hygiene_nb import formatting as fmt
 
-__all__ = ["BYTE_COLUMNS", "HEADERS", "header", "table", "table_html"]
+__all__ = ["BYTE_COLUMNS", "HEADERS", "SIGNED_COLUMNS", "header", "table", "table_html"]
 
 # columns holding byte counts, by name (also any column whose name ends in "bytes")
 BYTE_COLUMNS = frozenset(
@@ -30,6 +30,8 @@ BYTE_COLUMNS = frozenset(
         "reclaimable_cumulative",
     }
 )
+# byte columns that hold a change between two scans: written with their sign, + or -
+SIGNED_COLUMNS = frozenset({"delta"})
 # what the views' columns are called for people; any other snake_case name reads with spaces
 HEADERS = {
     "alloc": "allocated",
@@ -59,6 +61,14 @@ def _bytes(value: Any) -> str:
     if isinstance(value, str):  # already said for people (a view's own formatting)
         return html.escape(value)
     return fmt.bytes_html(int(value))
+
+
+def _signed_bytes(value: Any) -> str:
+    if _is_missing(value):
+        return _MISSING
+    if isinstance(value, str):
+        return html.escape(value)
+    return fmt.bytes_html(int(value), signed=True)
 
 
 def _number(value: Any) -> str:
@@ -102,6 +112,8 @@ def header(name: str) -> str:
 
 
 def _formatter(name: str, column: pd.Series, root: str | None) -> Callable[[Any], str]:
+    if name in SIGNED_COLUMNS:
+        return _signed_bytes
     if name.endswith("bytes") or name in BYTE_COLUMNS:
         return _bytes
     if pd.api.types.is_datetime64_any_dtype(column):
