@@ -7,8 +7,10 @@ ledger as written here, never against a figure typed into the test.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from hygiene_nb import api
 from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.notebook import figures, sections
+from hygiene_nb.notebook import headline as hl
 from hygiene_nb.notebook.tables import table_html
 from hygiene_nb.query import views
 from tests.helpers import write
@@ -271,3 +274,66 @@ def test_the_risk_history_legend_lists_only_the_risks_that_hold_bytes(
     last = fig.data[-1].x[-1]  # the latest scan, where the score line ends
     # the stacked bars of the latest scan add up to the whole tree, as os.walk sees it
     assert sum(y for t in bars for x, y in zip(t.x, t.y, strict=True) if x == last) == size
+
+
+def moved_back(store: Path, scan_id: str, days: float) -> None:
+    """Record ``scan_id`` in the store's index as run ``days`` earlier than it did."""
+    index = store / "index.jsonl"
+    lines = []
+    for line in index.read_text().splitlines():
+        record = json.loads(line)
+        if record["scan_id"] == scan_id:
+            for key in ("started_at", "finished_at"):
+                at = datetime.fromisoformat(record[key]) - timedelta(days=days)
+                record[key] = at.isoformat()
+        lines.append(json.dumps(record))
+    index.write_text("\n".join(lines) + "\n")
+
+
+def test_growth_says_the_real_interval_between_the_two_scans(tree: Path, store: Path) -> None:
+    sizes = []
+    infos = []
+    for extra in (0, 100_000, 300_000):
+        if extra:
+            write(tree / LONG / f"more-{extra}.bin", extra)
+        infos.append(api.scan_root(tree, store=store))
+        sizes.append(walked(tree)[0])
+    moved_back(store, infos[0].scan_id, 40)  # the oldest: 40 days before the latest
+    moved_back(store, infos[1].scan_id, 10)  # the previous: 10 days before
+    times = {
+        json.loads(line)["scan_id"]: datetime.fromisoformat(json.loads(line)["finished_at"])
+        for line in (store / "index.jsonl").read_text().splitlines()
+    }
+    latest = times[infos[2].scan_id]
+
+    def days_before(info: api.ScanInfo) -> float:
+        return (latest - times[info.scan_id]) / timedelta(days=1)
+
+    found = hl.headline(str(tree), store=store)
+    assert [g.delta for g in found.growth] == [sizes[2] - sizes[1], sizes[2] - sizes[0]]
+    assert [g.span for g in found.growth] == [
+        fmt.human_age(days_before(infos[1])),
+        fmt.human_age(days_before(infos[0])),
+    ]
+    page = hl.headline_html(found)
+    assert "in 7 days" not in page and "in 30 days" not in page
+    assert f"({fmt.human_age(days_before(infos[1]))} before, " in page
+    month = fmt.human_age(days_before(infos[0]))
+    assert (
+        month != "30 days"
+        and f"{fmt.bytes_html(sizes[2] - sizes[0], signed=True)} in {month} " in page
+    )
+
+
+def test_one_scan_40_days_before_is_compared_with_once_and_said_as_it_is(
+    tree: Path, store: Path
+) -> None:
+    first = api.scan_root(tree, store=store)
+    write(tree / LONG / "more.bin", 100_000)
+    api.scan_root(tree, store=store)
+    moved_back(store, first.scan_id, 40)
+    found = hl.headline(str(tree), store=store)
+    assert len(found.growth) == 1  # the previous scan is also the one 7 and 30 days before
+    assert found.growth[0].span == fmt.human_age(40) != "7 days"
+    page = hl.headline_html(found)
+    assert f"({fmt.human_age(40)} before, " in page and " in 7 days" not in page
