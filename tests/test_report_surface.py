@@ -337,3 +337,26 @@ def test_one_scan_40_days_before_is_compared_with_once_and_said_as_it_is(
     assert found.growth[0].span == fmt.human_age(40) != "7 days"
     page = hl.headline_html(found)
     assert f"({fmt.human_age(40)} before, " in page and " in 7 days" not in page
+
+
+def cells_of(page: str, column: int) -> list[str]:
+    """The opening ``<td …>`` tags of one column of ``page``'s table."""
+    body = page.split("<tbody>", 1)[1]
+    return [re.findall(r"<td[^>]*>", row)[column] for row in re.findall(r"<tr>(.*?)</tr>", body)]
+
+
+def test_number_columns_never_wrap_and_line_up(tree: Path, store: Path) -> None:
+    api.scan_root(tree, store=store)
+    summary = api.summarize(str(tree), store=store, as_of_scan=True)
+    page = table_html(views.entries_frame(summary.largest), root=str(tree))
+    said = headers(page)
+    for name in ("bytes", "files"):
+        for td in cells_of(page, said.index(name)):
+            assert "white-space:nowrap" in td and "tabular-nums" in td, (name, td)
+    for name in ("path", "claim"):  # text may wrap in a narrow window
+        assert all("nowrap" not in td for td in cells_of(page, said.index(name))), name
+    owners = table_html(views.owners_frame(views.by_owner(str(tree), store=store)))
+    said = headers(owners)
+    for name in ("size", "files", "share", "reclaimable (safe + caution)", "held there"):
+        assert all("nowrap" in td for td in cells_of(owners, said.index(name))), name
+    assert all("nowrap" not in td for td in cells_of(owners, said.index("largest in")))

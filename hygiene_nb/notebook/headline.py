@@ -215,7 +215,7 @@ _STYLE = """<style>
 .hnb-headline .hnb-places td,.hnb-headline .hnb-places th{
   padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
 .hnb-headline .hnb-places td.num,.hnb-headline .hnb-places th.num{
-  text-align:right;font-variant-numeric:tabular-nums}
+  text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .hnb-risk-safe{color:#2e7d32;font-weight:600}.hnb-risk-caution{color:#b07b00;font-weight:600}
 </style>"""
 

@@ -7,6 +7,7 @@ no rows, the one sentence given for that case instead of a header-only table.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,7 +15,15 @@ import pandas as pd
 
 from hygiene_nb import formatting as fmt
 
-__all__ = ["BYTE_COLUMNS", "HEADERS", "SIGNED_COLUMNS", "header", "table", "table_html"]
+__all__ = [
+    "BYTE_COLUMNS",
+    "HEADERS",
+    "NUMBER_STYLE",
+    "SIGNED_COLUMNS",
+    "header",
+    "table",
+    "table_html",
+]
 
 # columns holding byte counts, by name (also any column whose name ends in "bytes")
 BYTE_COLUMNS = frozenset(
@@ -106,6 +115,27 @@ def _text(value: Any, root: str | None = None) -> str:
     return html.escape(said)
 
 
+# a cell holding a number, a size or a share: right-aligned, never broken across lines, its
+# digits of one width so that a column of them lines up (a narrow window wraps the text
+# columns instead)
+NUMBER_STYLE = "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
+_TEXT_CELL = '<td style="text-align:left">'
+# what a cell said for people looks like when it is a number: 1,234 / +1.2 MiB / 12.3% / < 0.1%
+_NUMBER_TEXT = re.compile(r"^(< )?[+-]?[\d,]+(\.\d+)?( ([KMGTPE]i)?B|%)?$")
+
+
+def _number_column(name: str, column: pd.Series) -> bool:
+    """Whether ``column`` holds numbers: by its type, its name (bytes), or every value's text."""
+    if pd.api.types.is_bool_dtype(column):
+        return False
+    if pd.api.types.is_numeric_dtype(column):
+        return True
+    if name in SIGNED_COLUMNS or name.endswith("bytes") or name in BYTE_COLUMNS:
+        return True
+    said = [v for v in column if isinstance(v, str) and v]
+    return bool(said) and all(_NUMBER_TEXT.match(v) for v in said)
+
+
 def header(name: str) -> str:
     """A column's header for people: ``HEADERS``, else its name with spaces for underscores."""
     return HEADERS.get(name, name.replace("_", " "))
@@ -150,8 +180,7 @@ def table_html(
     numeric = {
         name
         for name, column in zip(columns, frame.columns, strict=True)
-        if pd.api.types.is_numeric_dtype(frame[column])
-        and not pd.api.types.is_bool_dtype(frame[column])
+        if _number_column(name, frame[column])
     }
     head = "".join(
         f'<th style="text-align:{"right" if n in numeric else "left"}">'
@@ -161,7 +190,8 @@ def table_html(
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td style="text-align:{"right" if n in numeric else "left"}">{cells[n](v)}</td>'
+            (f'<td class="num" style="{NUMBER_STYLE}">' if n in numeric else _TEXT_CELL)
+            + f"{cells[n](v)}</td>"
             for n, v in zip(columns, row, strict=True)
         )
         + "</tr>"
