@@ -360,3 +360,57 @@ def test_number_columns_never_wrap_and_line_up(tree: Path, store: Path) -> None:
     for name in ("size", "files", "share", "reclaimable (safe + caution)", "held there"):
         assert all("nowrap" in td for td in cells_of(owners, said.index(name))), name
     assert all("nowrap" not in td for td in cells_of(owners, said.index("largest in")))
+
+
+def wcag_contrast(one: str, two: str) -> float:
+    """The WCAG 2 contrast ratio of two ``#rrggbb`` colours, worked out here from the spec."""
+
+    def luminance(colour: str) -> float:
+        channels = []
+        for i in (1, 3, 5):
+            c = int(colour[i : i + 2], 16) / 255
+            channels.append(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+        red, green, blue = channels
+        return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+    high, low = sorted((luminance(one), luminance(two)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_risk_badges_take_the_figures_colours_and_their_text_stays_readable(
+    tree: Path, store: Path
+) -> None:
+    from hygiene_nb.notebook.ui import Annotator
+
+    api.scan_root(tree, store=store)
+    for risk, colour in figures.RISK_COLORS.items():
+        ink = figures.RISK_INK[risk]
+        assert wcag_contrast(ink, colour) >= 4.5, (risk, colour, ink)
+    assert wcag_contrast(figures.RISK_INK["unknown"], figures.RISK_COLORS["unknown"]) >= 4.5
+    # the headline's badges: one rule per risk, in the figures' colours (no colour of its own)
+    page = hl.headline_html(hl.headline(str(tree), store=store))
+    rules = {
+        r: (bg, ink)
+        for r, bg, ink in re.findall(
+            r"\.hnb-risk-(\w+)\{background:(#[0-9a-f]{6});color:(#[0-9a-f]{6})", page
+        )
+    }
+    assert {r: bg for r, (bg, _) in rules.items()} == {
+        r: c for r, c in figures.RISK_COLORS.items() if r
+    }
+    assert all(wcag_contrast(bg, ink) >= 4.5 for bg, ink in rules.values())
+    used = set(re.findall(r'class="hnb-risk-(\w+)"', page))
+    assert used and used <= set(rules)
+    colours = set(re.findall(r"#[0-9a-fA-F]{6}", page.split("</style>")[0]))
+    others = colours - {c for pair in rules.values() for c in pair}
+    hued = [c for c in others if len({c[1:3], c[3:5], c[5:7]}) > 1]
+    assert hued == []  # every other colour of the headline's style is a grey: no risk of its own
+    # the widget's rows: a grey "unknown" badge with dark text
+    panel = Annotator(str(tree), store=store)
+    badges = [
+        re.search(r"background:(#[0-9a-f]{6});color:(#[0-9a-f]{6})", r.info.value)
+        for r in panel.rows
+    ]
+    found = {(b.group(1), b.group(2)) for b in badges if b}
+    assert (figures.RISK_COLORS["unknown"], figures.RISK_INK["unknown"]) in found
+    assert all(wcag_contrast(bg, ink) >= 4.5 for bg, ink in found)

@@ -34,16 +34,20 @@ __all__ = [
     "GREW_COLOR",
     "NAME_WIDTH",
     "RISK_COLORS",
+    "RISK_INK",
     "SHRANK_COLOR",
     "TREEMAP_IDS",
     "age_figure",
     "byte_ticks",
+    "contrast_ratio",
     "diff_figure",
     "groups_figure",
     "growth_figure",
     "history_figure",
+    "ink_for",
     "owners_figure",
     "plotlyjs",
+    "risk_badge_css",
     "risk_history_figure",
     "risk_mix_figure",
     "show",
@@ -66,6 +70,44 @@ RISK_COLORS = {
     "mixed": "#6e4b2a",  # brown: a directory holding bytes of several risks (classify.content)
     "": "#eeeeee",  # "(other)" buckets and the view's own root
 }
+
+
+def _luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb``."""
+    rgb = [int(colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """WCAG 2 contrast ratio of two ``#rrggbb`` colours, 1 to 21 (text wants at least 4.5)."""
+    light, dark = sorted((_luminance(foreground), _luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def ink_for(background: str) -> str:
+    """Black or white, whichever reads better on ``background``: a badge's text colour."""
+    black, white = "#000000", "#ffffff"
+    return (
+        black if contrast_ratio(black, background) >= contrast_ratio(white, background) else white
+    )
+
+
+# the text colour of a badge filled with each risk's colour: the better of black and white,
+# at least 4.5:1 for every one of them (grey "unknown" takes black)
+RISK_INK = {risk: ink_for(colour) for risk, colour in RISK_COLORS.items()}
+
+
+def risk_badge_css(prefix: str = "hnb-risk-") -> str:
+    """CSS rules ``.{prefix}{risk}`` for a badge of each risk: its fill and its ink."""
+    return "".join(
+        f".{prefix}{risk}{{background:{colour};color:{RISK_INK[risk]};"
+        "padding:0 4px;border-radius:3px;font-weight:600}"
+        for risk, colour in RISK_COLORS.items()
+        if risk
+    )
+
+
 # a change between two scans: bytes added, bytes freed (Okabe-Ito vermillion and blue)
 GREW_COLOR = "#d55e00"
 SHRANK_COLOR = "#0072b2"

@@ -18,6 +18,7 @@ import pandas as pd
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import NO_SCORE
+from hygiene_nb.notebook.figures import risk_badge_css
 from hygiene_nb.query import views
 from hygiene_nb.scan.snapshot import query_engine
 
@@ -216,8 +217,9 @@ _STYLE = """<style>
   padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
 .hnb-headline .hnb-places td.num,.hnb-headline .hnb-places th.num{
   text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
-.hnb-risk-safe{color:#2e7d32;font-weight:600}.hnb-risk-caution{color:#b07b00;font-weight:600}
 </style>"""
+# the risk badges in the figures' colours (figures.RISK_COLORS, their ink chosen for contrast)
+_STYLE = _STYLE.replace("</style>", risk_badge_css() + "</style>")
 
 
 def headline_html(h: Headline, *, redact: bool = False) -> str:
@@ -318,7 +320,7 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
                 )
             )
             return (
-                f'<tr><td class="hnb-risk-{p.risk}">{p.risk}</td>{where}'
+                f'<tr><td><span class="hnb-risk-{p.risk}">{p.risk}</span></td>{where}'
                 f"<td>{html.escape(p.rule or '')}</td>"
                 f'<td class="num">{fmt.bytes_html(p.bytes)}</td></tr>'
             )
