@@ -22,11 +22,9 @@ from hygiene_nb.notebook import figures, sections
 from hygiene_nb.notebook import headline as hl
 from hygiene_nb.notebook.tables import table_html
 from hygiene_nb.query import views
-from tests.helpers import write
+from tests.helpers import LONG_NAME, report_tree, write
 
-SMALL_FILES = 1_203  # past a thousand: a count with a separator
-# a direct child of the root whose name is longer than any table cell or chart label is wide
-LONG = "recordings-of-the-quarterly-meetings-and-workshops-held-in-2025-and-2026-by-the-team"
+LONG = LONG_NAME
 
 
 def walked(top: Path) -> tuple[int, int]:
@@ -60,12 +58,7 @@ def titled(cell: str) -> str | None:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    root = tmp_path / "tree"
-    for i in range(SMALL_FILES):
-        write(root / "src" / f"m{i:04d}.py", 10 + i % 7)
-    write(root / LONG / "film.bin", 3_500_000)
-    write(root / "src" / "__pycache__" / "m0000.cpython-312.pyc", 1_200_000)  # safe
-    return root
+    return report_tree(tmp_path / "tree")
 
 
 def test_totals_say_bytes_in_binary_units_with_every_byte_on_hover_and_counts_grouped(
