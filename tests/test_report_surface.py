@@ -145,7 +145,7 @@ def test_the_diff_table_says_its_headers_in_words_and_every_change_with_its_sign
         for row in rows(page):
             delta = row[said.index("change")]
             if text_of(delta) != "0 B":
-                assert text_of(delta)[0] in "+-" and titled(delta)[0] in "+-", (by, delta)
+                assert text_of(delta)[0] in "+-" and (titled(delta) or "?")[0] in "+-", delta
         if by == "dir":
             shown = {titled(r[0]) or text_of(r[0]): r[said.index("change")] for r in rows(page)}
             grown = shown[LONG]  # the key is the child's name, the whole of it on hover
