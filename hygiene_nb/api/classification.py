@@ -41,6 +41,7 @@ from hygiene_nb.classify.stored import (
 )
 from hygiene_nb.config import load_root_config
 from hygiene_nb.models import Summary
+from hygiene_nb.scan.arrays import string_scalar
 from hygiene_nb.scan.index import ScanInfo, find_scan
 from hygiene_nb.scan.snapshot import (
     ROW_GROUP_ROWS,
@@ -68,7 +69,7 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
 
     Runs ``git ls-files`` (read-only) in every git work tree the snapshot holds.
     """
-    git_names = table.filter(pc.equal(table.column("name"), ".git"))
+    git_names = table.filter(pc.equal(table.column("name"), string_scalar(".git")))
     worktrees = [p for p in git_names.column("parent").to_pylist() if p is not None]
     enclosing = _enclosing_worktree(info.root)
     if enclosing is not None:
