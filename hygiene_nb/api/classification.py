@@ -194,8 +194,12 @@ def stored_classification(
         st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS if load else CLASSIFY_INPUTS
     )
     verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
-    path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
     loaded = with_verdicts(table, verdicts) if load else None
+    del table  # the snapshot's rows are not held while the verdicts are written
+    path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
+    if path is not None and not load:
+        # the queries read the kept file: the verdicts in memory would only add to their peak
+        return StoredClassification(st, info, key, path)
     return StoredClassification(st, info, key, path, verdicts, loaded)
 
 
