@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +34,7 @@ __all__ = [
     "string_scalar",
 ]
 
-Arrow = pa.Array | pa.ChunkedArray
+Arrow: TypeAlias = pa.Array | pa.ChunkedArray
 
 
 def int_scalar(value: int, type_: pa.DataType) -> pa.Scalar:
@@ -136,7 +137,8 @@ def mask(values: Arrow) -> npt.NDArray[np.bool_]:
 def _numpy_dtype(type_: pa.DataType) -> np.dtype[np.generic]:
     if not (pa.types.is_integer(type_) or pa.types.is_floating(type_)):
         raise TypeError(f"not a fixed-width number: {type_}")
-    return np.dtype(type_.to_pandas_dtype())
+    dtype: np.dtype[np.generic] = np.dtype(type_.to_pandas_dtype())
+    return dtype
 
 
 def numbers(values: Arrow, *, null: float | None = None) -> npt.NDArray[np.generic]:
