@@ -396,9 +396,12 @@ def load_snapshot(
                 lacking = [c for c in lacking if c in read]
                 read = [c for c in read if c not in lacking]
                 unknown = [c for c in read if c not in present]
-                if unknown:  # ParquetFile.read would leave them out without a word
+                if unknown:  # reading would leave them out without a word
                     raise pa.ArrowInvalid(f"no such column: {', '.join(unknown)}")
-            table = parquet.read(columns=read)
+            groups = range(parquet.num_row_groups)
+            # one chunk per row group, as pq.read_table gives them (ParquetFile.read joins them)
+            parts = [parquet.read_row_group(i, columns=read) for i in groups]
+            table = pa.concat_tables(parts) if parts else parquet.read(columns=read)
     except (OSError, pa.ArrowException) as exc:
         raise StoreError(
             f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
