@@ -46,6 +46,8 @@ __all__ = [
     "named_rows",
     "parquet_writer",
     "query_engine",
+    "read_parquet",
+    "read_row_groups",
     "snapshot_file",
     "snapshot_format",
     "snapshot_rows",
@@ -385,8 +387,6 @@ def load_snapshot(
             read = list(dict.fromkeys([*read, "parent", "name"]))
     file = snapshot_file(info)
     try:
-        # one file, read as such: pq.read_table goes through pyarrow.dataset, which imports
-        # pandas (scan.arrays) and reads no faster
         with pq.ParquetFile(file) as parquet:
             footer = parquet.metadata
             _check_format(footer, info)
@@ -398,10 +398,7 @@ def load_snapshot(
                 unknown = [c for c in read if c not in present]
                 if unknown:  # reading would leave them out without a word
                     raise pa.ArrowInvalid(f"no such column: {', '.join(unknown)}")
-            groups = range(parquet.num_row_groups)
-            # one chunk per row group, as pq.read_table gives them (ParquetFile.read joins them)
-            parts = [parquet.read_row_group(i, columns=read) for i in groups]
-            table = pa.concat_tables(parts) if parts else parquet.read(columns=read)
+            table = read_row_groups(parquet, read)
     except (OSError, pa.ArrowException) as exc:
         raise StoreError(
             f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
@@ -417,6 +414,23 @@ def load_snapshot(
     if wanted is not None:
         table = table.select(wanted)
     return table.replace_schema_metadata({_META_KEY: info.to_json().encode()})
+
+
+def read_row_groups(parquet: pq.ParquetFile, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of an open Parquet file (``columns`` of them), one chunk per row group.
+
+    What ``pq.read_table`` gives, without going through ``pyarrow.dataset``, which imports
+    pandas (``scan.arrays``); ``ParquetFile.read`` would join the row groups into one chunk.
+    """
+    wanted = list(columns) if columns is not None else None
+    parts = [parquet.read_row_group(i, columns=wanted) for i in range(parquet.num_row_groups)]
+    return pa.concat_tables(parts) if parts else parquet.read(columns=wanted)
+
+
+def read_parquet(path: Path | str) -> pa.Table:
+    """A whole Parquet file the store wrote (see ``read_row_groups``)."""
+    with pq.ParquetFile(path) as parquet:
+        return read_row_groups(parquet)
 
 
 def snapshot_file(info: ScanInfo) -> Path:
