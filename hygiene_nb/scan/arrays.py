@@ -14,7 +14,6 @@ Results are those of the pyarrow calls they stand for: ``numbers`` gives what
 
 from __future__ import annotations
 
-import array
 from collections.abc import Sequence
 from typing import TypeAlias
 
@@ -49,10 +48,11 @@ def bool_scalar(value: bool) -> pa.Scalar:
 
 
 def _encoded_array(data: Sequence[bytes], type_: pa.DataType) -> pa.Array:
-    offsets = array.array("i", [0])
-    for item in data:
-        offsets.append(offsets[-1] + len(item))  # past 2 GiB in all: OverflowError
-    buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)), out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise OverflowError(f"{offsets[-1]} bytes of text: more than one Arrow string array holds")
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
     return pa.Array.from_buffers(type_, len(data), buffers)
 
 
