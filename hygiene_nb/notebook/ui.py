@@ -977,8 +977,8 @@ def _ancestors(raw: bytes, root: bytes) -> Iterable[bytes]:
 
 def _legend(nodes: pd.DataFrame) -> str:
     """The treemap's key, the report's own (``treemap_key``): the fills drawn, the borders used."""
-    key = treemap_key(nodes) or "&nbsp;"
-    return f"<div class='hygiene-legend' style='font-size:12px;white-space:normal'>{key}</div>"
+    key = treemap_key(nodes) or "&nbsp;"  # (pre-wrap keeps the two spaces between entries)
+    return f"<div class='hygiene-legend' style='font-size:12px;white-space:pre-wrap'>{key}</div>"
 
 
 # a label is one line cut to its width; the status line says why a plan leaves an entry out,

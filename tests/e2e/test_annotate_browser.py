@@ -151,6 +151,10 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(
             expect(sector(page, ".cache").locator("path.surface")).to_have_css(
                 "stroke", "rgb(0, 0, 0)"
             )
+            # and the key under it, the report's, names the mixed fill and that border
+            key = page.locator(".hygiene-legend")
+            expect(key).to_contain_text("mixed")
+            expect(key).to_contain_text(re.compile(r"border: \u25a1 delete$"))
 
             # a batch on entries that are not all safe: the confirmation first, then cancel
             page.get_by_role("checkbox", name="select all listed").check()
