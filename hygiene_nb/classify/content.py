@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 MIXED = "mixed"
-UNIFORM_SHARE = 0.8  # docs/format.md and docs/notebooks.md state it (a test holds them equal)
+UNIFORM_SHARE = 0.8  # format.md, notebooks.md and rules.md state it (a test holds them equal)
 RISK_ORDER = tuple(r.value for r in Risk)
 CONTENT_RISKS = (*RISK_ORDER, MIXED)
 CONTENT_COLUMNS = tuple(f"content_{r}" for r in RISK_ORDER)
