@@ -28,7 +28,14 @@ from hygiene_nb.notebook import figures
 from hygiene_nb.query import views
 from hygiene_nb.query.frames import browse_frame, treemap_nodes
 from hygiene_nb.scan.snapshot import entry_paths
-from tests.helpers import TREE_ENTRIES, TREE_EXCLUDES, TreeEntry, build_tree, write
+from tests.helpers import (
+    TREE_ENTRIES,
+    TREE_EXCLUDES,
+    TreeEntry,
+    build_tree,
+    du_bytes,
+    write,
+)
 
 
 def reference_split(rows: list[dict[str, object]]) -> dict[str, dict[str, int]]:
@@ -132,11 +139,54 @@ def test_the_content_word_by_its_definition() -> None:
         return [*RISK_ORDER, MIXED][int(got[0])]
 
     assert word() == "unknown"  # nothing inside: its own risk
-    assert word(safe=990, caution=10) == "safe"
-    assert word(safe=989, caution=11) == MIXED
+    # at the share and just under it, in whole bytes out of a total the share divides
+    total = 10_000
+    at = int(UNIFORM_SHARE * total)
+    assert at == UNIFORM_SHARE * total
+    assert word(safe=at, caution=total - at) == "safe"
+    assert word(safe=at - 1, caution=total - at + 1) == MIXED
+    assert word(safe=at - 1, caution=1, unknown=total - at) == MIXED  # the rest, whatever it is
+    assert word(caution=at, safe=total - at) == "caution"  # any risk can hold the share
+    assert word(unknown=at, caution=total - at) == "unknown"
     assert word(safe=10_000, high=1) == MIXED  # a key is never a speck
     assert word(safe=10_000, personal=1) == MIXED
+    assert word(safe=at, caution=total - at - 1, personal=1) == MIXED
     assert word(high=10_000, safe=1) == "high"
+    assert word(personal=at, safe=total - at) == "personal"  # the rest is not strong
+    assert word(personal=at, high=total - at) == MIXED
+
+
+def test_the_docs_state_the_share_the_code_uses() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    share = f"at least {UNIFORM_SHARE:.0%}".replace("%", " %")
+    for page in ("format.md", "notebooks.md", "rules.md"):
+        text = " ".join((docs / page).read_text().split())  # lines joined
+        assert share in text, page
+        assert "however few" in text, page  # and the strong risks' exception
+
+
+def test_a_twentieth_of_logs_leaves_compiled_files_safe_and_a_third_makes_them_mixed(
+    tmp_path: Path, store: Path
+) -> None:
+    """On a real tree: the word follows the share of the bytes the scan counted (du's)."""
+    root = tmp_path / "r"
+    for name, logs in (("twentieth", 5_000), ("third", 33_000)):
+        write(root / name / "module.pyc", 100_000 - logs)  # safe
+        write(root / name / "run.log", logs)  # caution
+    api.scan_root(root, store=store)
+    table = api.classify_snapshot(str(root), store=store)
+    table = table.append_column("path", entry_paths(table))
+    rows = {r["path"]: r for r in table.to_pylist()}
+    words = {}
+    for name in ("twentieth", "third"):
+        row = rows[str(root / name)]
+        split = {r: row[f"content_{r}"] for r in RISK_ORDER}
+        assert sum(split.values()) == du_bytes(root / name, apparent=True)
+        assert split["caution"] == (root / name / "run.log").stat().st_size
+        assert split["high"] == split["personal"] == 0
+        share = split["safe"] / sum(split.values())
+        words[name] = (row["content_risk"], share >= UNIFORM_SHARE)
+    assert words == {"twentieth": ("safe", True), "third": (MIXED, False)}
 
 
 def test_the_treemap_colours_a_directory_by_what_it_holds_in_both_paths(

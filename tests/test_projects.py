@@ -7,6 +7,7 @@ evidence), so a changed rule changes what is expected, never the other way round
 
 from __future__ import annotations
 
+import ast
 import os
 import pwd
 import shutil
@@ -425,7 +426,44 @@ def test_a_change_to_the_rules_code_gives_a_new_key(
     assert stored.classification_key(ctx, (), None) == before
     rules = copy / "rules.py"
     rules.write_text(rules.read_text().replace('".tex"', '".ltx"', 1))
-    assert stored.classification_key(ctx, (), None) != before
+    after_rules = stored.classification_key(ctx, (), None)
+    assert after_rules != before
+    content = copy / "content.py"  # the share a directory takes one risk's colour at
+    text = content.read_text()
+    assert "\nUNIFORM_SHARE = " in text
+    content.write_text(text.replace("\nUNIFORM_SHARE = ", "\nUNIFORM_SHARE = 0.5  # was ", 1))
+    assert stored.classification_key(ctx, (), None) not in (before, after_rules)
+
+
+def classify_imports(module: Path) -> set[str]:
+    """The modules of ``hygiene_nb.classify`` that ``module`` imports, as file names."""
+    tree = ast.parse(module.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("hygiene_nb.classify."):
+                found.add(name.split(".")[2] + ".py")
+    return {name for name in found if (module.parent / name).is_file()}
+
+
+def test_the_key_hashes_every_classify_module_the_kept_columns_are_computed_by() -> None:
+    """Verdicts and content columns come from classification.py and what it imports here."""
+    here = Path(stored.__file__).parent
+    reached, todo = set(), ["classification.py", "stored.py"]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += sorted(classify_imports(here / name))
+    assert {"content.py", "summary.py"} <= reached  # what each directory holds, inodes once
+    assert reached <= set(stored._CODE), sorted(reached - set(stored._CODE))
+    assert all((here / name).is_file() for name in stored._CODE)
 
 
 def test_a_weak_match_by_name_still_outranks_a_rule_by_place(tmp_path: Path, store: Path) -> None:

@@ -29,11 +29,14 @@ from hygiene_nb.notebook.figures import (
     BORDER_WIDTH,
     DECISION_BORDER,
     RISK_COLORS,
+    treemap_key,
+    treemap_key_entries,
     treemap_trace,
 )
 from hygiene_nb.notebook.ui import Annotator
 from hygiene_nb.plan.document import select_candidates, selection_summary
 from hygiene_nb.plan.schema import EXCLUSIONS
+from hygiene_nb.query import views
 from hygiene_nb.render import human_bytes
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
@@ -222,11 +225,46 @@ def test_the_treemap_border_shows_the_decision(demo: DemoStore) -> None:
     # no path bar: plotly.js drew it from per-box border widths as NaN while zooming into a
     # clicked box (console errors); the breadcrumb does its work
     assert trace.pathbar.visible is False
-    for decision in ("delete", "keep", "unsure"):  # the key names each border
-        assert (
-            f"{DECISION_BORDER[decision][0]}" in panel.legend.value
-            and decision in panel.legend.value
-        )
+    # the key names the borders in use, and no other
+    assert [e[1:] for e in key_entries(panel.legend.value, "border")] == [
+        (DECISION_BORDER["keep"][0], "keep")
+    ]
+    row(panel, ".cache").buttons["delete"].click()
+    assert [e[1:] for e in key_entries(panel.legend.value, "border")] == [
+        (DECISION_BORDER[d][0], d) for d in ("delete", "keep")
+    ]
+
+
+def key_entries(key: str, part: str | None = None) -> list[tuple[str, str, str]]:
+    """The entries a key's HTML shows: ``(part, colour, name)``, read back from its squares."""
+    found = re.findall(r"<span style='color:(#[0-9a-f]{6})'>([\u25a0\u25a1])</span> ([^<\s]+)", key)
+    entries = [("fill" if sq == "\u25a0" else "border", c, name) for c, sq, name in found]
+    return [e for e in entries if part is None or e[0] == part]
+
+
+def test_the_widget_shows_the_reports_treemap_key_for_the_same_boxes(demo: DemoStore) -> None:
+    """One key for both: the widget's reads what the report's treemap key reads, box for box."""
+    root = str(demo.root)
+    panel = Annotator(root, store=demo.store)
+    row(panel, "Pictures").buttons["keep"].click()
+    row(panel, ".cache").buttons["unsure"].click()
+    for where in (root, str(demo.root / "projects")):
+        panel.open(where)
+        queried = views.treemap_of(root, store=demo.store, under=where)  # the report's nodes
+        level = queried[queried["parent"].isin(["", where])]  # the widget draws one level
+        assert set(level["id"]) == set(panel.tree_nodes()["id"])
+        entries = treemap_key_entries(level)
+        shown = key_entries(panel.legend.value)
+        assert shown == entries == treemap_key_entries(panel.tree_nodes())
+        assert treemap_key(level) in panel.legend.value
+        boxes = level[(level["parent"] != "") & ~level["id"].str.endswith("/(other)")]
+        risks = set(boxes["risk"])
+        assert [w for p, _c, w in shown if p == "fill"] == [r for r in RISK_COLORS if r in risks]
+        assert all(c == RISK_COLORS[w] for p, c, w in shown if p == "fill")
+    panel.open(root)
+    shown = key_entries(panel.legend.value)
+    assert ("fill", RISK_COLORS["mixed"], "mixed") in shown  # projects/: code beside results
+    assert [w for p, _c, w in shown if p == "border"] == ["keep", "unsure"]
 
 
 def test_the_plan_summary_and_export_match_the_plan_file(demo: DemoStore) -> None:

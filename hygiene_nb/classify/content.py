@@ -6,8 +6,10 @@ manifest), which is not what its bytes are. So each directory also gets the spli
 inside it (itself included) by risk, counted as the risk mix counts them (a hard-linked inode
 once, at its first name in the snapshot), and one word for that split, ``content_risk``:
 
-- the risk holding at least ``UNIFORM_SHARE`` of the bytes, when none of the rest is ``high``
-  or ``personal`` (a public CA bundle shipped in a virtualenv does not change its story);
+- the risk holding at least ``UNIFORM_SHARE`` (80 %) of the bytes, when none of the rest is
+  ``high`` or ``personal``: a directory is never coloured by one risk while some of its other
+  bytes are a key or a person's document, however few (a public CA bundle shipped in a
+  virtualenv does not change its story, a private key does);
 - ``mixed`` otherwise: the views say so and show the split.
 
 The root's split is the risk mix itself (a test holds the two equal).
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 MIXED = "mixed"
-UNIFORM_SHARE = 0.99
+UNIFORM_SHARE = 0.8  # format.md, notebooks.md and rules.md state it (a test holds them equal)
 RISK_ORDER = tuple(r.value for r in Risk)
 CONTENT_RISKS = (*RISK_ORDER, MIXED)
 CONTENT_COLUMNS = tuple(f"content_{r}" for r in RISK_ORDER)

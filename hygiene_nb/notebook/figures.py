@@ -54,6 +54,7 @@ __all__ = [
     "staleness_figure",
     "treemap_figure",
     "treemap_key",
+    "treemap_key_entries",
     "type_mix_figure",
 ]
 
@@ -951,30 +952,43 @@ def treemap_trace(nodes: pd.DataFrame) -> go.Treemap:
     )
 
 
-def treemap_key(nodes: pd.DataFrame, *, top: int = 12) -> str:
-    """The treemap's legend as one line of HTML: each colour in use, then each decision border.
+def treemap_key_entries(nodes: pd.DataFrame, *, top: int = 12) -> list[tuple[str, str, str]]:
+    """What the treemap's key names: ``(part, colour, name)``, the fills, then the borders.
 
     By risk: the risks (and ``mixed``) of the boxes drawn, in ``RISK_COLORS`` order; by owner
-    or type: the ``top`` owners or categories, most bytes first. Then, when a box carries a
-    decision, ``border:`` and each decision's border colour. A figure puts it under its title
-    (``treemap_figure``); the widget can show it beside its treemap.
+    or type: the ``top`` owners or categories, most bytes first (part ``fill``). Then, when a
+    box carries a decision, each such decision's border colour, in ``DECISION_BORDER`` order
+    (part ``border``). The view's own root and ``(other)`` boxes name nothing.
     """
     by = _treemap_colouring(nodes)
     boxes = nodes[(nodes["parent"] != "") & ~nodes["id"].astype(str).str.endswith("/(other)")]
     if by == "risk":
         used = set(boxes["risk"])
-        key = [(RISK_COLORS[w], w) for w in RISK_COLORS if w and w in used]
+        fills = [(RISK_COLORS[w], w) for w in RISK_COLORS if w and w in used]
     else:
         drawn = boxes[(boxes["colour"] != "") & (boxes["hue"] != "")]
         order = drawn.groupby(["colour", "hue"])["bytes"].sum().reset_index()
         order = order.sort_values(["bytes", "colour"], ascending=[False, True]).head(top)
-        key = list(zip(order["hue"], order["colour"], strict=True))
-    parts = [f"<span style='color:{h}'>\u25a0</span> {_label(str(w))}" for h, w in key]
+        fills = [(str(h), str(w)) for w, h in zip(order["colour"], order["hue"], strict=True)]
     decided = set(boxes["decision"].dropna()) if "decision" in boxes else set()
     borders = [
-        f"<span style='color:{DECISION_BORDER[d][0]}'>\u25a1</span> {d}"
-        for d in DECISION_BORDER
-        if d is not None and d in decided
+        (DECISION_BORDER[d][0], d) for d in DECISION_BORDER if d is not None and d in decided
+    ]
+    return [("fill", c, w) for c, w in fills] + [("border", c, str(d)) for c, d in borders]
+
+
+def treemap_key(nodes: pd.DataFrame, *, top: int = 12) -> str:
+    """The treemap's key as one line of HTML (``treemap_key_entries``): fills, then borders.
+
+    A figure puts it under its title (``treemap_figure``); the widget shows it under its
+    treemap, built here too, so the two always read alike.
+    """
+    entries = treemap_key_entries(nodes, top=top)
+    parts = [
+        f"<span style='color:{c}'>\u25a0</span> {_label(w)}" for p, c, w in entries if p == "fill"
+    ]
+    borders = [
+        f"<span style='color:{c}'>\u25a1</span> {_label(d)}" for p, c, d in entries if p == "border"
     ]
     if borders:
         parts.append("border: " + " ".join(borders))

@@ -39,10 +39,10 @@ from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
 from hygiene_nb.notebook.figures import (
-    DECISION_BORDER,
     RISK_COLORS,
     RISK_INK,
     treemap_decisions,
+    treemap_key,
     treemap_trace,
 )
 from hygiene_nb.pathnames import raw_path
@@ -397,7 +397,7 @@ class Annotator:
         self.export_out = W.HTML()
         self.export_out.add_class("hygiene-export")
         self.export_out.layout.width = "100%"  # its commands scroll inside it, never past it
-        self.legend = W.HTML(_legend())
+        self.legend = W.HTML()  # the treemap's key, drawn with it (``_redraw_tree``)
         self.tidy = W.HTML()  # organization suggestions under the current directory
         self.tidy_toggle = W.ToggleButton(
             value=False,
@@ -920,6 +920,7 @@ class Annotator:
 
     def _redraw_tree(self) -> None:
         nodes = self.tree_nodes()
+        self.legend.value = _legend(nodes)
         trace = self.fig.data[0]
         if self._drawn == self.cwd:  # the same boxes: only what decisions change
             customdata, line = treemap_decisions(nodes)
@@ -974,23 +975,10 @@ def _ancestors(raw: bytes, root: bytes) -> Iterable[bytes]:
         raw, parent = parent, os.path.dirname(parent)
 
 
-def _legend() -> str:
-    """The treemap's key: fill = what the bytes are (risk), border = the decision."""
-    fills = " ".join(
-        f"<span style='color:{RISK_COLORS[r]}'>■</span> {html.escape(r)}"
-        for r in (*RISKS, "mixed")
-        if r in RISK_COLORS
-    )
-    borders = " ".join(
-        f"<span style='display:inline-block;width:10px;height:10px;border:3px solid {c};"
-        f"vertical-align:middle'></span> {html.escape(str(d))}"
-        for d, (c, _w) in DECISION_BORDER.items()
-        if d is not None
-    )
-    return (
-        f"<div style='font-size:12px;white-space:normal'>fill (what the bytes "
-        f"are): {fills} · border (your decision): {borders}</div>"
-    )
+def _legend(nodes: pd.DataFrame) -> str:
+    """The treemap's key, the report's own (``treemap_key``): the fills drawn, the borders used."""
+    key = treemap_key(nodes) or "&nbsp;"  # (pre-wrap keeps the two spaces between entries)
+    return f"<div class='hygiene-legend' style='font-size:12px;white-space:pre-wrap'>{key}</div>"
 
 
 # a label is one line cut to its width; the status line says why a plan leaves an entry out,

@@ -2,23 +2,16 @@
 
 Playwright drives Debian's chromium (``/usr/bin/chromium``; no ``playwright install``): a
 click on a row's ``delete`` button must reach the kernel and land in the SQLite ledger, and a
-click on a treemap sector must drill the panel into that directory. The recipe: JupyterLab
-on loopback with a fixed token, no news, no update check and a read-only extension manager (so
-nothing reaches the network); every Jupyter config, runtime, workspace and settings directory
-and HOME inside the test's tmp dir; Run All through ``window.jupyterapp`` (exposed by
-``--LabApp.expose_app_in_browser``).
+click on a treemap sector must drill the panel into that directory. The recipe
+(``tests/helpers_jupyter.py``): JupyterLab on loopback with a fixed token, nothing reaching the
+network, its state in the test's tmp dir; Run All through ``window.jupyterapp``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -26,11 +19,19 @@ from typing import Any
 
 import pytest
 
-from hygiene_nb.notebook.demo import DEMO_DIR_ENV, ensure_demo
+from hygiene_nb.notebook.demo import ensure_demo
 from hygiene_nb.query import views
+from tests.helpers_jupyter import (
+    KERNEL_CONNECTED,
+    TOKEN,
+    free_port,
+    jupyter_env,
+    start_jupyter,
+    stop,
+    wait_for_port,
+)
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "annotate.ipynb"
-TOKEN = "e2e-token"
 TIMEOUT_MS = 120_000
 WIDTH = 1000  # the window's width: every row on one line at it
 ARTIFACTS_ENV = "HYGIENE_NB_ARTIFACTS"  # where screenshots go (default: the test's tmp dir)
@@ -57,13 +58,6 @@ ROW_GEOMETRY = r"""rows => rows.map(r => {
   };
 })"""
 
-KERNEL_CONNECTED = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  return !!(w && w.sessionContext && w.sessionContext.session &&
-            w.sessionContext.session.kernel &&
-            w.sessionContext.session.kernel.connectionStatus === 'connected');
-}"""
-
 
 def sector(page, label: str):
     """The treemap box labelled exactly ``label``."""
@@ -89,73 +83,6 @@ def check_one_line(page: Any, count: int) -> None:
         assert row["spill"] <= 1 and not row["cut"], row
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, server: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if server.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with {server.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"jupyter lab never listened on port {port}")
-
-
-def lab_env(base: Path, demo_dir: Path) -> dict[str, str]:
-    """The test's environment, with every Jupyter state dir and HOME in ``base``."""
-    dirs = {
-        "HOME": base / "home",
-        "JUPYTER_CONFIG_DIR": base / "config",
-        "JUPYTER_RUNTIME_DIR": base / "runtime",
-        "JUPYTERLAB_WORKSPACES_DIR": base / "workspaces",
-        "JUPYTERLAB_SETTINGS_DIR": base / "settings",
-    }
-    for path in dirs.values():
-        path.mkdir(parents=True)
-    # no "Get notified about Jupyter news?" toast over the panel (user settings, in base only)
-    notification = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "apputils-extension"
-    notification.mkdir(parents=True)
-    (notification / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
-    return {**os.environ, **{k: str(v) for k, v in dirs.items()}, DEMO_DIR_ENV: str(demo_dir)}
-
-
-def start_lab(root_dir: Path, port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    jupyter = Path(sys.executable).parent / "jupyter"
-    cmd = [
-        str(jupyter),
-        "lab",
-        "--no-browser",
-        "--allow-root",
-        f"--port={port}",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={root_dir}",
-        f"--IdentityProvider.token={TOKEN}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.extension_manager=readonly",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(cmd, cwd=root_dir, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def stop(server: subprocess.Popen[bytes]) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(timeout=10)
-
-
 @pytest.mark.slow
 def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(
     tmp_path: Path, chromium: Callable[[], AbstractContextManager[Any]]
@@ -171,7 +98,8 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(
     shutil.copy(NOTEBOOK, served / NOTEBOOK.name)
     log = tmp_path / "lab.log"
     port = free_port()
-    server = start_lab(served, port, lab_env(tmp_path / "lab", tmp_path / "demo"), log)
+    env = jupyter_env(tmp_path / "lab", tmp_path / "demo")
+    server = start_jupyter("lab", served, port, env, log)
     try:
         wait_for_port(port, server)
         with chromium() as browser:
@@ -223,6 +151,10 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(
             expect(sector(page, ".cache").locator("path.surface")).to_have_css(
                 "stroke", "rgb(0, 0, 0)"
             )
+            # and the key under it, the report's, names the mixed fill and that border
+            key = page.locator(".hygiene-legend")
+            expect(key).to_contain_text("mixed")
+            expect(key).to_contain_text(re.compile(r"border: \u25a1 delete$"))
 
             # a batch on entries that are not all safe: the confirmation first, then cancel
             page.get_by_role("checkbox", name="select all listed").check()

@@ -22,24 +22,12 @@ import pytest
 
 from hygiene_nb.notebook.demo import DEMO_DIR_ENV, ensure_demo
 from hygiene_nb.notebook.report import make_report
+from tests.helpers_jupyter import PLOTLY_MARKS
 
 HERE = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((HERE / "notebooks").glob("*.ipynb"))
 ARTIFACTS = HERE / "reports" / "test-artifacts" / "figures"
 WIDTHS = (1000, 1600)
-
-# per figure: how many of its SVG marks (bars, boxes, lines, slices) have a non-empty shape
-MARKS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(plot => {
-  const marks = plot.querySelectorAll(
-    ['path.point', 'g.point path', 'path.js-line', 'g.slice path', '.annotation-text']
-      .map(s => '.plot-container svg ' + s).join(', '));
-  const drawn = Array.from(marks).filter(m => {
-    const d = m.getAttribute('d');
-    if (m.tagName === 'path') return !!d && d !== 'M0,0Z' && !d.includes('NaN');
-    return m.getBoundingClientRect().width > 0;
-  });
-  return [plot.id, drawn.length];
-})"""
 
 
 def export(notebook: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -104,7 +92,7 @@ def look(browser: Any, page_path: Path, name: str, width: int) -> list[str]:
     page.goto(page_path.as_uri())
     page.wait_for_load_state("load")
     page.wait_for_timeout(500)
-    marks = page.evaluate(MARKS)
+    marks = page.evaluate(PLOTLY_MARKS)
     page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
     page.close()
     errors += [f"{i} drew nothing" for i, n in marks if n == 0]
