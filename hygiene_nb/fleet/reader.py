@@ -325,8 +325,10 @@ _GLOB = re.compile(r"([\\{}\[\]*?])")
 
 
 def _hadoop_path(path: str) -> str:
-    """A local path as Spark reads it literally: on the local filesystem (never the cluster's
-    default, HDFS), its glob characters escaped."""
+    """A local path as Spark reads it literally, glob characters escaped.
+
+    It names the local filesystem, never the cluster's default (HDFS).
+    """
     return "file://" + _GLOB.sub(r"\\\1", os.path.abspath(path))
 
 
@@ -372,9 +374,11 @@ def _session(master: str) -> Any:
             .config("spark.sql.warehouse.dir", f"file://{where}/warehouse")
             .config("spark.local.dir", where)
             .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.ansi.enabled", "true")
         )
+        cores = _local_cores(master)
+        if cores:  # on one machine, a shuffle split finer than its cores only costs tasks
+            builder = builder.config("spark.sql.shuffle.partitions", str(cores))
         try:
             with warnings.catch_warnings():
                 # pyspark warns on import that it was tested with pandas 2, not 3; the fleet
@@ -392,6 +396,17 @@ def _session(master: str) -> Any:
         spark.sparkContext.setLogLevel("ERROR")
         _SPARK.append(_Spark(master, spark, scratch))
     return _SPARK[0].session
+
+
+def _local_cores(master: str) -> int | None:
+    """How many cores a ``local``, ``local[N]`` or ``local[*]`` master runs on (else None)."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if not found:
+        return None
+    count = found.group(1)
+    if count is None:
+        return 1
+    return int(count) if count != "*" else os.cpu_count() or 1
 
 
 def stop_spark() -> None:
@@ -420,5 +435,6 @@ def _spark_schema(schema: pa.Schema) -> Any:
 
 
 def _spark_frame(spark: Any, table: pa.Table) -> Any:
-    rows = [tuple(r[f.name] for f in table.schema) for r in table.to_pylist()]
-    return spark.createDataFrame(rows, schema=_spark_schema(table.schema))
+    """A small relation built here (``scans``, ``owners``) as a Spark frame, through Arrow: its
+    column types (``int32``, ``bool``) and nulls as they are, no Python objects on the way."""
+    return spark.createDataFrame(table)
