@@ -280,8 +280,8 @@ def _spark(
             "copy the dataset to a directory Spark's workers share."
         )
     try:
-        from pyspark.errors import PySparkException
         from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
     except ImportError as exc:
         raise UsageError(
             "--engine spark needs pyspark: pip install 'hygiene-nb[spark]' (and Java 17 or "
@@ -435,6 +435,9 @@ def _spark_schema(schema: pa.Schema) -> Any:
 
 
 def _spark_frame(spark: Any, table: pa.Table) -> Any:
-    """A small relation built here (``scans``, ``owners``) as a Spark frame, through Arrow: its
-    column types (``int32``, ``bool``) and nulls as they are, no Python objects on the way."""
+    """A small relation built here (``scans``, ``owners``) as a Spark frame, through Arrow.
+
+    Its column types (``int32``, ``bool``) and nulls arrive as they are, through no Python
+    objects on the way.
+    """
     return spark.createDataFrame(table)
