@@ -16,15 +16,18 @@ import json
 import os
 import pwd
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hygiene_nb import cli
+from hygiene_nb.errors import FleetUnusable
 from hygiene_nb.fleet import reader
 from hygiene_nb.fleet.answers import COMMANDS, DEFAULT_TOP, ask
 from hygiene_nb.fleet.dataset import open_dest
@@ -183,11 +186,11 @@ Table = tuple[list[str], list[tuple[Any, ...]]]
 
 @dataclass
 class Answers:
-    duckdb: dict[str, Table]  # every question as ``ask`` asks it, since the second round, empty
+    duckdb: dict[str, Table]  # every question: as ``ask`` asks it, @since, @empty
     spark: dict[str, Table]
     json: dict[str, dict[str, Any]]  # engine → ``hygiene-nb fleet DEST summary --json``
+    missing_file: FleetUnusable  # what Spark said of a dirs file gone after the markers were read
     workdir: Path
-    seconds: float
 
 
 def java_or_fail() -> None:
@@ -231,7 +234,6 @@ def answers(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Answers:
         assert asked == {q: duck[q] for q in questions}
     json_out = {"duckdb": run("fleet", dest, "summary")}
     workdir = tmp_path_factory.mktemp("spark-cwd")
-    clock = time.monotonic()
     with pytest.MonkeyPatch.context() as env:
         # a JVM that answers small queries and exits: compiled quickly beats compiled best
         env.setenv("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
@@ -242,9 +244,14 @@ def answers(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Answers:
             json_out["spark"] = run(
                 "fleet", dest, "summary", "--engine", "spark", "--spark-master", MASTER
             )
+            gone = replace(fleet, dirs_files=[*fleet.dirs_files, f"{dest}/dirs/gone.parquet"])
+            with pytest.raises(FleetUnusable) as missing:
+                reader.run_sql(
+                    gone, {"history": sqls["history"]}, engine="spark", spark_master=MASTER
+                )
         finally:
             reader.stop_spark()
-    return Answers(duck, spark, json_out, workdir, time.monotonic() - clock)
+    return Answers(duck, spark, json_out, missing.value, workdir)
 
 
 def rows(answers: dict[str, Table], question: str) -> Table:
@@ -294,6 +301,25 @@ def test_the_json_of_the_command_is_the_same_on_both_engines(answers: Answers) -
 def test_spark_leaves_nothing_in_the_working_directory(answers: Answers) -> None:
     assert sorted(os.listdir(answers.workdir)) == []
     assert not reader._SPARK  # stopped: the next Spark question starts its own
+
+
+def test_a_file_spark_cannot_read_is_a_coded_error(built: Built, answers: Answers) -> None:
+    error = answers.missing_file
+    assert error.code == "fleet-unusable"
+    assert f"{built.dest}/dirs/gone.parquet" in error.message
+
+
+def test_without_java_the_spark_engine_says_to_install_it(built: Built) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", "fleet", str(built.dest), "--engine", "spark",
+         "--json"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "JAVA_HOME": str(built.dest.parent / "no-java-here")},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "bad-usage" and "Java 17" in error["message"]
+    assert "Traceback" not in done.stderr
 
 
 def test_history_has_one_row_per_published_scan(built: Built, answers: Answers) -> None:
@@ -373,7 +399,3 @@ def test_risk_lists_every_class_of_every_latest_scan(answers: Answers) -> None:
     _, table = rows(answers.duckdb, "risk")
     assert len(table) == len(HOSTS) * len(ROOTS) * 5
     assert {r[2] for r in table if r[3] > 0} >= {"safe", "unknown"}
-
-
-def test_zz_timing(built: Built, answers: Answers) -> None:
-    print("SPARK SECONDS", answers.seconds)

@@ -310,8 +310,10 @@ def _spark(
             out[name] = (list(frame.columns), [tuple(r) for r in frame.collect()])
         return out
     except (PySparkException, Py4JError) as exc:
+        said = _ESCAPED.sub(r"\1", _first_line(exc))  # the paths as they are on disk
         raise FleetUnusable(
-            f"Spark cannot read the fleet dataset {fleet.dest.text}: {_first_line(exc)}"
+            f"Spark cannot read the fleet dataset {fleet.dest.text}: {said}. Check that the "
+            "machines Spark runs on see the dataset at this path, or use --engine duckdb."
         ) from exc
 
 
@@ -322,6 +324,7 @@ def _first_line(exc: BaseException) -> str:
 
 # Hadoop expands these in a path it is given (``[1]`` matches ``1``); a backslash keeps each
 _GLOB = re.compile(r"([\\{}\[\]*?])")
+_ESCAPED = re.compile(r"\\([\\{}\[\]*?])")
 
 
 def _hadoop_path(path: str) -> str:
@@ -390,8 +393,9 @@ def _session(master: str) -> Any:
         except PySparkException as exc:
             scratch.cleanup()
             raise UsageError(
-                f"--engine spark could not start Spark ({_first_line(exc)}): it needs Java 17 "
-                "or later, on PATH or in $JAVA_HOME. Install one, or use --engine duckdb."
+                "--engine spark could not start Spark, which needs Java 17 or later on PATH or "
+                f"in $JAVA_HOME (pyspark said: {_first_line(exc)}). Install Java, or use "
+                "--engine duckdb."
             ) from exc
         spark.sparkContext.setLogLevel("ERROR")
         _SPARK.append(_Spark(master, spark, scratch))
