@@ -350,9 +350,9 @@ def _session(master: str) -> Any:
 
     Spark allows one context per process: asking for another master stops the one started
     before. A session the caller started (a notebook's, a cluster's) is used as it is, and left
-    running. What Spark writes of its own (the SQL warehouse, its scratch files) goes to a
-    private temporary directory, never to the working directory; the catalog is in memory, so
-    no Derby metastore is made.
+    running. Nothing lands in the working directory: the SQL warehouse is a private temporary
+    directory (removed by ``stop_spark``), the catalog is in memory (no Derby metastore, no
+    ``derby.log``), and Spark's scratch files go where ``spark.local.dir`` says (``/tmp``).
 
     Raises:
         UsageError: Spark cannot start (no Java).
@@ -375,7 +375,6 @@ def _session(master: str) -> Any:
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.catalogImplementation", "in-memory")
             .config("spark.sql.warehouse.dir", f"file://{where}/warehouse")
-            .config("spark.local.dir", where)
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.ansi.enabled", "true")
         )
