@@ -399,3 +399,20 @@ def test_risk_lists_every_class_of_every_latest_scan(answers: Answers) -> None:
     _, table = rows(answers.duckdb, "risk")
     assert len(table) == len(HOSTS) * len(ROOTS) * 5
     assert {r[2] for r in table if r[3] > 0} >= {"safe", "unknown"}
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"),
+    [("local", 1), ("local[2]", 2), ("local[3, 4]", 3), ("local[*]", os.cpu_count()),
+     ("spark://head:7077", None), ("yarn", None)],
+)  # fmt: skip
+def test_a_local_master_shuffles_into_as_many_parts_as_it_has_cores(
+    master: str, cores: int | None
+) -> None:
+    assert reader._local_cores(master) == cores
+
+
+def test_a_path_spark_reads_names_the_local_filesystem_with_its_globs_escaped() -> None:
+    assert reader._hadoop_path("/data/fleet [a]/{b}*?.parquet") == (
+        "file:///data/fleet \\[a\\]/\\{b\\}\\*\\?.parquet"
+    )
