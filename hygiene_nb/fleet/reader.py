@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
+import re
+import tempfile
+import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,7 +28,7 @@ from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql"]
+__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql", "stop_spark"]
 
 ENGINES = ("duckdb", "spark")
 _RISKS = ("safe", "caution", "personal", "high", "unknown")
@@ -317,51 +321,149 @@ def _spark(
             "copy the dataset to a directory Spark's workers share."
         )
     try:
-        from pyspark.sql import SparkSession
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
     except ImportError as exc:
         raise UsageError(
             "--engine spark needs pyspark: pip install 'hygiene-nb[spark]' (and Java 17 or "
             "later on the machine)."
         ) from exc
-    spark = _session(SparkSession, master)
-    scans = _spark_frame(spark, fleet.scans())
-    owners = _spark_frame(spark, fleet.owners())
-    if fleet.dirs_files:
-        dirs = (
-            spark.read.schema(_spark_schema(DIRS_SCHEMA()))
-            .option("recursiveFileLookup", "true")
-            .parquet(*fleet.dirs_files)
-        )
-    else:
-        dirs = _spark_frame(spark, DIRS_SCHEMA().empty_table())
-    scans.createOrReplaceTempView("scans")
-    owners.createOrReplaceTempView("owners")
-    dirs.createOrReplaceTempView("dirs")
-    out = {}
-    for name, sql in sqls.items():
-        frame = spark.sql(sql)
-        out[name] = (list(frame.columns), [tuple(r) for r in frame.collect()])
-    return out
+    spark = _session(master)
+    try:
+        scans = _spark_frame(spark, fleet.scans())
+        owners = _spark_frame(spark, fleet.owners())
+        if fleet.dirs_files:
+            # the files the markers name, each read as itself: host, root and scan are columns
+            # in them (no partition discovery), and no character of a path is a glob
+            dirs = (
+                spark.read.schema(_spark_schema(DIRS_SCHEMA()))
+                .option("recursiveFileLookup", "true")
+                .parquet(*(_hadoop_path(path) for path in fleet.dirs_files))
+            )
+        else:
+            dirs = _spark_frame(spark, DIRS_SCHEMA().empty_table())
+        scans.createOrReplaceTempView("scans")
+        owners.createOrReplaceTempView("owners")
+        dirs.createOrReplaceTempView("dirs")
+        out = {}
+        for name, sql in sqls.items():
+            frame = spark.sql(sql)
+            out[name] = (list(frame.columns), [tuple(r) for r in frame.collect()])
+        return out
+    except (PySparkException, Py4JError) as exc:
+        said = _ESCAPED.sub(r"\1", _first_line(exc))  # the paths as they are on disk
+        raise FleetUnusable(
+            f"Spark cannot read the fleet dataset {fleet.dest.text}: {said}. Check that the "
+            "machines Spark runs on see the dataset at this path, or use --engine duckdb."
+        ) from exc
 
 
-_SESSIONS: dict[str, Any] = {}
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _session(session_type: Any, master: str) -> Any:
-    """One Spark session per master for the process (starting one costs seconds)."""
-    if master not in _SESSIONS:
-        spark = (
-            session_type.builder.master(master)
+# Hadoop expands these in a path it is given (``[1]`` matches ``1``); a backslash keeps each
+_GLOB = re.compile(r"([\\{}\[\]*?])")
+_ESCAPED = re.compile(r"\\([\\{}\[\]*?])")
+
+
+def _hadoop_path(path: str) -> str:
+    """A local path as Spark reads it literally, glob characters escaped.
+
+    It names the local filesystem, never the cluster's default (HDFS).
+    """
+    return "file://" + _GLOB.sub(r"\\\1", os.path.abspath(path))
+
+
+@dataclass
+class _Spark:
+    master: str
+    session: Any
+    scratch: tempfile.TemporaryDirectory[str]
+
+
+_SPARK: list[_Spark] = []  # the session this process started (one SparkContext per process)
+
+
+def _session(master: str) -> Any:
+    """The Spark session on ``master``, started on first use (it costs seconds) and kept.
+
+    Spark allows one context per process: asking for another master stops the one started
+    before. A session the caller started (a notebook's, a cluster's) is used as it is, and left
+    running. Nothing lands in the working directory: the SQL warehouse is a private temporary
+    directory (removed by ``stop_spark``), the catalog is in memory (no Derby metastore, no
+    ``derby.log``), and Spark's scratch files go where ``spark.local.dir`` says (``/tmp``).
+
+    Raises:
+        UsageError: Spark cannot start (no Java).
+    """
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    if _SPARK and (_SPARK[0].master != master or _SPARK[0].session.sparkContext._jsc is None):
+        stop_spark()
+    if not _SPARK:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active
+        scratch = tempfile.TemporaryDirectory(prefix="hygiene-nb-spark-")
+        where = scratch.name
+        builder = (
+            SparkSession.builder.master(master)
             .appName("hygiene-nb fleet")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.catalogImplementation", "in-memory")
+            .config("spark.sql.warehouse.dir", f"file://{where}/warehouse")
             .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.ansi.enabled", "true")
-            .getOrCreate()
         )
+        cores = _local_cores(master)
+        if cores:  # on one machine, a shuffle split finer than its cores only costs tasks
+            builder = builder.config("spark.sql.shuffle.partitions", str(cores))
+        try:
+            with warnings.catch_warnings():
+                # pyspark warns on import that it was tested with pandas 2, not 3; the fleet
+                # hands it no pandas
+                warnings.filterwarnings(
+                    "ignore", message="PySpark does not yet fully support", category=FutureWarning
+                )
+                spark = builder.getOrCreate()
+        except PySparkException as exc:
+            scratch.cleanup()
+            raise UsageError(
+                "--engine spark could not start Spark, which needs Java 17 or later on PATH or "
+                f"in $JAVA_HOME (pyspark said: {_first_line(exc)}). Install Java, or use "
+                "--engine duckdb."
+            ) from exc
         spark.sparkContext.setLogLevel("ERROR")
-        _SESSIONS[master] = spark
-    return _SESSIONS[master]
+        _SPARK.append(_Spark(master, spark, scratch))
+    return _SPARK[0].session
+
+
+def _local_cores(master: str) -> int | None:
+    """How many cores a ``local``, ``local[N]`` or ``local[*]`` master runs on (else None)."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if not found:
+        return None
+    count = found.group(1)
+    if count is None:
+        return 1
+    return int(count) if count != "*" else os.cpu_count() or 1
+
+
+def stop_spark() -> None:
+    """Stop the Spark session the fleet started (if any) and remove its scratch directory.
+
+    The next Spark question starts a new one. Nothing to do without one.
+    """
+    while _SPARK:
+        running = _SPARK.pop()
+        try:
+            running.session.stop()
+        finally:
+            running.scratch.cleanup()
 
 
 def _spark_schema(schema: pa.Schema) -> Any:
@@ -377,5 +479,9 @@ def _spark_schema(schema: pa.Schema) -> Any:
 
 
 def _spark_frame(spark: Any, table: pa.Table) -> Any:
-    rows = [tuple(r.values()) for r in table.to_pylist()]
-    return spark.createDataFrame(rows, schema=_spark_schema(table.schema))
+    """A small relation built here (``scans``, ``owners``) as a Spark frame, through Arrow.
+
+    Its column types (``int32``, ``bool``) and nulls arrive as they are, through no Python
+    objects on the way.
+    """
+    return spark.createDataFrame(table)
