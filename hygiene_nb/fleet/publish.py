@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb import api
+from hygiene_nb.checkpoints import checkpoint
 from hygiene_nb.errors import SnapshotTooNew, UsageError
 from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition, check_host, open_dest
 from hygiene_nb.scan.index import ScanInfo, find_scan, root_slug
@@ -159,12 +160,15 @@ def publish(
         if not redact:
             say("copying the snapshot and its classification")
             tables.update(_row_numbered_files(st, info, local))
-        for table, source in tables.items():
+        for number, (table, source) in enumerate(tables.items()):
+            if number:
+                checkpoint("publish-between-files")
             relative = part.file(table)
             say(f"writing {relative}")
             target.put_file(relative, source)
             files[relative] = source.stat().st_size
         marker["files"] = {table: part.file(table) for table in tables}
+        checkpoint("publish-before-marker")
         data = json.dumps(marker, sort_keys=True, indent=1).encode() + b"\n"
         target.put_bytes(part.marker, data)  # last: the partition is complete
         files[part.marker] = len(data)
