@@ -24,7 +24,7 @@ from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql"]
+__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql", "spark_can_read"]
 
 ENGINES = ("duckdb", "spark")
 _RISKS = ("safe", "caution", "personal", "high", "unknown")
@@ -173,24 +173,28 @@ def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
         try:
             marker = json.loads(dest.read_bytes(relative))
             version = int(marker["fleet_format"])
+            snapshot_format = int(marker["scan"].get("format_version", 1))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise _damaged(dest, relative, part, exc) from exc
+        # before the figures: a newer format may name them differently, and is not damage
+        if version > FLEET_FORMAT or snapshot_format > FORMAT_VERSION:
+            raise FleetTooNew(
+                f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
+                f"{version}, snapshot format {snapshot_format}); upgrade hygiene-nb to read it "
+                "(it is left unchanged)."
+            )
+        try:
             if marker["partition"] != part.key:
                 raise ValueError(f"it names {marker['partition']}")
             _scan_row(marker)  # every figure a question reads is there, of its type
             for owner in marker.get("owners") or []:
                 int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
+            dirs = marker["files"]["dirs"]
+            if dirs != part.file("dirs"):  # its own partition's file, never one elsewhere
+                raise ValueError(f"its dirs file is {dirs!r}, not {part.file('dirs')}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise FleetUnusable(
-                f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish "
-                f"that scan again from host {part.host}."
-            ) from exc
-        if version > FLEET_FORMAT or int(marker["scan"].get("format_version", 1)) > FORMAT_VERSION:
-            raise FleetTooNew(
-                f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
-                f"{version}, snapshot format {marker['scan'].get('format_version')}); upgrade "
-                "hygiene-nb to read it (it is left unchanged)."
-            )
-        dirs = marker.get("files", {}).get("dirs")
-        if not dirs or not dest.exists(dirs):
+            raise _damaged(dest, relative, part, exc) from exc
+        if not dest.exists(dirs):
             skipped.append(
                 Skipped(
                     "partition-damaged",
@@ -215,6 +219,13 @@ def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
                 )
             )
     return Fleet(dest, markers, files, skipped)
+
+
+def _damaged(dest: Dest, relative: str, part: Partition, exc: Exception) -> FleetUnusable:
+    return FleetUnusable(
+        f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish that scan "
+        f"again from host {part.host}."
+    )
 
 
 def run_sql(
@@ -266,15 +277,24 @@ def _duckdb(
         ) from exc
 
 
-def _spark(
-    fleet: Fleet, sqls: dict[str, str], master: str
-) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
-    if not fleet.dest.local:
+def spark_can_read(dest: Dest) -> None:
+    """Refuse an object store DEST for Spark (its S3 connector is a separate download).
+
+    Raises:
+        UsageError: ``dest`` is not a directory.
+    """
+    if not dest.local:
         raise UsageError(
-            f"Spark reads a fleet dataset on a directory only ({fleet.dest.text} is an object "
+            f"Spark reads a fleet dataset on a directory only ({dest.text} is an object "
             "store, and Spark's S3 connector is a separate download): use --engine duckdb, or "
             "copy the dataset to a directory Spark's workers share."
         )
+
+
+def _spark(
+    fleet: Fleet, sqls: dict[str, str], master: str
+) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    spark_can_read(fleet.dest)
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
