@@ -24,7 +24,7 @@ from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql", "spark_can_read"]
+__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "read_marker", "run_sql", "spark_can_read"]
 
 ENGINES = ("duckdb", "spark")
 _RISKS = ("safe", "caution", "personal", "high", "unknown")
@@ -154,6 +154,51 @@ def _scan_row(marker: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dict[str, Any]:
+    """The completion marker of ``part``, checked against damage.
+
+    Every figure a question reads is there, of its column's type, and the files it names are
+    its own partition's.
+
+    Raises:
+        FleetTooNew: a newer hygiene-nb published it (checked first: a newer format may name
+            its figures differently, and is not damage).
+        FleetUnusable: it cannot be read, or is damaged.
+    """
+    import pyarrow as pa
+
+    from hygiene_nb.scan.snapshot import FORMAT_VERSION
+
+    relative = relative or part.marker
+    try:
+        marker = json.loads(dest.read_bytes(relative))
+        version = int(marker["fleet_format"])
+        snapshot_format = int(marker["scan"].get("format_version", 1))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise _damaged(dest, relative, part, exc) from exc
+    if version > FLEET_FORMAT or snapshot_format > FORMAT_VERSION:
+        raise FleetTooNew(
+            f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
+            f"{version}, snapshot format {snapshot_format}); upgrade hygiene-nb to read it "
+            "(it is left unchanged)."
+        )
+    try:
+        if marker["partition"] != part.key:
+            raise ValueError(f"it names {marker['partition']}")
+        pa.Table.from_pylist([_scan_row(marker)], schema=SCANS_SCHEMA())
+        for owner in marker.get("owners") or []:
+            int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
+        named = marker["files"]
+        if "dirs" not in named:
+            raise KeyError("dirs")
+        for table, path in named.items():
+            if path != part.file(table):  # its own partition's files, never one elsewhere
+                raise ValueError(f"its {table} file is {path!r}, not {part.file(table)}")
+    except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException) as exc:
+        raise _damaged(dest, relative, part, exc) from exc
+    return dict(marker)
+
+
 def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
     """The marked partitions of ``dest`` (of the hosts matching the glob ``hosts``).
 
@@ -161,8 +206,6 @@ def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
         NotAFleet, FleetTooNew: ``dest`` is not a fleet dataset this code reads.
         FleetUnusable: a marker cannot be read.
     """
-    from hygiene_nb.scan.snapshot import FORMAT_VERSION
-
     dest.check_marker()
     markers, files, skipped = [], [], []
     marked = set()
@@ -170,30 +213,8 @@ def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
         marked.add(part.key)
         if hosts is not None and not fnmatch.fnmatchcase(part.host, hosts):
             continue
-        try:
-            marker = json.loads(dest.read_bytes(relative))
-            version = int(marker["fleet_format"])
-            snapshot_format = int(marker["scan"].get("format_version", 1))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise _damaged(dest, relative, part, exc) from exc
-        # before the figures: a newer format may name them differently, and is not damage
-        if version > FLEET_FORMAT or snapshot_format > FORMAT_VERSION:
-            raise FleetTooNew(
-                f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
-                f"{version}, snapshot format {snapshot_format}); upgrade hygiene-nb to read it "
-                "(it is left unchanged)."
-            )
-        try:
-            if marker["partition"] != part.key:
-                raise ValueError(f"it names {marker['partition']}")
-            _scan_row(marker)  # every figure a question reads is there, of its type
-            for owner in marker.get("owners") or []:
-                int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
-            dirs = marker["files"]["dirs"]
-            if dirs != part.file("dirs"):  # its own partition's file, never one elsewhere
-                raise ValueError(f"its dirs file is {dirs!r}, not {part.file('dirs')}")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise _damaged(dest, relative, part, exc) from exc
+        marker = read_marker(dest, part, relative)
+        dirs = marker["files"]["dirs"]
         if not dest.exists(dirs):
             skipped.append(
                 Skipped(
