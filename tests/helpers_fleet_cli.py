@@ -60,7 +60,7 @@ def hnb_error(
 ) -> tuple[int, str, str]:
     """Run ``hygiene-nb ARGS --json`` expecting an error: its exit code, code and message."""
     code, out, _ = hnb_json(*args, extra_env=extra_env, timeout=timeout)
-    assert out["status"] == "error" and code != 0, out
+    assert out["status"] in ("error", "refused") and code != 0, out
     return code, out["error"]["code"], out["error"]["message"]
 
 
