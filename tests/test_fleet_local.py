@@ -146,7 +146,7 @@ def test_a_publish_killed_while_copying_a_file_leaves_it_only_in_staging(tmp_pat
     it, and the host publishes again."""
     host = scanned_host(tmp_path, "hK", 3, files=3000)  # a snapshot file that takes a while
     dest = tmp_path / "fleet"
-    code, first, _ = hnb_json(*publish_args(dest, scanned_host(tmp_path, "hA", 4), "hA"))
+    code, _, _ = hnb_json(*publish_args(dest, scanned_host(tmp_path, "hA", 4), "hA"))
     assert code == 0
     staging = dest / ".staging"
     proc = subprocess.Popen(
@@ -212,7 +212,7 @@ def test_many_hosts_publishing_into_a_new_directory_at_once_all_succeed(tmp_path
         )
         for name, host in hosts.items()
     }  # fmt: skip
-    for name, proc in running.items():
+    for proc in running.values():
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, out + err
         assert json.loads(out)["status"] == "published"
