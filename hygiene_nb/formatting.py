@@ -5,9 +5,11 @@ Pure Python, nothing heavy imported (the CLI's light commands load this module).
 * **Bytes** in binary units, one decimal past bytes: ``512 B``, ``1.0 KiB``, ``1.4 GiB``, up to
   EiB. A value that would round to 1024 of a unit is shown in the next (``1.0 MiB``, never
   ``1024.0 KiB``). Unknown (``None``) reads ``unknown``, never ``0 B``. ``signed_bytes`` marks a
-  change (``+1.2 MiB``, ``-3.0 MiB``, ``0 B``); ``exact_bytes`` gives every byte for a hover or
-  a title (``1,234,567 bytes``), ``bytes_with_exact`` both (``1.4 GiB (1,503,238,553 bytes)``)
-  and ``bytes_html`` the short form with every byte in its ``title`` (HTML).
+  change (``+1.2 MiB``, ``-3.0 MiB``, ``0 B``; ``signed_exact_bytes`` every byte of one), the
+  one sign every surface writes (tables, charts, the headline, the CLI); ``exact_bytes``
+  gives every byte for a hover or a title (``1,234,567 bytes``), ``bytes_with_exact`` both
+  (``1.4 GiB (1,503,238,553 bytes)``) and ``bytes_html`` the short form with every byte in its
+  ``title`` (HTML).
 * **Counts** with thousands separators (``1,234,567``) and their noun in the right number
   (``1 file``, ``2 files``, ``1,234 entries``); an unknown count reads ``unknown``. A change in a
   count carries its sign (``+3``, ``-2``, ``0``).
@@ -59,6 +61,7 @@ __all__ = [
     "shown",
     "signed_bytes",
     "signed_count",
+    "signed_exact_bytes",
     "thousands",
 ]
 
@@ -98,6 +101,14 @@ def signed_bytes(n: int | float | None) -> str:
     return ("+" if n > 0 else "") + human_bytes(n)
 
 
+def signed_exact_bytes(n: int | float | None) -> str:
+    """A change in every byte, for a hover: ``+1,234,567 bytes``, ``-12 bytes``, ``0 bytes``."""
+    if _missing(n):
+        return "unknown"
+    assert n is not None
+    return ("+" if n > 0 else "") + exact_bytes(n)
+
+
 def thousands(n: int | float | None) -> str:
     """``1234567`` → ``1,234,567``; ``None`` → ``unknown``."""
     if _missing(n):
@@ -130,7 +141,7 @@ def bytes_html(n: int | float | None, *, signed: bool = False) -> str:
         return "unknown"
     assert n is not None
     said = signed_bytes(n) if signed else human_bytes(n)
-    exact = ("+" if signed and n > 0 else "") + exact_bytes(n)
+    exact = signed_exact_bytes(n) if signed else exact_bytes(n)
     return f'<span title="{html.escape(exact)}">{html.escape(said)}</span>'
 
 

@@ -162,10 +162,11 @@ def refuse_fleet(path: str | os.PathLike[str], use: str) -> None:
     """
     top = fleet_marker_above(path)
     if top is not None:
+        where = "is" if Path(os.path.abspath(path)) == top else "lies inside"
         raise FleetReadOnly(
-            f"{path} is inside the fleet dataset {top} (it has {FLEET_MARKER}), which cannot be "
-            f"{use}: a fleet dataset is published evidence. Plan and execute on the host "
-            "itself, with its own store (`hygiene-nb plan ROOT` there)."
+            f"{path} {where} the fleet dataset {top} (it has {FLEET_MARKER}), which cannot be "
+            f"{use}: a fleet dataset is published evidence, never authority. Plan and execute "
+            "on the host itself, with its own store (`hygiene-nb plan ROOT` there)."
         )
 
 

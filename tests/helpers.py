@@ -3,7 +3,7 @@
 Files made with a size, what du says, a scratch directory and a child process as another user,
 this process acting as another user, tmpfs, bind and FUSE mounts that are always unmounted, a
 filesystem filled to the last byte, an immutable file, real accounts made and removed, a scan
-rewritten as format 1, and a deadline for what could hang.
+rewritten as format 1, a deadline for what could hang, and a tree for the report's surface.
 """
 
 from __future__ import annotations
@@ -506,3 +506,17 @@ def ssh_keygen(path: Path, *args: str) -> Path:
         check=True,
     )
     return path
+
+
+# a direct child of the root whose name is longer than any table cell or chart label is wide
+LONG_NAME = "recordings-of-the-quarterly-meetings-and-workshops-held-in-2025-and-2026-by-the-team"
+SMALL_FILES = 1_203  # past a thousand: a count with a separator
+
+
+def report_tree(root: Path) -> Path:
+    """A tree for the report's surface: over a thousand small files, a long name, bytecode."""
+    for i in range(SMALL_FILES):
+        write(root / "src" / f"m{i:04d}.py", 10 + i % 7)
+    write(root / LONG_NAME / "film.bin", 3_500_000)
+    write(root / "src" / "__pycache__" / "m0000.cpython-312.pyc", 1_200_000)  # safe
+    return root

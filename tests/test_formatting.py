@@ -28,6 +28,7 @@ from hygiene_nb.formatting import (
     relative_to_root,
     signed_bytes,
     signed_count,
+    signed_exact_bytes,
     thousands,
 )
 from hygiene_nb.pathnames import shown
@@ -85,6 +86,15 @@ def test_a_hover_gives_both_sizes_and_html_puts_every_byte_in_the_title() -> Non
     assert bytes_html(3 * MIB, signed=True) == '<span title="+3,145,728 bytes">+3.0 MiB</span>'
     assert bytes_html(-1, signed=True) == '<span title="-1 bytes">-1 B</span>'
     assert bytes_html(0, signed=True) == '<span title="0 bytes">0 B</span>'
+
+
+def test_a_change_in_every_byte_carries_the_same_sign() -> None:
+    for n in (3 * MIB, -12, 0, 1):
+        said = signed_exact_bytes(n)
+        assert said.replace("+", "", 1) == exact_bytes(n)
+        assert said[0] == ("+" if n > 0 else "-" if n < 0 else "0")
+        assert signed_bytes(n)[0] == said[0]  # the short and the exact form agree on the sign
+    assert signed_exact_bytes(None) == "unknown"
 
 
 def test_a_change_in_a_count_carries_its_sign() -> None:

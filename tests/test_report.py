@@ -259,49 +259,6 @@ def test_automatic_mode_adds_a_suggested_plan_to_the_report_and_moves_nothing(
     assert api.list_snapshots(store=demo.store)[-1].scan_id == demo.scans[-1].scan_id
 
 
-def test_the_report_draws_every_chart_in_a_browser_without_a_network(
-    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
-        pytest.skip("Debian's chromium is not installed here (make test installs it as root)")
-    from playwright.sync_api import sync_playwright
-
-    code, doc = run(
-        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "reports")],
-        capsys,
-    )
-    assert code == 0
-    args = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-    ]
-    requests: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=args)
-        try:
-            page = browser.new_page()
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(Path(str(doc["html"])).as_uri())
-            page.wait_for_function(
-                f"document.querySelectorAll('.js-plotly-plot').length >= {len(FIGURE_IDS)}",
-                timeout=30_000,
-            )
-            drawn = page.locator(".js-plotly-plot").count()
-            slices = page.locator("#hnb-treemap g.slice").count()
-        finally:
-            browser.close()
-    assert drawn == len(FIGURE_IDS)
-    assert slices > 5  # the treemap really drew its boxes
-    assert [u for u in requests if not u.startswith("file:")] == []
-
-
 def test_inside_the_scanned_root_a_report_adds_files_and_never_replaces_one(
     demo: DemoStore, capsys: pytest.CaptureFixture[str]
 ) -> None:

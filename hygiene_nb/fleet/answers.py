@@ -118,7 +118,7 @@ def ask(
     target = open_dest(dest, endpoint_url=endpoint_url)
     if engine == "spark":
         spark_can_read(target)  # before any request: an unreachable store is not the problem
-    fleet = read_fleet(target, hosts=hosts)
+    fleet = read_fleet(target, hosts=hosts, since_s=since)
     sqls = {q: render_sql(q, since=since, top=top) for q in COMMANDS[command]}
     tables = run_sql(fleet, sqls, engine=engine, spark_master=spark_master)
     return FleetAnswer(dest, engine, command, since, tables, fleet.skipped, len(fleet.markers))

@@ -338,7 +338,9 @@ def _row_numbered_files(st: Any, info: ScanInfo, work: Path) -> dict[str, Path]:
     from hygiene_nb.api.classification import stored_classification
 
     stored = stored_classification(st, info, None, now_ns=api.scan_time_ns(info), load=False)
-    files = {"snapshots": _with_row_no(stored.snapshot_file, work / "snapshot.parquet")}
+    files = {
+        "snapshots": _with_row_no(stored.snapshot_file, work / "snapshot.parquet", store_like=True)
+    }
     verdicts = stored.verdicts
     if not isinstance(verdicts, Path):  # the store could not keep them: write them here
         import pyarrow.parquet as pq
@@ -350,16 +352,28 @@ def _row_numbered_files(st: Any, info: ScanInfo, work: Path) -> dict[str, Path]:
     return files
 
 
-def _with_row_no(source: Path, out: Path) -> Path:
-    """``source`` rewritten row group by row group with ``row_no``; its footer metadata kept."""
+def _with_row_no(source: Path, out: Path, *, store_like: bool = False) -> Path:
+    """``source`` rewritten row group by row group with ``row_no``; its footer metadata kept.
+
+    With ``store_like`` it is written with the store's encodings (``parquet_writer``).
+    """
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from hygiene_nb.scan.snapshot import parquet_writer
+
     reader = pq.ParquetFile(source)
+    footer = {k: v for k, v in (reader.metadata.metadata or {}).items() if k != b"ARROW:schema"}
     schema = reader.schema_arrow.append(pa.field("row_no", pa.int64()))
+    schema = schema.with_metadata({**(schema.metadata or {}), **footer})
     offset = 0
-    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+    opened = (
+        parquet_writer(out, schema)
+        if store_like
+        else pq.ParquetWriter(out, schema, compression="zstd")
+    )
+    with opened as writer:
         for group in range(reader.num_row_groups):
             table = reader.read_row_group(group)
             numbers = np.arange(offset, offset + table.num_rows, dtype=np.int64)

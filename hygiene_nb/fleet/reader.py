@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from hygiene_nb.errors import FleetTooNew, FleetUnusable, UsageError
@@ -154,6 +154,83 @@ def _scan_row(marker: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _scan_started(scan_id: str) -> int | None:
+    """When a scan started, from its id (``sYYYYmmddTHHMMSSZ-…``), else None."""
+    try:
+        return int(
+            datetime.strptime(scan_id[1:17], "%Y%m%dT%H%M%S").replace(tzinfo=UTC).timestamp()
+        )
+    except ValueError:
+        return None
+
+
+_READERS = 16  # markers read at once (an object store answers each in tens of milliseconds)
+
+
+def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fleet:
+    """The marked partitions of ``dest``, of the hosts ``hosts`` (a glob), since ``since_s``.
+
+    Both are pruned by the markers' names (host, and the scan id's time, with a day's margin):
+    only the markers kept are read. Of the ``dirs`` files only those of the two latest scans of
+    each host and root are listed, since no question reads older ones.
+
+    Raises:
+        NotAFleet, FleetTooNew: ``dest`` is not a fleet dataset this code reads.
+        FleetUnusable: a marker cannot be read.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    dest.check_marker()
+    marked, wanted = set(), []
+    for part, relative in dest.published():
+        marked.add(part.key)
+        if hosts is not None and not fnmatch.fnmatchcase(part.host, hosts):
+            continue
+        started = _scan_started(part.scan)
+        if since_s and started is not None and started < since_s - 86_400:
+            continue
+        wanted.append((part, relative))
+    with ThreadPoolExecutor(_READERS) as pool:
+        markers = list(pool.map(lambda pr: read_marker(dest, *pr), wanted))
+    skipped = []
+    latest: dict[tuple[str, str], list[tuple[int, str, dict[str, Any]]]] = {}
+    for marker in markers:
+        host, root, scan = _partition_values(marker["partition"])
+        started = _seconds(marker["scan"].get("started_at")) or 0
+        if started >= since_s:
+            latest.setdefault((host, root), []).append((started, scan, marker))
+    files, kept = [], []
+    for (host, _), scans in sorted(latest.items()):
+        for _, _, marker in sorted(scans, key=lambda t: (t[0], t[1]), reverse=True)[:2]:
+            dirs = marker["files"]["dirs"]  # checked by read_marker: its own partition's
+            if not dest.exists(dirs):
+                skipped.append(
+                    Skipped(
+                        "partition-damaged",
+                        marker["partition"],
+                        f"its marker names {dirs}, which is missing; publish it again from "
+                        f"host {host}.",
+                    )
+                )
+                continue
+            files.append(dest.path(dirs))
+    damaged = {s.partition for s in skipped}
+    kept = [m for m in markers if m["partition"] not in damaged]
+    for relative in dest.files_under("dirs"):
+        key = relative.removeprefix("dirs/").rsplit("/", 1)[0]
+        host = key.split("/", 1)[0].removeprefix("host=")
+        if key not in marked and (hosts is None or fnmatch.fnmatchcase(host, hosts)):
+            skipped.append(
+                Skipped(
+                    "partition-incomplete",
+                    key,
+                    "its files are there without its completion marker (being published, or "
+                    "interrupted): not read until a publish completes it.",
+                )
+            )
+    return Fleet(dest, kept, files, skipped)
+
+
 def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dict[str, Any]:
     """The completion marker of ``part``, checked against damage.
 
@@ -197,49 +274,6 @@ def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dic
     except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException) as exc:
         raise _damaged(dest, relative, part, exc) from exc
     return dict(marker)
-
-
-def read_fleet(dest: Dest, *, hosts: str | None = None) -> Fleet:
-    """The marked partitions of ``dest`` (of the hosts matching the glob ``hosts``).
-
-    Raises:
-        NotAFleet, FleetTooNew: ``dest`` is not a fleet dataset this code reads.
-        FleetUnusable: a marker cannot be read.
-    """
-    dest.check_marker()
-    markers, files, skipped = [], [], []
-    marked = set()
-    for part, relative in dest.published():
-        marked.add(part.key)
-        if hosts is not None and not fnmatch.fnmatchcase(part.host, hosts):
-            continue
-        marker = read_marker(dest, part, relative)
-        dirs = marker["files"]["dirs"]
-        if not dest.exists(dirs):
-            skipped.append(
-                Skipped(
-                    "partition-damaged",
-                    part.key,
-                    f"its marker names {dirs}, which is missing; publish it again from "
-                    f"host {part.host}.",
-                )
-            )
-            continue
-        markers.append(marker)
-        files.append(dest.path(dirs))
-    for relative in dest.files_under("dirs"):
-        key = relative.removeprefix("dirs/").rsplit("/", 1)[0]
-        host = key.split("/", 1)[0].removeprefix("host=")
-        if key not in marked and (hosts is None or fnmatch.fnmatchcase(host, hosts)):
-            skipped.append(
-                Skipped(
-                    "partition-incomplete",
-                    key,
-                    "its files are there without its completion marker (being published, or "
-                    "interrupted): not read until a publish completes it.",
-                )
-            )
-    return Fleet(dest, markers, files, skipped)
 
 
 def _damaged(dest: Dest, relative: str, part: Partition, exc: Exception) -> FleetUnusable:

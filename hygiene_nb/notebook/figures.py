@@ -32,17 +32,22 @@ __all__ = [
     "DECISION_BORDER",
     "FIGURE_IDS",
     "GREW_COLOR",
+    "NAME_WIDTH",
     "RISK_COLORS",
+    "RISK_INK",
     "SHRANK_COLOR",
     "TREEMAP_IDS",
     "age_figure",
     "byte_ticks",
+    "contrast_ratio",
     "diff_figure",
     "groups_figure",
     "growth_figure",
     "history_figure",
+    "ink_for",
     "owners_figure",
     "plotlyjs",
+    "risk_badge_css",
     "risk_history_figure",
     "risk_mix_figure",
     "show",
@@ -65,6 +70,44 @@ RISK_COLORS = {
     "mixed": "#6e4b2a",  # brown: a directory holding bytes of several risks (classify.content)
     "": "#eeeeee",  # "(other)" buckets and the view's own root
 }
+
+
+def _luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb``."""
+    rgb = [int(colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """WCAG 2 contrast ratio of two ``#rrggbb`` colours, 1 to 21 (text wants at least 4.5)."""
+    light, dark = sorted((_luminance(foreground), _luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def ink_for(background: str) -> str:
+    """Black or white, whichever reads better on ``background``: a badge's text colour."""
+    black, white = "#000000", "#ffffff"
+    return (
+        black if contrast_ratio(black, background) >= contrast_ratio(white, background) else white
+    )
+
+
+# the text colour of a badge filled with each risk's colour: the better of black and white,
+# at least 4.5:1 for every one of them (grey "unknown" takes black)
+RISK_INK = {risk: ink_for(colour) for risk, colour in RISK_COLORS.items()}
+
+
+def risk_badge_css(prefix: str = "hnb-risk-") -> str:
+    """CSS rules ``.{prefix}{risk}`` for a badge of each risk: its fill and its ink."""
+    return "".join(
+        f".{prefix}{risk}{{background:{colour};color:{RISK_INK[risk]};"
+        "padding:0 4px;border-radius:3px;font-weight:600}"
+        for risk, colour in RISK_COLORS.items()
+        if risk
+    )
+
+
 # a change between two scans: bytes added, bytes freed (Okabe-Ito vermillion and blue)
 GREW_COLOR = "#d55e00"
 SHRANK_COLOR = "#0072b2"
@@ -88,6 +131,16 @@ _LAYOUT: dict[str, Any] = {
     "margin": {"t": 50, "l": 10, "r": 10, "b": 10},
     "height": 380,
 }
+
+
+# characters of a name in a legend or on an axis: past it, shortened in the middle (the whole
+# name is on hover)
+NAME_WIDTH = 32
+
+
+def _short(name: str, width: int = NAME_WIDTH) -> str:
+    """A name (or path) for a legend or an axis: escaped, shortened in the middle, as text."""
+    return _label(display_path(name, width=width))
 
 
 def _label(text: str) -> str:
@@ -185,7 +238,8 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
     """Recursive bytes of each direct child over time, stacked (``views.child_growth``).
 
     Each named child keeps one colour of ten (the owners' palette), the rest summed as
-    ``(other)`` in grey; the legend lists them top to bottom as they are stacked.
+    ``(other)`` in grey; the legend lists them top to bottom as they are stacked, a long name
+    shortened in the middle (``NAME_WIDTH``), the whole name on hover.
     """
     x_all, xaxis = _scan_axis(growth["scanned_at"])
     where = dict(zip(growth["scanned_at"], x_all, strict=True))
@@ -197,7 +251,7 @@ def growth_figure(growth: pd.DataFrame) -> go.Figure:
             go.Scatter(
                 x=[where[t] for t in part["scanned_at"]],
                 y=part["bytes"],
-                name=label,
+                name=_short(str(child)),
                 stackgroup="one",
                 mode="lines+markers" if growth["scanned_at"].nunique() > 1 else "markers",
                 line={"color": MORE_OWNERS_COLOR if other else OWNER_COLORS[i % len(OWNER_COLORS)]},
@@ -332,12 +386,17 @@ def _reclaim_marks(reclaimable: Mapping[str, RiskStats]) -> list[tuple[str, int,
 
 
 def risk_history_figure(history: pd.DataFrame) -> go.Figure:
-    """Bytes per risk level in every scan, stacked, with the cleanliness score (right axis)."""
+    """Bytes per risk level in every scan, stacked, with the cleanliness score (right axis).
+
+    Only the risks holding bytes in some scan get a trace (and a legend entry).
+    """
     x_all, xaxis = _scan_axis(history["scanned_at"])
     history = history.assign(x=x_all)
     traces: list[Any] = []
     for level in RISKS:
         part = history[history["risk"] == level]
+        if not (part["bytes"].fillna(0) > 0).any():
+            continue
         traces.append(
             go.Bar(
                 x=list(part["x"]),
@@ -377,16 +436,6 @@ def risk_history_figure(history: pd.DataFrame) -> go.Figure:
     )
 
 
-def _signed(n: int) -> str:
-    """``+1.2 MiB`` / ``\u22123.0 MiB`` (a real minus sign): a change, in binary units."""
-    return signed_bytes(n).replace("-", "\u2212", 1)
-
-
-def _signed_exact(n: int) -> str:
-    sign = "+" if n > 0 else "\u2212" if n < 0 else ""
-    return sign + exact_bytes(abs(n))
-
-
 def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     """What changed between two scans (``views.diff``): one bar per key, its change in bytes.
 
@@ -394,7 +443,8 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     and shrinkage in two colours and written on the bar with their sign; the other keys that
     changed are summed into one ``(N others)`` bar at the bottom, so the bars add up to the
     whole change (by ``dir``: the root's). A key whose bytes did not change has no bar. With
-    no change at all the figure is a sentence.
+    no change at all the figure is a sentence. A long key is shortened in the middle on the
+    axis (``NAME_WIDTH``), whole on hover.
     """
     key = str(diff.columns[0])
     title = f"What changed since the previous scan, by {key}"
@@ -404,7 +454,14 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     if not changed:
         return _said("diff", title, "Nothing changed between the two scans: no change to show.")
     named, rest = changed[:top], changed[top:]
-    bars = [(_diff_label(k, key), d, _diff_label(k, key)) for k, d in named]
+    bars = []
+    taken: set[str] = set()
+    for k, d in named:
+        label = _diff_label(k, key, NAME_WIDTH)
+        if label in taken:  # two long names alike at their ends: one bar each all the same
+            label = f"{label} ({len(taken) + 1})"
+        taken.add(label)
+        bars.append((label, d, _diff_label(k, key)))
     rest_delta = sum(d for _, d in rest)
     if rest and rest_delta != 0:
         others = f"({counted(len(rest), 'other')})"
@@ -423,10 +480,10 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
                 orientation="h",
                 name=name,
                 marker_color=colour,
-                text=[_signed(d) for _, d, _ in part],
+                text=[signed_bytes(d) for _, d, _ in part],
                 textposition="outside",
                 cliponaxis=False,
-                customdata=[f"{what}: {_signed_exact(d)}" for _, d, what in part],
+                customdata=[f"{what}: {fmt.signed_exact_bytes(d)}" for _, d, what in part],
                 hovertemplate="%{customdata}<extra></extra>",
                 showlegend=True,
             )
@@ -437,7 +494,7 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     pad = 0.3 * max(high - low, 1)
     return _figure(
         "diff",
-        f"{title}<br><sup>in all: {_signed(total)} ({_signed_exact(total)})</sup>",
+        f"{title}<br><sup>in all: {signed_bytes(total)} ({fmt.signed_exact_bytes(total)})</sup>",
         traces,
         barmode="relative",
         height=160 + 28 * len(bars),
@@ -460,11 +517,15 @@ def diff_figure(diff: pd.DataFrame, *, top: int = 10) -> go.Figure:
     )
 
 
-def _diff_label(value: object, key: str) -> str:
-    """A key of ``views.diff`` as a bar's label: the root's own entry named, names escaped."""
+def _diff_label(value: object, key: str, width: int | None = None) -> str:
+    """A key of ``views.diff`` as a bar's label: the root's own entry named, names escaped.
+
+    With ``width`` a long name is shortened in the middle (the axis); without, it is whole
+    (the hover).
+    """
     if key == "dir" and str(value) == ".":
         return "(the root directory itself)"
-    return _label(display_path(str(value)))
+    return _label(display_path(str(value), width=width))
 
 
 def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
@@ -477,7 +538,9 @@ def _signed_byte_ticks(low: float, high: float) -> dict[str, Any]:
     text = dict(zip(ticks["tickvals"], ticks["ticktext"], strict=True))
     return {
         "tickvals": [-v for v in reversed(below)] + values,
-        "ticktext": ["\u2212" + text[v] for v in reversed(below)] + [text[v] for v in values],
+        # the sign as signed_bytes writes it: "-" below zero, "+" above
+        "ticktext": ["-" + text[v] for v in reversed(below)]
+        + [("+" if v else "") + text[v] for v in values],
     }
 
 
@@ -504,20 +567,28 @@ def groups_figure(groups: Sequence[GroupStats]) -> go.Figure:
 
 
 def staleness_figure(stale: Sequence[StaleBucket]) -> go.Figure:
-    """Bytes of files by age since last modification, stacked by risk."""
+    """Bytes of files by age since last modification, stacked by risk.
+
+    Only the risks holding bytes get a trace (and a legend entry); with no file bytes at all
+    (an empty directory) the figure is a sentence.
+    """
+    title = "Age of files (bytes)"
+    levels = [r for r in RISKS if any(b.bytes.get(r, 0) > 0 for b in stale)]
+    if not levels:
+        return _said("staleness", title, "No file bytes in this snapshot: no ages to show.")
     return _figure(
         "staleness",
-        "Age of files (bytes)",
+        title,
         [
             go.Bar(
                 x=[b.bucket for b in stale],
-                y=[b.bytes[r] for b in stale],
+                y=[b.bytes.get(r, 0) for b in stale],
                 name=r,
                 marker_color=RISK_COLORS[r],
-                customdata=[fmt.bytes_with_exact(b.bytes[r]) for b in stale],
+                customdata=[fmt.bytes_with_exact(b.bytes.get(r, 0)) for b in stale],
                 hovertemplate=f"{r}, %{{x}}: %{{customdata}}<extra></extra>",
             )
-            for r in RISKS
+            for r in levels
         ],
         barmode="stack",
         showlegend=True,
@@ -915,12 +986,15 @@ def treemap_figure(nodes: pd.DataFrame, *, title: str | None = None) -> go.Figur
 
     Its id follows its colouring (``TREEMAP_IDS``), so one page can hold the treemap by risk
     and by type; a key under the title names the colours in use (``treemap_key``) and, when
-    a box carries a decision, the border colours.
+    a box carries a decision, the border colours. A directory with nothing inside is a
+    sentence, not a bare box.
     """
     by = _treemap_colouring(nodes)
     if title is None:
         what = "files" if _treemap_sizing(nodes) == "files" else "bytes"
         title = f"Where the {what} are" + ("" if by == "risk" else f", by {by}")
+    if not (nodes["parent"] != "").any():
+        return _said(TREEMAP_IDS[by], title, "This directory is empty: no treemap to draw.")
     layout: dict[str, Any] = {"height": 520}
     key = treemap_key(nodes)
     if key:

@@ -18,6 +18,7 @@ import pandas as pd
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import NO_SCORE
+from hygiene_nb.notebook.figures import risk_badge_css
 from hygiene_nb.query import views
 from hygiene_nb.scan.snapshot import query_engine
 
@@ -53,9 +54,10 @@ class Place:
 class Growth:
     """How the root's bytes changed since an earlier scan."""
 
-    label: str  # "the previous scan", "7 days", "30 days"
+    label: str  # "the previous scan", or how long before this one the earlier scan ran
     since: pd.Timestamp
     delta: int
+    span: str = ""  # the real interval between the two scans: "5 weeks", "under a day"
 
 
 @dataclass(frozen=True)
@@ -86,23 +88,37 @@ class Headline:
     score_previous: int | None = None
 
 
+def _span(now: pd.Timestamp, then: pd.Timestamp) -> str:
+    """How long before ``now`` the scan of ``then`` ran, for people (``formatting.human_age``)."""
+    return fmt.human_age((now - then) / pd.Timedelta(days=1))
+
+
 def _growth(hist: pd.DataFrame) -> list[Growth]:
-    """Growth since the previous scan, and since 7 and 30 days before, where scans exist."""
+    """Growth since the previous scan, and since scans at least 7 and 30 days before.
+
+    Each says the real interval between the two scans: the scan "7 days" before may have run
+    40 days before (then it says so). A scan already compared with is not listed again.
+    """
     if len(hist) < 2 or pd.isna(hist["bytes"].iloc[-1]):
         return []
     now, at = int(hist["bytes"].iloc[-1]), hist["scanned_at"].iloc[-1]
     out = []
     earlier = hist.iloc[:-1]
     previous = earlier.iloc[-1]
+    used = set()
     if not pd.isna(previous["bytes"]):
-        out.append(
-            Growth("the previous scan", previous["scanned_at"], now - int(previous["bytes"]))
-        )
+        when = previous["scanned_at"]
+        out.append(Growth("the previous scan", when, now - int(previous["bytes"]), _span(at, when)))
+        used.add(previous["scan_id"])
     for days in (7, 30):
         before = earlier[earlier["scanned_at"] <= at - pd.Timedelta(days=days)]
         if len(before) and not pd.isna(before["bytes"].iloc[-1]):
             then = before.iloc[-1]
-            out.append(Growth(f"{days} days", then["scanned_at"], now - int(then["bytes"])))
+            if then["scan_id"] in used:
+                continue
+            used.add(then["scan_id"])
+            span = _span(at, then["scanned_at"])
+            out.append(Growth(span, then["scanned_at"], now - int(then["bytes"]), span))
     return out
 
 
@@ -200,9 +216,10 @@ _STYLE = """<style>
 .hnb-headline .hnb-places td,.hnb-headline .hnb-places th{
   padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
 .hnb-headline .hnb-places td.num,.hnb-headline .hnb-places th.num{
-  text-align:right;font-variant-numeric:tabular-nums}
-.hnb-risk-safe{color:#2e7d32;font-weight:600}.hnb-risk-caution{color:#b07b00;font-weight:600}
+  text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 </style>"""
+# the risk badges in the figures' colours (figures.RISK_COLORS, their ink chosen for contrast)
+_STYLE = _STYLE.replace("</style>", risk_badge_css() + "</style>")
 
 
 def headline_html(h: Headline, *, redact: bool = False) -> str:
@@ -224,8 +241,13 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
     cards.append(("Free space", fmt.bytes_html(h.fs_free), free_lines))
     if h.growth:
         first, *rest = h.growth
-        lines = [f"since {first.label} ({_date(first.since)})"]
-        lines += [f"{fmt.bytes_html(g.delta, signed=True)} in {g.label}" for g in rest]
+        ago = f"{first.span} before, " if first.span else ""
+        lines = [f"since {first.label} ({ago}{_date(first.since)})"]
+        lines += [
+            f"{fmt.bytes_html(g.delta, signed=True)} in {g.span or g.label} "
+            f"(since {_date(g.since)})"
+            for g in rest
+        ]
         cards.append(("Growth", fmt.bytes_html(first.delta, signed=True), lines))
     else:
         cards.append(
@@ -298,7 +320,7 @@ def headline_html(h: Headline, *, redact: bool = False) -> str:
                 )
             )
             return (
-                f'<tr><td class="hnb-risk-{p.risk}">{p.risk}</td>{where}'
+                f'<tr><td><span class="hnb-risk-{p.risk}">{p.risk}</span></td>{where}'
                 f"<td>{html.escape(p.rule or '')}</td>"
                 f'<td class="num">{fmt.bytes_html(p.bytes)}</td></tr>'
             )

@@ -6,6 +6,7 @@ Each displays its chart and a compact table, or one sentence when there is nothi
 
 from __future__ import annotations
 
+import html
 import numbers
 
 import pandas as pd
@@ -17,7 +18,17 @@ from hygiene_nb.notebook import figures
 from hygiene_nb.notebook.tables import table, table_html
 from hygiene_nb.query import suggest, views
 
-__all__ = ["executions", "history", "review", "tidy_suggestions", "totals"]
+__all__ = [
+    "compact_diff",
+    "executions",
+    "history",
+    "provenance",
+    "provenance_html",
+    "review",
+    "tidy_suggestions",
+    "totals",
+    "totals_html",
+]
 
 ONE_SCAN = (
     "Only one snapshot so far: after the next scan this section shows how the size, the free "
@@ -45,11 +56,10 @@ def history(root: str, *, store: api.StoreArg = None, scan_id: str, redact: bool
         figures.risk_history_figure(views.risk_history(root, store=store, scan_id=scan_id))
     )
     columns = ["scanned_at", "bytes", "alloc", "files", "entries", "errors", "fs_free"]
-    shown = hist[columns].set_axis(["scanned at", *columns[1:]], axis="columns")
-    table(shown, empty=ONE_SCAN)
+    table(hist[columns], empty=ONE_SCAN)
     if redact:
         changed = views.diff(root, store=store, new=scan_id, by="risk")
-        table(changed, empty="Nothing changed since the previous scan.")
+        table(compact_diff(changed), empty="Nothing changed since the previous scan.")
         return
     by_dir = views.diff(root, store=store, new=scan_id)
     changes = [c for c in by_dir.columns if c.endswith("_entries") or c == "delta"]
@@ -58,15 +68,18 @@ def history(root: str, *, store: api.StoreArg = None, scan_id: str, redact: bool
         _say("Nothing changed since the previous scan.")
         return
     figures.show(figures.diff_figure(by_dir))
-    table(_compact_diff(by_dir), empty="Nothing changed since the previous scan.")
+    table(compact_diff(by_dir), empty="Nothing changed since the previous scan.")
 
 
-def _compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
-    """The diff's key, sizes and how many entries came, went, grew and shrank."""
+def compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
+    """The diff's key, sizes and how many entries came, went, grew and shrank.
+
+    The columns keep the view's names; ``table`` says them in words (``bytes before``,
+    ``change``, ``new entries``).
+    """
     wanted = [diff.columns[0], "old_bytes", "new_bytes", "delta"]
     counts = ["new_entries", "gone_entries", "grew_entries", "shrank_entries"]
-    frame = diff[[c for c in [*wanted, *counts] if c in diff]]
-    return frame.set_axis([c.removesuffix("_entries") for c in frame.columns], axis="columns")
+    return diff[[c for c in [*wanted, *counts] if c in diff]].reset_index(drop=True)
 
 
 def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
@@ -107,29 +120,71 @@ def executions(*, store: api.StoreArg = None, redact: bool = False) -> None:
 
 
 def totals(summary: Summary, *, redact: bool = False) -> None:
-    """The snapshot's totals, each value said for people (bytes in binary units, exact on hover)."""
+    """The snapshot's totals, each value said for people (bytes in binary units, exact on hover).
+
+    Bytes read ``1.4 GiB`` with every byte in the cell's ``title``, counts carry thousands
+    separators, the scan's time is a date and time (UTC), an unknown value is a dash.
+    """
     from IPython.display import HTML, display
 
+    display(HTML(totals_html(summary, redact=redact)))
+
+
+def totals_html(summary: Summary, *, redact: bool = False) -> str:
+    """The totals table of ``totals`` as HTML: one readable row per figure."""
     frame = views.totals_frame(summary, redact=redact)
     said = [
-        fmt.bytes_html(int(v)) if "bytes" in str(what) and _integer(v) else v
-        for what, v in zip(frame["what"], frame["value"], strict=True)
+        _total(str(what), value) for what, value in zip(frame["what"], frame["value"], strict=True)
     ]
-    display(HTML(table_html(frame.assign(value=said), {"value": _cell})))
+    return table_html(frame.assign(value=said), {"value": _said_cell})
+
+
+def provenance(
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    parameters: dict[str, object] | None = None,
+    redact: bool = False,
+) -> None:
+    """What the report was made from, one readable row per fact (``views.provenance``)."""
+    from IPython.display import HTML, display
+
+    frame = views.provenance(
+        root, store=store, scan_id=scan_id, parameters=parameters, redact=redact
+    )
+    display(HTML(provenance_html(frame)))
+
+
+def provenance_html(frame: pd.DataFrame) -> str:
+    """``views.provenance`` as an HTML table: every value in full, escaped (digests are long)."""
+    return table_html(frame, {"value": _whole})
+
+
+def _total(what: str, value: object) -> str:
+    """One total for people: bytes, a count, the scan's time, yes/no, or a dash if unknown."""
+    if value is None or value is pd.NA:
+        return "\u2014"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if "bytes" in what and _integer(value):
+        return fmt.bytes_html(int(value))  # type: ignore[call-overload]
+    if _integer(value):
+        return html.escape(fmt.thousands(value))  # type: ignore[arg-type]
+    if what == "scanned at":
+        return html.escape(fmt.human_datetime(value, seconds=True) + " UTC")
+    return html.escape(fmt.shown(str(value)))
 
 
 def _integer(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _cell(value: object) -> str:
-    import html
+def _said_cell(value: object) -> str:
+    return str(value)  # already HTML (``_total``)
 
+
+def _whole(value: object) -> str:
     if value is None or value is pd.NA:
         return "\u2014"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if _integer(value):
-        return fmt.thousands(value)  # type: ignore[arg-type]
-    text = str(value)
-    return text if text.startswith('<span title="') else html.escape(text)
+    return f'<span style="overflow-wrap:anywhere">{html.escape(fmt.shown(str(value)))}</span>'

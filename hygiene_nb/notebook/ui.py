@@ -41,6 +41,7 @@ from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
 from hygiene_nb.notebook.figures import (
     DECISION_BORDER,
     RISK_COLORS,
+    RISK_INK,
     treemap_decisions,
     treemap_trace,
 )
@@ -182,7 +183,7 @@ class _Row:
         holds = getattr(entry, "content_risk", None)
         risk = str(holds) if entry.kind == "dir" and isinstance(holds, str) else str(entry.risk)
         colour = RISK_COLORS.get(risk, RISK_COLORS[""])
-        ink = "black" if risk == "caution" else "white"
+        ink = RISK_INK.get(risk, RISK_INK[""])
         split = content_split(entry) if entry.kind == "dir" else ""
         about = [f"holds: {split}; as a whole: {entry.risk}" if split else f"risk: {entry.risk}"]
         if isinstance(entry.rule, str) and entry.rule:
@@ -776,7 +777,7 @@ class Annotator:
         what = f"mark {decision}" if decision else "clear the decision of"
         items = "".join(
             f"<li><span style='background:{RISK_COLORS.get(r, RISK_COLORS[''])};"
-            f"color:{'black' if r == 'caution' else 'white'};padding:0 4px'>{html.escape(r)}"
+            f"color:{RISK_INK.get(r, RISK_INK[''])};padding:0 4px'>{html.escape(r)}"
             f"</span> {fmt.counted(n, 'entry', 'entries')}, {fmt.human_bytes(b)} "
             f"<span style='color:#666'>({fmt.exact_bytes(b)})</span></li>"
             for r, (n, b) in mix.items()

@@ -507,9 +507,10 @@ def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -
     """``views.by_owner`` for display: the ``top`` owners, sizes in human units.
 
     Columns ``owner``, ``size``, ``files``, ``share`` (of the snapshot's bytes),
-    ``reclaimable (safe + caution)`` and ``largest in`` (the root's child where the owner holds
-    most). With ``redact`` no owner is named nor numbered: one row, ``owners`` (how many), and
-    their ``size`` and ``files`` together.
+    ``reclaimable (safe + caution)``, ``largest in`` (the root's child where the owner holds
+    most, its full path: ``attrs["root"]`` is the root, so a table shows it relative to that)
+    and ``held there`` (the owner's bytes in it). With ``redact`` no owner is named nor
+    numbered: one row, ``owners`` (how many), and their ``size`` and ``files`` together.
     """
     if redact:
         return pd.DataFrame(
@@ -532,7 +533,6 @@ def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -
         shown["top_dirs"],
         strict=True,
     ):
-        largest = f"{tops[0]['path']} ({human_bytes(int(tops[0]['bytes']))})" if tops else ""
         rows.append(
             {
                 "owner": owner,
@@ -540,11 +540,22 @@ def owners_frame(owners: pd.DataFrame, *, top: int = 10, redact: bool = False) -
                 "files": int(files),
                 "share": percent(share),
                 "reclaimable (safe + caution)": human_bytes(int(freed)),
-                "largest in": largest,
+                "largest in": str(tops[0]["path"]) if tops else None,
+                "held there": human_bytes(int(tops[0]["bytes"])) if tops else None,
             }
         )
-    columns = ["owner", "size", "files", "share", "reclaimable (safe + caution)", "largest in"]
-    return pd.DataFrame(rows, columns=columns)
+    columns = [
+        "owner",
+        "size",
+        "files",
+        "share",
+        "reclaimable (safe + caution)",
+        "largest in",
+        "held there",
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame.attrs["root"] = owners.attrs.get("root")  # tables show "largest in" relative to it
+    return frame
 
 
 def types_frame(types: pd.DataFrame, *, top: int = 15, redact: bool = False) -> pd.DataFrame:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from hygiene_nb import api
 from hygiene_nb.classify.rules import rules_table_markdown
+from hygiene_nb.formatting import counted, human_datetime, thousands
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import ledger_state
 
@@ -35,26 +35,47 @@ def provenance(
 ) -> pd.DataFrame:
     """What a report was made from: snapshot, rules, ledger state, versions, parameters.
 
-    With ``redact`` the root, the host and the parameters (which hold paths) are left out.
+    One row per fact (``what``, ``value``), every value text for people: times as dates (UTC),
+    the ledger's decisions counted by kind and its digest, each parameter on its own row (paths
+    as they are: whatever shows them escapes them). With ``redact`` the root, the host and the
+    parameters (which hold paths) are left out.
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
     ledger = ledger_state(store=store, root=info.root)
     versions = {name: _version(name) for name in _VERSIONED}
-    rows: list[tuple[str, object]] = [
+    rows: list[tuple[str, str]] = [
         ("snapshot", info.scan_id),
         *([] if redact else [("root", info.root), ("host", info.host)]),
-        ("scanned", f"{info.started_at} → {info.finished_at}"),
+        ("scanned", f"{_when(info.started_at)} \u2192 {_when(info.finished_at)}"),
         ("walker", info.walker),
         ("rules", rules_digest(store=store)),
-        (
-            "ledger",
-            f"{ledger['annotations']} annotations {ledger['decisions']}, {ledger['digest']}",
-        ),
+        ("ledger", _decisions(ledger)),
+        ("ledger digest", str(ledger["digest"])),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items())),
     ]
     if not redact:
-        rows.append(("parameters", json.dumps(parameters or {}, sort_keys=True, default=str)))
+        given = parameters or {}
+        rows += [(f"parameter {k}", _parameter(given[k])) for k in sorted(given)]
     return pd.DataFrame(rows, columns=["what", "value"])
+
+
+def _when(at: str) -> str:
+    return human_datetime(at, seconds=True) + (" UTC" if at else "")
+
+
+def _decisions(ledger: dict[str, object]) -> str:
+    """``3 annotations: 1 keep, 2 delete, 0 unsure`` (counts in the ledger under the root)."""
+    per = ledger["decisions"]
+    assert isinstance(per, dict)
+    annotations = ledger["annotations"]
+    assert isinstance(annotations, int)
+    said = ", ".join(f"{thousands(int(n))} {d}" for d, n in per.items())
+    return f"{counted(annotations, 'annotation')}: {said}"
+
+
+def _parameter(value: object) -> str:
+    """A report parameter as text, nothing given as ``none``."""
+    return "none" if value is None else str(value)
 
 
 _VERSIONED = ("hygiene-nb", "pyarrow", "duckdb", "pandas", "plotly", "papermill", "nbconvert")

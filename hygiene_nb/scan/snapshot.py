@@ -253,7 +253,11 @@ _DICTIONARY_COLUMNS = (
 # Listings come in inode order, so inodes delta-encode well; names are stored without their
 # lengths interleaved. (BYTE_STREAM_SPLIT on inode and size saves 0.5 B/entry more, but Spark
 # before 4.0 cannot read it, and the store is for Spark to read as it is.)
-_COLUMN_ENCODINGS = {"inode": "DELTA_BINARY_PACKED", "name": "DELTA_LENGTH_BYTE_ARRAY"}
+_COLUMN_ENCODINGS = {
+    "inode": "DELTA_BINARY_PACKED",
+    "name": "DELTA_LENGTH_BYTE_ARRAY",
+    "row_no": "DELTA_BINARY_PACKED",  # a fleet dataset's copy (``hygiene_nb.fleet.publish``)
+}
 _STATISTICS_COLUMNS = ("depth", "size", "tree_bytes", "mtime_ns")
 
 

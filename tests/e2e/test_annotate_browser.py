@@ -19,6 +19,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +29,6 @@ import pytest
 from hygiene_nb.notebook.demo import DEMO_DIR_ENV, ensure_demo
 from hygiene_nb.query import views
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--disable-dev-shm-usage",
-]
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "annotate.ipynb"
 TOKEN = "e2e-token"
 TIMEOUT_MS = 120_000
@@ -167,10 +157,10 @@ def stop(server: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.slow
-def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import expect, sync_playwright
+def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(
+    tmp_path: Path, chromium: Callable[[], AbstractContextManager[Any]]
+) -> None:
+    from playwright.sync_api import expect
 
     shots = Path(os.environ.get(ARTIFACTS_ENV) or tmp_path / "artifacts")
     demo = ensure_demo(tmp_path / "demo")  # built before the server; the kernel reuses it
@@ -184,118 +174,114 @@ def test_deciding_and_drilling_in_jupyterlab_writes_the_ledger(tmp_path: Path) -
     server = start_lab(served, port, lab_env(tmp_path / "lab", tmp_path / "demo"), log)
     try:
         wait_for_port(port, server)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                context = browser.new_context(viewport={"width": WIDTH, "height": 1400})
-                context.grant_permissions(["clipboard-read", "clipboard-write"])
-                page = context.new_page()
-                page.set_default_timeout(30_000)
-                errors: list[str] = []
-                page.on(
-                    "console",
-                    lambda m: errors.append(m.text) if m.type == "error" else None,
-                )
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(
-                    f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK.name}?token={TOKEN}",
-                    timeout=TIMEOUT_MS,
-                )
-                page.wait_for_function(KERNEL_CONNECTED, timeout=TIMEOUT_MS)
-                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-                # the summary is the panel's last widget but one: when it shows, the panel is drawn
-                summary = page.locator(".widget-html").filter(has_text=re.compile(r"^Plan now"))
-                expect(summary).to_be_visible(timeout=TIMEOUT_MS)
-                expect(summary).to_contain_text("0 delete")
-                # the button's name starts with its icon glyph, so not an exact match
-                expect(page.get_by_role("button", name=re.compile(r"Export plan$"))).to_be_visible()
+        with chromium() as browser:
+            context = browser.new_context(viewport={"width": WIDTH, "height": 1400})
+            context.grant_permissions(["clipboard-read", "clipboard-write"])
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            errors: list[str] = []
+            page.on(
+                "console",
+                lambda m: errors.append(m.text) if m.type == "error" else None,
+            )
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(
+                f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK.name}?token={TOKEN}",
+                timeout=TIMEOUT_MS,
+            )
+            page.wait_for_function(KERNEL_CONNECTED, timeout=TIMEOUT_MS)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            # the summary is the panel's last widget but one: when it shows, the panel is drawn
+            summary = page.locator(".widget-html").filter(has_text=re.compile(r"^Plan now"))
+            expect(summary).to_be_visible(timeout=TIMEOUT_MS)
+            expect(summary).to_contain_text("0 delete")
+            # the button's name starts with its icon glyph, so not an exact match
+            expect(page.get_by_role("button", name=re.compile(r"Export plan$"))).to_be_visible()
 
-                # the notebook at the window's width: the file browser closed
-                page.evaluate(CLOSE_LEFT_AREA)
-                page.wait_for_timeout(500)
-                rows = page.locator(".hygiene-row")
-                expect(rows.first).to_be_visible()
-                check_one_line(page, rows.count())
-                shot(page, shots, "widget-rows")
-                panel = page.locator(".jp-OutputArea-output").filter(has=rows.first)
-                shot(panel, shots, "widget-panel")  # docs/images/widget.png
-                assert errors == [], errors
+            # the notebook at the window's width: the file browser closed
+            page.evaluate(CLOSE_LEFT_AREA)
+            page.wait_for_timeout(500)
+            rows = page.locator(".hygiene-row")
+            expect(rows.first).to_be_visible()
+            check_one_line(page, rows.count())
+            shot(page, shots, "widget-rows")
+            panel = page.locator(".jp-OutputArea-output").filter(has=rows.first)
+            shot(panel, shots, "widget-panel")  # docs/images/widget.png
+            assert errors == [], errors
 
-                # exact names: JupyterLab has its own "Delete the cell" button
-                cache_row = rows.filter(has=page.get_by_role("button", name=".cache/", exact=True))
-                # an icon button: its name is the icon's glyph, its title says what it does
-                cache_row.locator("button[title^='delete']").click()
-                expect(
-                    page.locator(".widget-label").filter(has_text=re.compile(r"^delete: 1 entry$"))
-                ).to_be_visible()
-                expect(summary).to_contain_text("1 delete")
-                assert views.human_decisions(store, root) == {str(demo.root / ".cache"): "delete"}
+            # exact names: JupyterLab has its own "Delete the cell" button
+            cache_row = rows.filter(has=page.get_by_role("button", name=".cache/", exact=True))
+            # an icon button: its name is the icon's glyph, its title says what it does
+            cache_row.locator("button[title^='delete']").click()
+            expect(
+                page.locator(".widget-label").filter(has_text=re.compile(r"^delete: 1 entry$"))
+            ).to_be_visible()
+            expect(summary).to_contain_text("1 delete")
+            assert views.human_decisions(store, root) == {str(demo.root / ".cache"): "delete"}
 
-                # the treemap outlines the decided box in black once the kernel redrew it
-                expect(sector(page, ".cache").locator("path.surface")).to_have_css(
-                    "stroke", "rgb(0, 0, 0)"
-                )
+            # the treemap outlines the decided box in black once the kernel redrew it
+            expect(sector(page, ".cache").locator("path.surface")).to_have_css(
+                "stroke", "rgb(0, 0, 0)"
+            )
 
-                # a batch on entries that are not all safe: the confirmation first, then cancel
-                page.get_by_role("checkbox", name="select all listed").check()
-                page.get_by_role("button", name="delete selected", exact=True).click()
-                confirm = page.locator(".hygiene-confirm")
-                expect(confirm).to_be_visible()
-                expect(confirm).to_contain_text("not safe")
-                shot(page, shots, "widget-confirm")
-                confirm.get_by_role("button", name="cancel", exact=True).click()
-                expect(confirm).to_be_hidden()
-                assert views.human_decisions(store, root) == {str(demo.root / ".cache"): "delete"}
+            # a batch on entries that are not all safe: the confirmation first, then cancel
+            page.get_by_role("checkbox", name="select all listed").check()
+            page.get_by_role("button", name="delete selected", exact=True).click()
+            confirm = page.locator(".hygiene-confirm")
+            expect(confirm).to_be_visible()
+            expect(confirm).to_contain_text("not safe")
+            shot(page, shots, "widget-confirm")
+            confirm.get_by_role("button", name="cancel", exact=True).click()
+            expect(confirm).to_be_hidden()
+            assert views.human_decisions(store, root) == {str(demo.root / ".cache"): "delete"}
 
-                # export: two labelled commands, each copied with one click
-                page.get_by_role("button", name=re.compile(r"Export plan$")).click()
-                export = page.locator(".hygiene-export")
-                expect(export).to_contain_text("1. dry run")
-                expect(export).to_contain_text("2. execute")
-                commands = export.locator(".hygiene-command pre")
-                expect(commands).to_have_count(2)
-                dry_run = commands.first.inner_text()
-                assert dry_run.startswith("hygiene-nb execute ") and "--execute" not in dry_run
-                export.get_by_role("button", name="copy").first.click()
-                assert page.evaluate("navigator.clipboard.readText()") == dry_run
-                boxes = commands.evaluate_all(
-                    "els => els.map(e => [e.scrollHeight, e.clientHeight, e.scrollWidth])"
-                )
-                line = page.evaluate(
-                    "getComputedStyle(document.querySelector('.hygiene-export pre')).lineHeight"
-                )
-                assert all(h < 2 * float(line.rstrip("px")) for h, _, _ in boxes), (boxes, line)
-                inside = export.evaluate(
-                    "e => [...e.querySelectorAll('pre')].every(p => "
-                    "p.getBoundingClientRect().right <= e.getBoundingClientRect().right + 1)"
-                )
-                assert inside, "a command runs past the export's edge"
-                shot(export, shots, "widget-export")
-                assert errors == [], errors
+            # export: two labelled commands, each copied with one click
+            page.get_by_role("button", name=re.compile(r"Export plan$")).click()
+            export = page.locator(".hygiene-export")
+            expect(export).to_contain_text("1. dry run")
+            expect(export).to_contain_text("2. execute")
+            commands = export.locator(".hygiene-command pre")
+            expect(commands).to_have_count(2)
+            dry_run = commands.first.inner_text()
+            assert dry_run.startswith("hygiene-nb execute ") and "--execute" not in dry_run
+            export.get_by_role("button", name="copy").first.click()
+            assert page.evaluate("navigator.clipboard.readText()") == dry_run
+            boxes = commands.evaluate_all(
+                "els => els.map(e => [e.scrollHeight, e.clientHeight, e.scrollWidth])"
+            )
+            line = page.evaluate(
+                "getComputedStyle(document.querySelector('.hygiene-export pre')).lineHeight"
+            )
+            assert all(h < 2 * float(line.rstrip("px")) for h, _, _ in boxes), (boxes, line)
+            inside = export.evaluate(
+                "e => [...e.querySelectorAll('pre')].every(p => "
+                "p.getBoundingClientRect().right <= e.getBoundingClientRect().right + 1)"
+            )
+            assert inside, "a command runs past the export's edge"
+            shot(export, shots, "widget-export")
+            assert errors == [], errors
 
-                # a protected entry marked delete says why on its row, still on one line
-                ssh_row = rows.filter(has=page.get_by_role("button", name=".ssh/", exact=True))
-                ssh_row.locator("button[title^='delete']").click()
-                expect(ssh_row).to_contain_text("⚠ protected")
-                expect(export).to_contain_text("Decisions changed since the last export")
-                status = page.locator(".hygiene-status")
-                expect(status).to_contain_text("not a plan candidate: ")
-                whole = status.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
-                assert whole, "the status line is cut"
-                check_one_line(page, rows.count())
-                shot(page, shots, "widget-reason")
+            # a protected entry marked delete says why on its row, still on one line
+            ssh_row = rows.filter(has=page.get_by_role("button", name=".ssh/", exact=True))
+            ssh_row.locator("button[title^='delete']").click()
+            expect(ssh_row).to_contain_text("⚠ protected")
+            expect(export).to_contain_text("Decisions changed since the last export")
+            status = page.locator(".hygiene-status")
+            expect(status).to_contain_text("not a plan candidate: ")
+            whole = status.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+            assert whole, "the status line is cut"
+            check_one_line(page, rows.count())
+            shot(page, shots, "widget-reason")
 
-                # drill in: a click on the `projects` box reaches the kernel, which lists its
-                # children and redraws the treemap one level down
-                sector(page, "projects").click(force=True)
-                expect(page.get_by_role("button", name="projects", exact=True)).to_be_visible()
-                expect(page.get_by_role("button", name="analysis/", exact=True)).to_be_visible()
-                expect(page.get_by_role("button", name=".cache/", exact=True)).to_have_count(0)
-                page.wait_for_timeout(1500)  # plotly.js's zoom (750 ms) and the redraw after it
-                shot(page, shots, "widget-drill")
-                assert errors == [], errors
-            finally:
-                browser.close()
+            # drill in: a click on the `projects` box reaches the kernel, which lists its
+            # children and redraws the treemap one level down
+            sector(page, "projects").click(force=True)
+            expect(page.get_by_role("button", name="projects", exact=True)).to_be_visible()
+            expect(page.get_by_role("button", name="analysis/", exact=True)).to_be_visible()
+            expect(page.get_by_role("button", name=".cache/", exact=True)).to_have_count(0)
+            page.wait_for_timeout(1500)  # plotly.js's zoom (750 ms) and the redraw after it
+            shot(page, shots, "widget-drill")
+            assert errors == [], errors
     except BaseException:
         print(f"--- jupyter lab log (tail of {log}) ---")
         print("\n".join(log.read_text(errors="replace").splitlines()[-60:]))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +23,6 @@ import pytest
 from hygiene_nb.notebook.demo import DEMO_DIR_ENV, ensure_demo
 from hygiene_nb.notebook.report import make_report
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--disable-dev-shm-usage",
-]
 HERE = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((HERE / "notebooks").glob("*.ipynb"))
 ARTIFACTS = HERE / "reports" / "test-artifacts" / "figures"
@@ -61,11 +51,9 @@ def export(notebook: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[b
 
 
 @pytest.mark.slow
-def test_every_exported_notebook_and_the_report_draw_their_figures(tmp_path: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
+def test_every_exported_notebook_and_the_report_draw_their_figures(
+    tmp_path: Path, chromium: Callable[[], AbstractContextManager[Any]]
+) -> None:
     demo = ensure_demo(tmp_path / "demo")  # built once; every kernel reuses it
     env = {
         **os.environ,
@@ -87,16 +75,12 @@ def test_every_exported_notebook_and_the_report_draw_their_figures(tmp_path: Pat
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            for name, page_path in pages.items():
-                for width in WIDTHS:
-                    problems += [
-                        f"{name} @ {width}px: {e}" for e in look(browser, page_path, name, width)
-                    ]
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for name, page_path in pages.items():
+            for width in WIDTHS:
+                problems += [
+                    f"{name} @ {width}px: {e}" for e in look(browser, page_path, name, width)
+                ]
     assert problems == [], "\n".join(problems)
 
 
