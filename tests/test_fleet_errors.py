@@ -119,7 +119,7 @@ def test_an_endpoint_that_is_not_http_is_refused(tmp_path: Path, host_a: dict[st
 # -- host names --------------------------------------------------------------------------------
 
 
-BAD_HOSTS = ["a/b", "a=b", "two words", "12345", "../up", "-lead", ".hidden", "x" * 64, "t\tab"]
+BAD_HOSTS = ["", "a/b", "a=b", "two words", "12345", "../up", "-lead", ".hidden", "x" * 64, "t\tab"]
 
 
 def test_a_host_name_that_cannot_name_a_partition_is_refused(
@@ -322,3 +322,24 @@ def test_a_dest_that_cannot_be_written_is_fleet_unusable(
     code, error, message = hnb_error(*publish_args(blocker / "fleet", host_a, "hA"))
     assert (code, error) == (1, "fleet-unusable"), message
     assert "reachable" in message and blocker.read_text() == "x"
+
+
+def test_scan_publish_into_a_directory_that_is_not_a_fleet_keeps_the_scan(
+    tmp_path: Path, store: Path
+) -> None:
+    root = make_tree(tmp_path / "cron-root", {"x/y.bin": 4321, "z.txt": 12}, seed=5)
+    dest = tmp_path / "shared"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("someone's")
+    before = tree_state(dest)
+    code, error, _ = hnb_error("scan", str(root), "--store", str(store), "--publish", str(dest))
+    assert (code, error) == (2, "not-a-fleet-dataset")
+    assert tree_state(dest) == before
+    assert len((store / "index.jsonl").read_text().splitlines()) == 1  # the scan is kept
+    fleet_dest = tmp_path / "fleet"
+    code, out, _ = hnb_json("scan", str(root), "--store", str(store), "--publish", str(fleet_dest))
+    assert code == 0 and out["published"]["status"] == "published"
+    code, answer, _ = hnb_json("fleet", str(fleet_dest), "summary")
+    (row,) = answer["questions"]["summary"]
+    walk = walked(root)
+    assert (row["files"], row["alloc"]) == (walk["files"], walk["alloc"])

@@ -94,7 +94,8 @@ def test_a_partition_holds_the_snapshot_and_verdicts_row_for_row(
     # any engine can join the verdicts by row_no: the risk mix equals the summary's
     summary = hnb("summary", str(root), "--store", str(store))
     mix = dict(
-        duckdb.connect().execute(
+        duckdb.connect()
+        .execute(
             f"""
             SELECT risk, CAST(sum(size) AS BIGINT) FROM (
               SELECT c.risk, s.size,
@@ -103,7 +104,8 @@ def test_a_partition_holds_the_snapshot_and_verdicts_row_for_row(
               JOIN read_parquet('{dest / marker["files"]["classified"]}') c ON c.row_no = s.row_no)
             WHERE nth = 1 GROUP BY risk
             """
-        ).fetchall()
+        )
+        .fetchall()
     )
     for risk, stats in summary["risk"].items():
         assert mix.get(risk, 0) == stats["bytes"], risk

@@ -45,7 +45,7 @@ def assert_refused(world: dict[str, Path], *args: str, env: dict[str, str] | Non
     before = tree_state(world["dest"])
     code, error, message = hnb_error(*args, extra_env=env)
     assert (code, error) == (3, "fleet-is-read-only"), message
-    assert "inside the fleet dataset" in message and FLEET_MARKER in message
+    assert "the fleet dataset" in message and FLEET_MARKER in message
     assert tree_state(world["dest"]) == before
     return message
 

@@ -147,7 +147,8 @@ def publish(
             f"snapshot {info.scan_id} is in format {version}, and this hygiene-nb "
             f"reads formats 1 to {FORMAT_VERSION}; upgrade hygiene-nb to publish it."
         )
-    name = check_host(host or info.host or socket.gethostname())
+    # an empty --host is refused, never taken for "not given"
+    name = check_host(host if host is not None else (info.host or socket.gethostname()))
     part = Partition(name, root_slug(info.root), info.scan_id)
     target = open_dest(dest, endpoint_url=endpoint_url)
     target.ensure_marker()
