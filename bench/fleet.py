@@ -1,10 +1,10 @@
-"""The fleet benchmark: HOSTS hosts × 2 scans × ENTRIES entries, every question on each engine.
+"""The fleet benchmark: HOSTS hosts x 2 scans x ENTRIES entries, every question on each engine.
 
 ``python -m bench.fleet [--hosts 20] [--entries 500000] [--engines duckdb,spark]``
 
 Generates (or reuses) the benchmark tree of ENTRIES entries, scans it, adds a directory of new
 files and scans again (the growth the questions find), removes that directory, then publishes
-both scans under HOSTS host names into one fleet dataset on a directory: HOSTS × 2 × ENTRIES
+both scans under HOSTS host names into one fleet dataset on a directory: HOSTS x 2 x ENTRIES
 snapshot rows. Then each question runs as the command a person types
 (``hygiene-nb fleet DEST Q --engine E --json``), timed with its process tree's peak RSS (the JVM
 included for Spark), and one ad hoc question that reads every snapshot row (the risk mix joined
@@ -80,34 +80,7 @@ def _prepare(base: Path, hosts: int, entries: int) -> tuple[Path, dict[str, Any]
     return dest, facts
 
 
-_ADHOC = """
-import json, sys, time
-from pathlib import Path
-engine, dest = sys.argv[1], Path(sys.argv[2])
-snaps = sorted(str(p) for p in (dest / "snapshots").rglob("part-0.parquet"))
-verdicts = sorted(str(p) for p in (dest / "classified").rglob("part-0.parquet"))
-sql = '''SELECT c.risk, CAST(sum(s.alloc) AS BIGINT) AS alloc, count(*) AS n
-FROM snapshots s JOIN classified c
-  ON c.row_no = s.row_no AND c.host = s.host AND c.root = s.root AND c.scan = s.scan
-GROUP BY c.risk ORDER BY c.risk'''
-started = time.perf_counter()
-if engine == "duckdb":
-    import duckdb
-    con = duckdb.connect()
-    con.execute("SET memory_limit = '2GB'")
-    con.execute(f"CREATE VIEW snapshots AS SELECT host, root, scan, row_no, alloc FROM read_parquet({snaps!r}, hive_partitioning = true)")
-    con.execute(f"CREATE VIEW classified AS SELECT host, root, scan, row_no, risk FROM read_parquet({verdicts!r}, hive_partitioning = true)")
-    rows = con.sql(sql).fetchall()
-else:
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "8").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.read.option("basePath", str(dest / "snapshots")).parquet(*snaps).createOrReplaceTempView("snapshots")
-    spark.read.option("basePath", str(dest / "classified")).parquet(*verdicts).createOrReplaceTempView("classified")
-    rows = [tuple(r) for r in spark.sql(sql).collect()]
-print(json.dumps({"seconds": time.perf_counter() - started, "rows": [list(r) for r in rows]}))
-"""
+ADHOC = Path(__file__).with_name("_fleet_adhoc.py")
 
 
 def _measure_cli(dest: Path, question: str, engine: str) -> dict[str, Any]:
@@ -117,7 +90,7 @@ def _measure_cli(dest: Path, question: str, engine: str) -> dict[str, Any]:
     m = measure(argv, capture_stdout=True, sample_every=0.05, timeout=1800)
     if m.returncode != 0:
         raise SystemExit(f"fleet {question} on {engine}: {m.stderr.decode()[-2000:]}")
-    answer = json.loads(m.stdout)
+    answer = json.loads(m.stdout.splitlines()[-1])
     return {
         "seconds": round(m.seconds, 2),
         "tree_peak_mib": round((m.tree_peak_kib or m.maxrss_kib) / 1024, 1),
@@ -128,12 +101,12 @@ def _measure_cli(dest: Path, question: str, engine: str) -> dict[str, Any]:
 
 def _measure_adhoc(dest: Path, engine: str) -> dict[str, Any]:
     m = measure(
-        [sys.executable, "-c", _ADHOC, engine, str(dest)],
+        [sys.executable, str(ADHOC), engine, str(dest)],
         capture_stdout=True, sample_every=0.05, timeout=3600,
     )  # fmt: skip
     if m.returncode != 0:
         raise SystemExit(f"ad hoc on {engine}: {m.stderr.decode()[-2000:]}")
-    out = json.loads(m.stdout)
+    out = json.loads(m.stdout.splitlines()[-1])
     return {
         "seconds": round(m.seconds, 2),
         "query_seconds": round(out["seconds"], 2),
@@ -149,10 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="duckdb,spark")
     parser.add_argument("--dir", default="/tmp/hygiene-nb-bench")
     parser.add_argument("--results", default="")
+    parser.add_argument(
+        "--reuse", action="store_true", help="Ask the dataset a previous run published."
+    )
     args = parser.parse_args(argv)
     base = Path(args.dir)
     base.mkdir(parents=True, exist_ok=True)
-    dest, facts = _prepare(base, args.hosts, args.entries)
+    facts_file = base / f"fleet-{args.hosts}x{args.entries}.json"
+    if args.reuse and facts_file.exists():
+        dest = base / f"fleet-{args.hosts}x{args.entries}"
+        facts = json.loads(facts_file.read_text())
+    else:
+        dest, facts = _prepare(base, args.hosts, args.entries)
+        facts_file.write_text(json.dumps(facts))
     engines = args.engines.split(",")
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -168,13 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         results["questions"][question] = {e: _measure_cli(dest, question, e) for e in engines}
         answers = [results["questions"][question][e].pop("answer") for e in engines]
         results["questions"][question]["same"] = all(a == answers[0] for a in answers)
+        if args.results:  # what was measured so far survives a failure further on
+            Path(args.results).write_text(json.dumps(results, indent=1) + "\n")
     adhoc = {e: _measure_adhoc(dest, e) for e in engines}
     answers = [adhoc[e].pop("answer") for e in engines]
     results["adhoc"] = {**adhoc, "same": all(a == answers[0] for a in answers)}
     print(
-        f"fleet: {args.hosts} hosts × 2 scans × {args.entries:,} entries = {facts['rows']:,} "
+        f"fleet: {args.hosts} hosts x 2 scans x {args.entries:,} entries = {facts['rows']:,} "
         f"rows, {facts['files']} files, {facts['bytes_on_disk'] / 2**20:.0f} MiB; publish "
-        f"median {facts['publish_s_median']:.1f} s"
+        f"median {facts['publish_s_median'] or float('nan'):.1f} s"
     )
     for question, by in results["questions"].items():
         cells = "  ".join(
