@@ -206,3 +206,49 @@ def test_an_s3_prefix_holding_other_objects_is_not_a_fleet(
     code, error, message = hnb_error("fleet", dest, "summary", "--endpoint-url", endpoint)
     assert (code, error) == (2, "not-a-fleet-dataset"), message
     assert s3_listing(fs, bucket) == before
+
+
+def test_a_publish_killed_at_any_moment_leaves_only_whole_objects_and_complete_partitions(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    """SIGKILL from outside at fractions of a publish's own duration: whatever moment it hits,
+    every object is whole, the reader sees complete partitions only, and a publish after it
+    completes the partition."""
+    import time
+
+    import pyarrow.parquet as pq
+
+    dest = f"s3://{bucket}/fleet"
+    first = scanned_host(tmp_path, "hA", 6)
+    started = time.monotonic()
+    assert hnb_json(*publish_argv(dest, first, "hA", endpoint)[3:-1])[0] == 0
+    whole = time.monotonic() - started  # one publish, start to end, as a process
+    host = scanned_host(tmp_path, "hK", 7)
+    fs = s3_filesystem(endpoint)
+    for fraction in (0.5, 0.75, 0.9, 1.0):
+        proc = subprocess.Popen(
+            publish_argv(dest, host, "hK", endpoint), env=hnb_env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(whole * fraction)
+        proc.kill()
+        proc.wait(60)
+        for key in s3_listing(fs, f"{bucket}/fleet"):
+            with fs.open_input_file(key) as handle:
+                if key.endswith(".parquet"):
+                    pq.read_table(handle)
+                else:
+                    json.loads(handle.read())
+        code, answer, _ = hnb_json("fleet", dest, "summary", "--endpoint-url", endpoint)
+        assert code == 0
+        marked = any("published/host=hK" in key for key in s3_listing(fs, f"{bucket}/fleet"))
+        expected = {"hA": first, "hK": host} if marked else {"hA": first}
+        assert_summary_rows(answer["questions"]["summary"], expected)
+        assert {s["code"] for s in answer["skipped"]} <= {"partition-incomplete"}
+        if marked:
+            break  # it completed before the kill: later moments would find it published
+    code, out, _ = hnb_json(*publish_argv(dest, host, "hK", endpoint)[3:-1])
+    assert code == 0 and out["status"] in ("published", "already-published")
+    code, answer, _ = hnb_json("fleet", dest, "summary", "--endpoint-url", endpoint)
+    assert answer["skipped"] == []
+    assert_summary_rows(answer["questions"]["summary"], {"hA": first, "hK": host})
