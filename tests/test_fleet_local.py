@@ -43,7 +43,7 @@ def scanned_host(tmp_path: Path, host: str, seed: int, files: int = 6) -> dict[s
     return {"root": root, "store": store, "info": info, "key": key, "walk": walked(root)}
 
 
-def publish_args(dest: Path, host: dict[str, Any], name: str) -> list[str]:
+def publish_args(dest: Path | str, host: dict[str, Any], name: str) -> list[str]:
     return ["publish", str(dest), str(host["root"]), "--host", name, "--store", str(host["store"])]
 
 
@@ -222,3 +222,33 @@ def test_many_hosts_publishing_into_a_new_directory_at_once_all_succeed(tmp_path
     assert not [p for p in (dest / ".staging").iterdir()]  # every temporary file was renamed
     shutil.rmtree(dest / ".staging")  # not needed to read the dataset
     assert_rows(summary(dest), hosts)
+
+
+def test_the_same_scan_published_twice_at_once_is_one_partition(tmp_path: Path) -> None:
+    """Two cron runs overlapping: both succeed, the dataset holds the scan once."""
+    host = scanned_host(tmp_path, "hA", 21)
+    dest = tmp_path / "fleet"
+    url = f"file://{dest}"  # the same directory, named as a URL by one of them
+    running = [
+        subprocess.Popen(
+            hnb_command(*publish_args(where, host, "hA"), "--json"),
+            env=hnb_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for where in (dest, url)
+    ]  # fmt: skip
+    statuses = []
+    for proc in running:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out + err
+        statuses.append(json.loads(out)["status"])
+    assert set(statuses) <= {"published", "already-published"} and "published" in statuses
+    markers = [p for p in (dest / "published").rglob("*") if p.is_file()]
+    assert [str(p.relative_to(dest / "published")) for p in markers] == [f"{host['key']}.json"]
+    for name in (str(dest), url):
+        code, answer, _ = hnb_json("fleet", name, "summary")
+        assert code == 0 and answer["skipped"] == []
+        assert_rows(answer, {"hA": host})
+    before = local_listing(dest)
+    code, again, _ = hnb_json(*publish_args(url, host, "hA"))
+    assert (code, again["status"]) == (0, "already-published")
+    assert local_listing(dest) == before
