@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from hygiene_nb import api
+from hygiene_nb.classify.protect import KEEP_MARKER
+from hygiene_nb.fs.cachedir_tag import SIGNATURE
 from tests.helpers import confirmed_execute, write
 
 HEAVY = ("pyarrow", "numpy", "pandas", "duckdb")
@@ -94,3 +96,102 @@ def test_a_command_that_reads_a_snapshot_still_loads_it(executed: tuple[Path, st
     code, heavy, _ = _loaded("summary", str(Path(store).parent / "r"), "--store", str(store))
     assert code == 0
     assert "pyarrow" in heavy
+
+
+def _tree_for_every_rule(root: Path) -> None:
+    """A home with something for each kind of rule and protection classification applies."""
+    write(root / ".bashrc", 10)  # a home's dotfile: configuration
+    write(root / ".ssh" / "id_ed25519", 400)  # a credential by name
+    write(root / "certs" / "server.pem", 300)  # by extension
+    write(root / ".cache" / "pip" / "wheel.whl", 2000)
+    write(root / "tool-cache" / "CACHEDIR.TAG", data=SIGNATURE + b"\n# made by a tool\n")
+    write(root / "tool-cache" / "blob", 500)
+    app = root / "app"
+    write(app / "package.json", data=b'{"name": "app"}\n')
+    write(app / "package-lock.json", data=b"{}\n")
+    write(app / "node_modules" / "lib" / "index.js", 1200)
+    write(app / "node_modules" / "lib" / "test" / "fixture.pem", 90)  # the package's own
+    write(app / "src" / "__pycache__" / "m.cpython-311.pyc", 700)
+    write(app / "src" / "m.py", 50)
+    write(app / "pyproject.toml", data=b'[project]\nname = "app"\nversion = "0"\n')
+    write(app / "build.log", 4000)
+    write(root / "paper" / "paper.tex", 100)
+    write(root / "paper" / "paper.aux", 30)  # beside its .tex
+    write(root / "kept" / KEEP_MARKER)
+    write(root / "kept" / "notes.txt", 20)
+    write(root / "runs" / "train.py", 10)
+    write(root / "runs" / "ckpt" / "weights.bin", 5000)
+    write(root / "skipped" / "big.iso", 9000)  # excluded from the scan
+    write(root / "data" / "big.bin", 3000)
+    os.link(root / "data" / "big.bin", root / "data" / "same.bin")
+    (root / "data" / "latest").symlink_to("big.bin")
+    repo = root / "repo"
+    write(repo / "tracked.txt", 60)
+    write(repo / "untracked.tmp", 60)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "tracked.txt"], check=True)
+
+
+_USER_RULES = """
+[[rule]]
+id = "big-bins"
+name = "*.bin"
+kind = "file"
+min_bytes = 1000
+risk = "caution"
+claim = "Large binary dumps"
+
+[[rule]]
+id = "checkpoint"
+path = "*/runs/*"
+kind = "dir"
+sibling = "train.py"
+risk = "safe"
+claim = "Training checkpoints: train.py beside it recreates them"
+"""
+_AGE_RULE = """
+[[rule]]
+id = "old-logs"
+name = "*.log"
+min_age_days = 0
+risk = "safe"
+claim = "Old logs"
+"""
+
+
+def test_summary_classifying_a_snapshot_loads_no_pandas(tmp_path: Path) -> None:
+    """The first ``summary`` after a scan classifies it and keeps the verdicts, without pandas.
+
+    pyarrow imports pandas (0.2-0.4 s) on its first conversion of a Python or numpy value;
+    classification builds its Arrow arrays from buffers (``scan.arrays``) instead.
+    """
+    root, store, rules = tmp_path / "home", tmp_path / "store", tmp_path / "rules.toml"
+    _tree_for_every_rule(root)
+    rules.write_text(_USER_RULES)
+    api.scan_root(root, store=store, excludes=["skipped"])
+    assert not (store / "classified").exists()
+    args = ("summary", str(root), "--store", str(store), "--rules", str(rules))
+    code, heavy, out = _loaded(*args)
+    assert code == 0, out
+    assert "pyarrow" in heavy and "pandas" not in heavy, heavy
+    assert "risk mix" in out
+    kept = list((store / "classified").rglob("*.parquet"))
+    assert len(kept) == 1  # classified now, and kept
+    code, heavy, out = _loaded(*args, "--json")  # the kept verdicts, read back
+    assert code == 0 and "pandas" not in heavy, (code, heavy)
+    assert list((store / "classified").rglob("*.parquet")) == kept
+    assert json.loads(out)["entries"] == _entries_found(root, skipped="skipped")
+    rules.write_text(_USER_RULES + _AGE_RULE)  # measured at a time: classified again
+    code, heavy, out = _loaded(*args)
+    assert code == 0 and "pandas" not in heavy, (code, heavy)
+    assert list((store / "classified").rglob("*.parquet")) != kept
+
+
+def _entries_found(root: Path, *, skipped: str) -> int:
+    """What ``find ROOT`` lists, with the excluded directory listed but not what it holds."""
+    count = 1
+    for top, dirs, files in os.walk(root):
+        count += len(dirs) + len(files)
+        if Path(top) == root:
+            dirs.remove(skipped)
+    return count

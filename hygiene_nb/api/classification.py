@@ -41,7 +41,8 @@ from hygiene_nb.classify.stored import (
 )
 from hygiene_nb.config import load_root_config
 from hygiene_nb.models import Summary
-from hygiene_nb.scan.index import ScanInfo, find_scan
+from hygiene_nb.scan.arrays import string_scalar
+from hygiene_nb.scan.index import ScanInfo, classified_dir, find_scan
 from hygiene_nb.scan.snapshot import (
     ROW_GROUP_ROWS,
     load_snapshot,
@@ -68,7 +69,7 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
 
     Runs ``git ls-files`` (read-only) in every git work tree the snapshot holds.
     """
-    git_names = table.filter(pc.equal(table.column("name"), ".git"))
+    git_names = table.filter(pc.equal(table.column("name"), string_scalar(".git")))
     worktrees = [p for p in git_names.column("parent").to_pylist() if p is not None]
     enclosing = _enclosing_worktree(info.root)
     if enclosing is not None:
@@ -183,18 +184,27 @@ def stored_classification(
     the classified rows are not built (a query reads the snapshot and the verdicts).
     """
     user_rules = _user_rules(st, rules)
-    ctx = protect_context(named_rows(info, [".git"]), info, st)
+    columns = CLASSIFY_COLUMNS if load else CLASSIFY_INPUTS
+    table = None
+    if any(classified_dir(st, info).glob("*.parquet")):
+        ctx = protect_context(named_rows(info, [".git"]), info, st)
+    else:  # nothing kept to reuse: the rows are read now, and they say where .git entries are
+        table = load_snapshot(st, scan_id=info.scan_id, columns=columns)
+        ctx = protect_context(table, info, st)
     key = classification_key(ctx, user_rules, now_ns)
-    path = kept_classification(st, info, key, snapshot_rows(info))
+    path = kept_classification(st, info, key, snapshot_rows(info)) if table is None else None
     if path is not None:
         found = StoredClassification(st, info, key, path)
         return found if not load else StoredClassification(st, info, key, path, None, found.table)
-    table = load_snapshot(
-        st, scan_id=info.scan_id, columns=CLASSIFY_COLUMNS if load else CLASSIFY_INPUTS
-    )
+    if table is None:
+        table = load_snapshot(st, scan_id=info.scan_id, columns=columns)
     verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
-    path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
     loaded = with_verdicts(table, verdicts) if load else None
+    del table  # the snapshot's rows are not held while the verdicts are written
+    path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
+    if path is not None and not load:
+        # the queries read the kept file: the verdicts in memory would only add to their peak
+        return StoredClassification(st, info, key, path)
     return StoredClassification(st, info, key, path, verdicts, loaded)
 
 

@@ -19,12 +19,13 @@ from hygiene_nb import __version__
 from hygiene_nb.api.bounds import MAX_ENTRIES, MAX_SECONDS, check_bounded
 from hygiene_nb.api.remembered import apply_remembered_rules
 from hygiene_nb.api.snapshots import StoreArg, open_store
+from hygiene_nb.scan.arrays import int_scalar
 from hygiene_nb.scan.cachedir import TagReader
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.owners import OwnerNames
 from hygiene_nb.scan.progress import ScanProgress, batch_bytes, batch_directory, progress_bar
 from hygiene_nb.scan.request import ScanRequest, validate_root, walk_options
-from hygiene_nb.scan.snapshot import FORMAT_VERSION, SnapshotWriter, int_scalar
+from hygiene_nb.scan.snapshot import FORMAT_VERSION, SnapshotWriter
 from hygiene_nb.scan.walk import WalkerName, open_walker
 from hygiene_nb.store import utc_now
 
@@ -166,7 +167,7 @@ def _progress(progress: Progress | bool, root: str) -> tuple[Progress | None, Ca
     return (progress or None), lambda: None
 
 
-_ROOT_DEPTH = int_scalar(0, pa.int32())  # not a Python 0: see snapshot.int_scalar
+_ROOT_DEPTH = int_scalar(0, pa.int32())  # not a Python 0: see scan.arrays
 
 
 def _take_root_totals(rows: pa.RecordBatch, info: ScanInfo) -> None:

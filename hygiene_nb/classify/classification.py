@@ -52,6 +52,7 @@ from hygiene_nb.classify.rules import (
     dir_rule,
 )
 from hygiene_nb.classify.summary import counted_once
+from hygiene_nb.scan import arrays
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
@@ -205,7 +206,7 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     A rule matches by name, or by place (directly in a home-relative directory); the others are
     known to match none without asking ``_dir_verdict``.
     """
-    names = pa.array(sorted(DIR_RULES_BY_NAME), pa.string())
+    names = arrays.string_array(sorted(DIR_RULES_BY_NAME))
     hit = pc.is_in(dirs.column("name"), value_set=names)
     for prefix in DIR_RULE_PREFIXES:
         hit = pc.or_(hit, pc.starts_with(dirs.column("name"), prefix))
@@ -219,8 +220,8 @@ def _dir_rule_candidates(dirs: pa.Table, ctx: ProtectContext) -> list[bool]:
     }
     if places:
         parent = dirs.column("parent").cast(pa.string())
-        hit = pc.or_(hit, pc.is_in(parent, value_set=pa.array(sorted(places), pa.string())))
-    flags: list[bool] = pc.fill_null(hit, False).to_pylist()
+        hit = pc.or_(hit, pc.is_in(parent, value_set=arrays.string_array(sorted(places))))
+    flags: list[bool] = arrays.mask(hit).tolist()  # null: False
     return flags
 
 
@@ -281,8 +282,7 @@ class _PassedDown:
 
 
 def _column(table: pa.Table, name: str) -> npt.NDArray[np.generic]:
-    values: npt.NDArray[np.generic] = table.column(name).to_numpy(zero_copy_only=False)
-    return values
+    return arrays.numbers(table.column(name))
 
 
 def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[str]]:
@@ -292,7 +292,7 @@ def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[str]]:
         return np.full(table.num_rows, -1, dtype=np.int64), []
     dictionary = column.chunk(0).dictionary.to_pylist()
     indices = pa.chunked_array([c.indices for c in column.chunks], type=column.type.index_type)
-    return indices.fill_null(-1).to_numpy().astype(np.int64), dictionary
+    return arrays.numbers(indices, null=-1).astype(np.int64), dictionary
 
 
 def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
@@ -303,9 +303,10 @@ def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
     """
     exact = sorted(n for n in names if not n.startswith("*"))
     patterns = sorted(n for n in names if n.startswith("*"))
-    mask = pc.is_in(table.column("name"), pa.array(exact, pa.string()))
+    mask = pc.is_in(table.column("name"), arrays.string_array(exact))
     out: dict[str, set[str]] = {}
-    found = table.filter(_ends_with_any(table.column("name"), [p[1:] for p in patterns]))
+    ending = _ends_with_any(table.column("name"), [p[1:] for p in patterns])
+    found = table.filter(arrays.bool_array(ending))
     for parent, name in zip(
         found.column("parent").to_pylist(), found.column("name").to_pylist(), strict=True
     ):
@@ -326,7 +327,7 @@ def _regular_siblings(table: pa.Table, kind: pa.ChunkedArray) -> dict[str, set[s
     A symlink or a directory by such a name is no evidence that a package lies beside it (the
     act-time re-check reads the disk the same way).
     """
-    files = table.select(["parent", "name"]).filter(pc.equal(kind, "file"))
+    files = table.select(["parent", "name"]).filter(pc.equal(kind, arrays.string_scalar("file")))
     return _siblings(files, set(EVIDENCE_NAMES))
 
 
@@ -354,8 +355,8 @@ def _file_rules(table: pa.Table, pidx: npt.NDArray[np.int64], in_project: Mask, 
             continue
         if rule.in_project:
             rows = np.flatnonzero(in_project & (out < 0))
-            out[rows[_ends_with_any(lower.take(pa.array(rows)), rule.extensions)]] = t.id(
-                _strong(rule)
+            out[rows[_ends_with_any(lower.take(arrays.numeric_array(rows)), rule.extensions)]] = (
+                t.id(_strong(rule))
             )
             continue
         if rule.same_stem is not None:
@@ -365,7 +366,7 @@ def _file_rules(table: pa.Table, pidx: npt.NDArray[np.int64], in_project: Mask, 
             continue
         mask = None
         if rule.names:
-            mask = pc.is_in(name, pa.array(rule.names, pa.string()))
+            mask = pc.is_in(name, arrays.string_array(rule.names))
         for ext in rule.extensions:
             hit = pc.ends_with(lower, ext)
             mask = hit if mask is None else pc.or_(mask, hit)
@@ -374,7 +375,7 @@ def _file_rules(table: pa.Table, pidx: npt.NDArray[np.int64], in_project: Mask, 
             mask = hit if mask is None else pc.or_(mask, hit)
         if mask is None:
             continue
-        hits = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool) & (out < 0)
+        hits = arrays.mask(mask) & (out < 0)
         out[hits] = t.id(_strong(rule))
     return out
 
@@ -390,14 +391,15 @@ def _ends_with_any(names: pa.Array | pa.ChunkedArray, endings: Sequence[str]) ->
     if len(endings) <= _FEW_ENDINGS:
         out = np.zeros(len(names), dtype=bool)
         for ending in endings:
-            out |= np.asarray(pc.ends_with(names, ending).to_numpy(zero_copy_only=False), bool)
+            out |= arrays.mask(pc.ends_with(names, ending))
         return out
     regex = "(" + "|".join(re.escape(e) for e in endings) + ")$"
     hit = pc.match_substring_regex(names, regex)
-    return np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), dtype=bool)
+    return arrays.mask(hit)  # null: False
 
 
 _FEW_ENDINGS = 8
+_SLASH = arrays.string_scalar("/")
 
 
 def _beside_same_stem(
@@ -415,25 +417,25 @@ def _beside_same_stem(
     if own.size == 0:
         return np.zeros(0, dtype=np.int64)
     near = np.flatnonzero(np.isin(pidx, np.unique(pidx[own])))  # rows beside some .tex
-    found = near[_ends_with_any(lower.take(pa.array(near)), extensions)]
+    found = near[_ends_with_any(lower.take(arrays.numeric_array(near)), extensions)]
     if found.size == 0:
         return np.zeros(0, dtype=np.int64)
 
     def keys(rows: npt.NDArray[np.int64], stems: pa.Array | pa.ChunkedArray) -> pa.Array:
-        where = pa.array(pidx[rows]).cast(pa.string())
-        joined: pa.Array = pc.binary_join_element_wise(where, stems, "/")
+        where = arrays.numeric_array(pidx[rows]).cast(pa.string())
+        joined: pa.Array = pc.binary_join_element_wise(where, stems, _SLASH)
         return joined
 
-    own_names = name.take(pa.array(own))
+    own_names = name.take(arrays.numeric_array(own))
     have = keys(own, pc.utf8_slice_codeunits(own_names, 0, -len(stem_ext)))
-    found_names = name.take(pa.array(found))
-    found_lower = lower.take(pa.array(found))
+    found_names = name.take(arrays.numeric_array(found))
+    found_lower = lower.take(arrays.numeric_array(found))
     stems = found_names
     for ext in sorted(extensions, key=len):  # the longest ending that matches decides the stem
         cut = pc.utf8_slice_codeunits(found_names, 0, -len(ext))
         stems = pc.if_else(pc.ends_with(found_lower, ext), cut, stems)
     hit = pc.is_in(keys(found, stems), value_set=have)
-    beside: npt.NDArray[np.int64] = found[np.asarray(hit.to_numpy(zero_copy_only=False), bool)]
+    beside: npt.NDArray[np.int64] = found[arrays.mask(hit)]
     return beside
 
 
@@ -449,28 +451,27 @@ def _file_protection(
     name = table.column("name")
     out = np.full(table.num_rows, -1, dtype=np.int32)
 
-    def put(mask: pa.ChunkedArray, p: Protection) -> None:
-        hits = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool) & (out < 0)
+    def put(mask: Mask, p: Protection) -> None:
+        hits = mask & (out < 0)
         out[hits] = t.protection(p)
 
-    put(pc.is_in(name, pa.array(sorted(VCS_DIRS), pa.string())), VCS)
-    put(pc.equal(name, KEEP_MARKER), KEEP)
-    put(pc.is_in(name, pa.array(sorted(CREDENTIAL_FILES), pa.string())), CREDENTIAL)
+    put(arrays.mask(pc.is_in(name, arrays.string_array(sorted(VCS_DIRS)))), VCS)
+    put(arrays.mask(pc.equal(name, arrays.string_scalar(KEEP_MARKER))), KEEP)
+    put(arrays.mask(pc.is_in(name, arrays.string_array(sorted(CREDENTIAL_FILES)))), CREDENTIAL)
     for prefix in CREDENTIAL_PREFIXES:
-        put(pc.starts_with(name, prefix), CREDENTIAL)
-    put(pa.array(key & ~in_package), CREDENTIAL)
-    put(pc.and_(pa.array(in_home), pc.starts_with(name, ".")), CONFIG)
+        put(arrays.mask(pc.starts_with(name, prefix)), CREDENTIAL)
+    put(key & ~in_package, CREDENTIAL)
+    put(in_home & arrays.mask(pc.starts_with(name, ".")), CONFIG)
     return out
 
 
-_MANIFEST_NAMES = pa.array(sorted(m for m in PROJECT_MANIFESTS if not m.startswith("*")))
+_MANIFEST_NAMES = arrays.string_array(sorted(m for m in PROJECT_MANIFESTS if not m.startswith("*")))
 _MANIFEST_SUFFIXES = tuple(m[1:] for m in PROJECT_MANIFESTS if m.startswith("*"))
 
 
 def _is_manifest(name: pa.Array | pa.ChunkedArray) -> Mask:
     """Per row, whether its name is a project manifest's or lockfile's."""
-    exact = pc.fill_null(pc.is_in(name, value_set=_MANIFEST_NAMES), False)
-    hit = np.asarray(exact.to_numpy(zero_copy_only=False), dtype=bool)
+    hit = arrays.mask(pc.is_in(name, value_set=_MANIFEST_NAMES))  # null: False
     return hit | _ends_with_any(name, _MANIFEST_SUFFIXES)
 
 
@@ -521,22 +522,24 @@ def _user_rule_ids(
     paths = entry_paths(table) if any(u.path for u in user_rules) else None
     parents = table.column("parent").cast(pa.string())
     for rule in user_rules:
-        mask = pa.array(np.ones(table.num_rows, dtype=bool))
+        mask = arrays.bool_array(np.ones(table.num_rows, dtype=bool))
         if rule.name is not None:
             mask = pc.and_(mask, pc.match_substring_regex(name, _glob_regex(rule.name)))
         if rule.path is not None and paths is not None:
             mask = pc.and_(mask, pc.match_substring_regex(paths, _glob_regex(rule.path)))
         if rule.kind is not None:
-            mask = pc.and_(mask, pc.equal(kind, rule.kind))
+            mask = pc.and_(mask, pc.equal(kind, arrays.string_scalar(rule.kind)))
         if rule.min_bytes is not None:
-            mask = pc.and_(mask, pc.greater_equal(nbytes, rule.min_bytes))
+            mask = pc.and_(
+                mask, pc.greater_equal(nbytes, arrays.int_scalar(rule.min_bytes, pa.int64()))
+            )
         if rule.min_age_days is not None:
             cutoff = now_ns - int(rule.min_age_days * 86400 * 1e9)
-            mask = pc.and_(mask, pc.less_equal(newest, cutoff))
+            mask = pc.and_(mask, pc.less_equal(newest, arrays.int_scalar(cutoff, pa.int64())))
         if rule.sibling is not None:
             having = [p for p, names in siblings.items() if rule.sibling in names]
-            mask = pc.and_(mask, pc.is_in(parents, pa.array(having, pa.string())))
-        hits = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+            mask = pc.and_(mask, pc.is_in(parents, arrays.string_array(having)))
+        hits = arrays.mask(mask)  # null: False
         hits &= out < 0
         verdict = Verdict(rule.risk, f"user:{rule.rule_id}", "user", rule.claim, rule.confidence)
         out[hits] = t.id(verdict)
@@ -553,9 +556,9 @@ def _git_tracked(
     candidates = np.flatnonzero(in_tree[np.maximum(pidx, 0)] & (pidx >= 0))
     if candidates.size == 0:
         return out
-    paths = entry_paths(table.select(["parent", "name"]).take(pa.array(candidates)))
-    tracked = pc.is_in(paths, pa.array(sorted(ctx.git.tracked), pa.string()))
-    out[candidates] = np.asarray(tracked.to_numpy(zero_copy_only=False), dtype=bool)
+    paths = entry_paths(table.select(["parent", "name"]).take(arrays.numeric_array(candidates)))
+    tracked = pc.is_in(paths, arrays.string_array(sorted(ctx.git.tracked)))
+    out[candidates] = arrays.mask(tracked)
     return out
 
 
@@ -595,7 +598,7 @@ def classify_verdicts(
     n = table.num_rows
     pidx, parents = _parent_index(table)
     kind = table.column("kind").cast(pa.string())
-    is_dir = np.asarray(pc.equal(kind, "dir").to_numpy(zero_copy_only=False), dtype=bool)
+    is_dir = arrays.mask(pc.equal(kind, arrays.string_scalar("dir")))
     siblings = _siblings(table, _evidence_names(user_rules))
     regular = _regular_siblings(table, kind)
     keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
@@ -635,7 +638,7 @@ def classify_verdicts(
     tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
     prot[tracked & (prot < 0)] = t.protection(GIT_TRACKED)
     maybe = np.flatnonzero(in_project & (prot < 0))
-    manifest = maybe[_is_manifest(table.column("name").take(pa.array(maybe)))]
+    manifest = maybe[_is_manifest(table.column("name").take(arrays.numeric_array(maybe)))]
     prot[manifest] = t.protection(PROJECT_MANIFEST)
     covered = inherited_protect >= 0
     prot[covered] = inherited_protect[covered]
@@ -652,9 +655,9 @@ def classify_verdicts(
     user = _user_rule_ids(table, user_rules, siblings, now_ns, t)
     verdict[user >= 0] = user[user >= 0]
     group_root[user >= 0] = False
-    excluded = pc.fill_null(table.column("excluded"), False).to_numpy(zero_copy_only=False)
+    excluded = arrays.mask(table.column("excluded"))  # null: False
     verdict[excluded] = t.id(EXCLUDED)
-    verdict[~pc.is_null(table.column("error")).to_numpy(zero_copy_only=False)] = t.id(UNREADABLE)
+    verdict[~arrays.mask(pc.is_null(table.column("error")))] = t.id(UNREADABLE)
     _mark_ancestors(is_dir, pidx, down, prot, t)
     protected = prot >= 0
     verdict[protected] = prot[protected]
@@ -690,8 +693,8 @@ def _walk_directories(
     with children have one); a directory reads its parent's at ``pidx``.
     """
     rows = np.flatnonzero(is_dir)
-    dirs = table.select(["parent", "name", "depth"]).take(pa.array(rows))
-    order = np.argsort(dirs.column("depth").to_numpy(), kind="stable")
+    dirs = table.select(["parent", "name", "depth"]).take(arrays.numeric_array(rows))
+    order = np.argsort(arrays.numbers(dirs.column("depth")), kind="stable")
     dir_parents = dirs.column("parent").to_pylist()
     names = dirs.column("name").to_pylist()
     paths = entry_paths(dirs).to_pylist()
@@ -759,7 +762,7 @@ def _key_like(table: pa.Table) -> Mask:
     lower = pc.utf8_lower(table.column("name"))
     out = np.zeros(table.num_rows, dtype=bool)
     for ext in CREDENTIAL_EXTENSIONS:
-        out |= np.asarray(pc.ends_with(lower, ext).to_numpy(zero_copy_only=False), dtype=bool)
+        out |= arrays.mask(pc.ends_with(lower, ext))
     return out
 
 
@@ -803,27 +806,29 @@ def _mark_ancestors(
     prot[dir_rows[marked[down.slot[dir_rows]]]] = t.protection(CONTAINS)
 
 
-def _encoded(ids: pa.Array, values: Sequence[object], dtype: pa.DataType) -> pa.Array:
-    """Per row, ``values[id]`` as a dictionary array of ``dtype`` values (None: null)."""
+def _encoded(ids: pa.Array, values: Sequence[str | None]) -> pa.Array:
+    """Per row, ``values[id]`` as a dictionary array of strings (None: null)."""
     distinct = [v for v in dict.fromkeys(values) if v is not None]
     where = {v: i for i, v in enumerate(distinct)}
-    codes = pa.array([where.get(v) for v in values], pa.int32()).take(ids)
-    return pa.DictionaryArray.from_arrays(codes, pa.array(distinct, dtype))
+    codes = np.array([-1 if v is None else where[v] for v in values], dtype=np.int32)
+    per_verdict = arrays.numeric_array(codes, valid=codes >= 0)
+    return pa.DictionaryArray.from_arrays(per_verdict.take(ids), arrays.string_array(distinct))
 
 
 def _verdict_columns(
     verdict: Ids, group_root: Mask, protected: Mask, t: _Table, content: list[pa.Array]
 ) -> pa.Table:
-    ids = pa.array(verdict, pa.int32())
+    ids = arrays.numeric_array(verdict.astype(np.int32, copy=False))
     v = t.verdicts
+    confidence = np.array([x.confidence for x in v], dtype=np.float32)
     columns = [
-        _encoded(ids, [x.risk.value for x in v], pa.string()),
-        _encoded(ids, [x.rule for x in v], pa.string()),
-        _encoded(ids, [x.group for x in v], pa.string()),
-        _encoded(ids, [x.claim for x in v], pa.string()),
-        pa.array([x.confidence for x in v], pa.float32()).take(ids),
-        pa.array(group_root & ~protected),
-        pa.array(protected),
+        _encoded(ids, [x.risk.value for x in v]),
+        _encoded(ids, [x.rule for x in v]),
+        _encoded(ids, [x.group for x in v]),
+        _encoded(ids, [x.claim for x in v]),
+        arrays.numeric_array(confidence).take(ids),
+        arrays.bool_array(group_root & ~protected),
+        arrays.bool_array(protected),
         *content,
     ]
     return pa.Table.from_arrays(columns, schema=VERDICT_SCHEMA)

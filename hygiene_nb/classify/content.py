@@ -20,6 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from hygiene_nb.classify.rules import Risk
+from hygiene_nb.scan import arrays
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -106,7 +107,9 @@ def content_columns(
     word = risk.astype(np.int32)  # a non-directory: its own risk
     word[dirs] = content_risk_of(split, risk[dirs])
     columns: list[pa.Array] = [
-        pa.DictionaryArray.from_arrays(pa.array(word), pa.array(CONTENT_RISKS, pa.string()))
+        pa.DictionaryArray.from_arrays(
+            arrays.numeric_array(word), arrays.string_array(CONTENT_RISKS)
+        )
     ]
     validity = pa.py_buffer(np.packbits(is_dir, bitorder="little"))
     for i in range(len(RISK_ORDER)):

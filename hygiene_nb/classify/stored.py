@@ -35,6 +35,7 @@ from hygiene_nb.classify.protect import ProtectContext
 from hygiene_nb.classify.rules import UserRule
 from hygiene_nb.errors import StoreError
 from hygiene_nb.scan.index import ScanInfo, classified_dir
+from hygiene_nb.scan.snapshot import read_parquet
 from hygiene_nb.store import Store, make_private_dir, remove_store_path, write_private_file
 
 __all__ = [
@@ -146,4 +147,4 @@ def keep_classification(
 
 def read_verdicts(path: Path) -> pa.Table:
     """The verdicts kept at ``path`` (``VERDICT_SCHEMA``; see ``kept_classification``)."""
-    return pq.read_table(path)
+    return read_parquet(path)

@@ -28,6 +28,7 @@ from hygiene_nb.models import (
     Summary,
 )
 from hygiene_nb.pathnames import path_b64, raw_path
+from hygiene_nb.scan import arrays
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.snapshot import entry_paths
 
@@ -65,18 +66,25 @@ STALE_DAYS = 365
 # Why there is no cleanliness score when it has nothing to count.
 NO_SCORE = "no files outside protected and dependency directories"
 _NS_PER_DAY = 86_400 * 10**9
+# Arrow scalars, not Python values, for the compute functions (``scan.arrays``)
+_DIR, _FILE = arrays.string_scalar("dir"), arrays.string_scalar("file")
+_FALSE = arrays.bool_scalar(False)
+_ZERO, _ONE = arrays.int_scalar(0, pa.int64()), arrays.int_scalar(1, pa.int64())
 Mask = npt.NDArray[np.bool_]
 
 
 def _np(table: pa.Table, column: str) -> npt.NDArray[np.generic]:
-    values: npt.NDArray[np.generic] = table.column(column).to_numpy(zero_copy_only=False)
-    return values
+    values = table.column(column)
+    if pa.types.is_integer(values.type) or pa.types.is_floating(values.type):
+        return arrays.numbers(values)  # read without pyarrow importing pandas
+    out: npt.NDArray[np.generic] = values.to_numpy(zero_copy_only=False)
+    return out
 
 
 def _link_groups(table: pa.Table) -> tuple[Mask, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """For non-directories with nlink > 1: (is_linked, group id per row, nlink per row)."""
     nlink = _np(table, "nlink").astype(np.int64)
-    is_dir = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "dir"), dtype=bool)
+    is_dir = arrays.mask(pc.equal(table.column("kind").cast(pa.string()), _DIR))
     linked = (nlink > 1) & ~is_dir
     group = np.full(table.num_rows, -1, dtype=np.int64)
     rows = np.flatnonzero(linked)
@@ -180,7 +188,7 @@ def entries_of(rows: pa.Table, n: int) -> list[SizedEntry]:
     top_k = rows.take(pc.select_k_unstable(rows, k=k, sort_keys=[("bytes", "descending")]))
     edge = pc.min(top_k.column("bytes"))
     if edge.is_valid:
-        rows = rows.filter(pc.fill_null(pc.greater_equal(rows.column("bytes"), edge), False))
+        rows = rows.filter(pc.fill_null(pc.greater_equal(rows.column("bytes"), edge), _FALSE))
     rows = rows.append_column("path", entry_paths(rows))
     rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")]).slice(0, k)
     get = {c: rows.column(c).to_pylist() for c in rows.column_names}
@@ -209,7 +217,7 @@ def entries_of(rows: pa.Table, n: int) -> list[SizedEntry]:
 
 def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
     """Per rule group: its outermost matching entries (nested ones removed) and their sums."""
-    roots = table.filter(pc.fill_null(table.column("group_root"), False))
+    roots = table.filter(pc.fill_null(table.column("group_root"), _FALSE))
     return group_index(roots.filter(pc.is_valid(roots.column("group"))), shown=shown)
 
 
@@ -217,8 +225,10 @@ def group_index(roots: pa.Table, *, shown: int) -> list[GroupStats]:
     """``pattern_index`` of the rows that are a match of their group (``group_root``)."""
     out = []
     for group in sorted(set(roots.column("group").to_pylist())):
-        rows = _outermost(roots.filter(pc.equal(roots.column("group"), group)))
-        is_file = pc.cast(pc.equal(rows.column("kind").cast(pa.string()), "file"), pa.int64())
+        rows = _outermost(
+            roots.filter(pc.equal(roots.column("group"), arrays.string_scalar(group)))
+        )
+        is_file = pc.cast(pc.equal(rows.column("kind").cast(pa.string()), _FILE), pa.int64())
         files = pc.coalesce(rows.column("tree_files"), is_file)
         out.append(
             GroupStats(
@@ -236,7 +246,7 @@ def group_index(roots: pa.Table, *, shown: int) -> list[GroupStats]:
 
 def _outermost(rows: pa.Table) -> pa.Table:
     """Drop rows that lie inside another row of the table (a photo inside ~/Pictures)."""
-    if not pc.any(pc.equal(rows.column("kind").cast(pa.string()), "dir")).as_py():
+    if not pc.any(pc.equal(rows.column("kind").cast(pa.string()), _DIR)).as_py():
         return rows  # only directories hold anything
     paths = entry_paths(rows).to_pylist()
     order = sorted(range(len(paths)), key=lambda i: paths[i])
@@ -247,7 +257,7 @@ def _outermost(rows: pa.Table) -> pa.Table:
             continue
         keep.append(i)
         last = paths[i]
-    return rows.take(pa.array(sorted(keep), pa.int64()))
+    return rows.take(arrays.numeric_array(np.array(sorted(keep), dtype=np.int64)))
 
 
 def kept_bytes(table: pa.Table, chosen: Mask) -> int:
@@ -259,7 +269,7 @@ def kept_bytes(table: pa.Table, chosen: Mask) -> int:
 
 def staleness(table: pa.Table, *, now_ns: int) -> list[StaleBucket]:
     """Bytes of non-directories (hard links once) by age bucket and risk."""
-    is_dir = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "dir"), dtype=bool)
+    is_dir = arrays.mask(pc.equal(table.column("kind").cast(pa.string()), _DIR))
     linked, group, _ = _link_groups(table)
     counted = ~is_dir & _first_of_group(linked, group)
     age_days = (now_ns - _np(table, "mtime_ns").astype(np.int64)) / _NS_PER_DAY
@@ -282,7 +292,7 @@ def cleanliness(table: pa.Table, *, partial: bool) -> Cleanliness:
     valuable (no deduction): ``round(100 - 70*c/N - 20*i/N - 10*p/N)``; when N is 0 there is
     no score (``no_score`` says why; ``score`` is 100 there, which nothing shows).
     """
-    is_file = np.asarray(pc.equal(table.column("kind").cast(pa.string()), "file"), dtype=bool)
+    is_file = arrays.mask(pc.equal(table.column("kind").cast(pa.string()), _FILE))
     group = np.asarray(table.column("group").to_pylist(), dtype=object)
     dependency = np.isin(group, list(DEPENDENCY_GROUPS))
     excluded = _np(table, "excluded").astype(bool)
@@ -318,13 +328,13 @@ def chain_dirs(table: pa.Table) -> pa.Array:
     at = pc.index_in(entry_paths(table), biggest.column("parent"))
     largest_child = pc.take(biggest.column("b_max"), at)
     half_or_more = pc.greater_equal(pc.multiply(largest_child, 2), table.column("tree_bytes"))
-    is_dir = pc.equal(table.column("kind").cast(pa.string()), "dir")
-    return pc.and_(is_dir, pc.fill_null(half_or_more, False))
+    is_dir = pc.equal(table.column("kind").cast(pa.string()), _DIR)
+    return pc.and_(is_dir, pc.fill_null(half_or_more, _FALSE))
 
 
 def counted_rows(table: pa.Table) -> pa.Table:
     """The rows the figures count: all but the excluded ones (recorded, counted nowhere)."""
-    return table.filter(pc.invert(pc.fill_null(table.column("excluded"), False)))
+    return table.filter(pc.invert(pc.fill_null(table.column("excluded"), _FALSE)))
 
 
 def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: int) -> Summary:
@@ -338,18 +348,18 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: i
     """
     kind = table.column("kind").cast(pa.string())
     depth = table.column("depth")
-    root_rows = table.filter(pc.equal(depth, 0)).to_pylist()
+    root_rows = table.filter(pc.equal(depth, _ZERO)).to_pylist()
     root = root_rows[0] if root_rows else {}
-    counts = {"dirs": _count(pc.equal(kind, "dir"))}
+    counts = {"dirs": _count(pc.equal(kind, _DIR))}
     for other in ("file", "symlink", "other"):
-        counts[other] = _count(pc.equal(kind, other))
+        counts[other] = _count(pc.equal(kind, arrays.string_scalar(other)))
     entries, errors = table.num_rows, _count(pc.is_valid(table.column("error")))
     excluded = _count(table.column("excluded"))
     table = counted_rows(table)
     kind = table.column("kind").cast(pa.string())
     depth = table.column("depth")
-    not_root = pc.greater(depth, 0)
-    is_dir = pc.equal(kind, "dir")
+    not_root = pc.greater(depth, _ZERO)
+    is_dir = pc.equal(kind, _DIR)
     stale = staleness(table, now_ns=now_ns)
     partial = bool(root.get("partial", True))
     return Summary(
@@ -376,9 +386,9 @@ def summarize_table(table: pa.Table, info: ScanInfo, *, top: int = 20, now_ns: i
         stale_bytes=sum(sum(b.bytes.values()) for b in stale if b.min_days >= STALE_DAYS),
         cleanliness=cleanliness(table, partial=partial),
         largest=entries_of(table.filter(not_root), top),
-        largest_files=entries_of(table.filter(pc.equal(kind, "file")), top),
+        largest_files=entries_of(table.filter(pc.equal(kind, _FILE)), top),
         largest_dirs=entries_of(
             table.filter(pc.and_(pc.and_(is_dir, not_root), pc.invert(chain_dirs(table)))), top
         ),
-        children=entries_of(table.filter(pc.equal(depth, 1)), top),
+        children=entries_of(table.filter(pc.equal(depth, _ONE)), top),
     )

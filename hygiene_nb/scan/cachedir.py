@@ -14,7 +14,6 @@ at most ``_READ_BYTES`` are read. A tag that cannot be read is simply not valid.
 
 from __future__ import annotations
 
-import array
 import os
 
 import pyarrow as pa
@@ -22,7 +21,7 @@ import pyarrow.compute as pc
 
 from hygiene_nb.fs.cachedir_tag import MAX_TOOL_CHARS, SIGNATURE, TAG_NAME, read_tag, tool_named
 from hygiene_nb.fs.fingerprint import DIR_FLAGS, open_dirs_at
-from hygiene_nb.scan.snapshot import int_scalar
+from hygiene_nb.scan.arrays import binary_scalar, int_scalar
 from hygiene_nb.scan.walk.spec import KIND_FILE
 
 __all__ = [
@@ -38,14 +37,7 @@ __all__ = [
 MAX_TAGS = 10_000  # recorded per scan; more are counted in the scan's options, not recorded
 
 
-def _binary_scalar(value: bytes) -> pa.Scalar:
-    """``value`` as an Arrow binary scalar, built from bytes (no pandas import: ``int_scalar``)."""
-    offsets = array.array("i", [0, len(value)])
-    buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(value)]
-    return pa.Array.from_buffers(pa.binary(), 1, buffers)[0]
-
-
-_TAG_NAME = _binary_scalar(TAG_NAME.encode())
+_TAG_NAME = binary_scalar(TAG_NAME.encode())  # no pandas import: scan.arrays
 _KIND_FILE = int_scalar(KIND_FILE, pa.uint8())
 
 

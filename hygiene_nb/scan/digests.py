@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from hygiene_nb.pathnames import raw_path
 from hygiene_nb.scan.index import ScanInfo, digest_dir, partition_dir
-from hygiene_nb.scan.snapshot import FORMAT_VERSION, query_engine
+from hygiene_nb.scan.snapshot import FORMAT_VERSION, query_engine, read_parquet
 from hygiene_nb.store import Store, make_private_dir, write_private_file
 
 __all__ = ["SnapshotDigests", "entry_digests"]
@@ -67,7 +67,7 @@ def _directory_digests(store: Store, info: ScanInfo) -> pa.Table:
     """``(self, digest)`` of every directory of the snapshot, computed once and kept."""
     target = digest_dir(store, info) / _FILE
     if target.exists():
-        return pq.read_table(target)
+        return read_parquet(target)
     with query_engine() as con:
         con.execute(f"CREATE TEMP TABLE e AS {_ENTRIES}", [_snapshot_file(store, info)])
         con.execute("CREATE TEMP TABLE d (self BLOB, digest VARCHAR, depth INTEGER)")

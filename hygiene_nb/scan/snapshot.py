@@ -11,7 +11,6 @@ lets zstd find the runs in names, inodes, sizes and mtimes.
 
 from __future__ import annotations
 
-import array
 import errno as errno_mod
 import functools
 import json
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hygiene_nb.errors import SnapshotTooNew, StoreError, UsageError
+from hygiene_nb.scan.arrays import int_scalar, string_array, string_scalar
 from hygiene_nb.scan.index import ScanInfo, append_scan, find_scan, partition_dir
 from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
@@ -42,11 +42,12 @@ __all__ = [
     "SNAPSHOT_SCHEMA",
     "SnapshotWriter",
     "entry_paths",
-    "int_scalar",
     "load_snapshot",
     "named_rows",
     "parquet_writer",
     "query_engine",
+    "read_parquet",
+    "read_row_groups",
     "snapshot_file",
     "snapshot_format",
     "snapshot_rows",
@@ -58,22 +59,8 @@ _META_KEY = b"hygiene_nb.scan"
 
 # The constants a scan's conversion uses are built from bytes, not converted from Python values:
 # pyarrow's first conversion of a Python value imports pandas (0.2 s, a tenth of a 1M-entry
-# scan) to check whether it is a pandas object. A test pins that a scan does not import it.
-def int_scalar(value: int, type_: pa.DataType) -> pa.Scalar:
-    """``value`` as an Arrow integer scalar of ``type_``, without pyarrow importing pandas."""
-    raw = value.to_bytes(type_.bit_width // 8, "little", signed=value < 0)
-    return pa.Array.from_buffers(type_, 1, [None, pa.py_buffer(raw)])[0]
-
-
-def _string_array(values: Sequence[str]) -> pa.Array:
-    data = [v.encode("utf-8") for v in values]
-    offsets = array.array("i", [0])
-    for item in data:
-        offsets.append(offsets[-1] + len(item))
-    buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))]
-    return pa.Array.from_buffers(pa.string(), len(data), buffers)
-
-
+# scan) to check whether it is a pandas object (``scan.arrays``). A test pins that a scan does
+# not import it.
 _KIND_DIR = int_scalar(KIND_DIR, pa.uint8())
 _NO_FLAGS = int_scalar(0, pa.uint8())
 _FLAGS = {
@@ -81,9 +68,10 @@ _FLAGS = {
     for flag in (FLAG_EXCLUDED, FLAG_MOUNT_POINT, FLAG_BUDGET_CUT)
 }
 _ZERO_LENGTH = int_scalar(0, pa.int32())
+_SLASH, _EMPTY = string_scalar("/"), string_scalar("")
 _NULL_STRING = pa.nulls(1, pa.string())[0]
 _NULL_INT64 = pa.nulls(1, pa.int64())[0]
-_KIND_NAMES = _string_array(KINDS)
+_KIND_NAMES = string_array(KINDS)
 
 # Rows per row group. Each group has one dictionary of parent paths, and the parent column's
 # indices are bit-packed at the width that dictionary needs. On the benchmark's tree (about 10
@@ -369,9 +357,9 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
         return table.column("path")
     parent = table.column("parent").cast(pa.string())
     name = table.column("name")
-    joined = pc.binary_join_element_wise(parent, name, "/")
-    at_top = pc.equal(parent, "/")  # children of the root "/" are "/x", not "//x"
-    joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, ""), joined)
+    joined = pc.binary_join_element_wise(parent, name, _SLASH)
+    at_top = pc.equal(parent, _SLASH)  # children of the root "/" are "/x", not "//x"
+    joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, _EMPTY), joined)
     return pc.coalesce(joined, name)
 
 
@@ -403,14 +391,18 @@ def load_snapshot(
             read = list(dict.fromkeys([*read, "parent", "name"]))
     file = snapshot_file(info)
     try:
-        footer = pq.read_metadata(file)
-        _check_format(footer, info)
-        present = set(footer.schema.names)
-        lacking = [c for c in FORMAT_2_COLUMNS if c not in present]  # a format-1 snapshot
-        if read is not None:
-            lacking = [c for c in lacking if c in read]
-            read = [c for c in read if c not in lacking]
-        table = pq.read_table(file, columns=read)
+        with pq.ParquetFile(file) as parquet:
+            footer = parquet.metadata
+            _check_format(footer, info)
+            present = set(footer.schema.names)
+            lacking = [c for c in FORMAT_2_COLUMNS if c not in present]  # a format-1 snapshot
+            if read is not None:
+                lacking = [c for c in lacking if c in read]
+                read = [c for c in read if c not in lacking]
+                unknown = [c for c in read if c not in present]
+                if unknown:  # reading would leave them out without a word
+                    raise pa.ArrowInvalid(f"no such column: {', '.join(unknown)}")
+            table = read_row_groups(parquet, read)
     except (OSError, pa.ArrowException) as exc:
         raise StoreError(
             f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
@@ -426,6 +418,23 @@ def load_snapshot(
     if wanted is not None:
         table = table.select(wanted)
     return table.replace_schema_metadata({_META_KEY: info.to_json().encode()})
+
+
+def read_row_groups(parquet: pq.ParquetFile, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of an open Parquet file (``columns`` of them), one chunk per row group.
+
+    What ``pq.read_table`` gives, without going through ``pyarrow.dataset``, which imports
+    pandas (``scan.arrays``); ``ParquetFile.read`` would join the row groups into one chunk.
+    """
+    wanted = list(columns) if columns is not None else None
+    parts = [parquet.read_row_group(i, columns=wanted) for i in range(parquet.num_row_groups)]
+    return pa.concat_tables(parts) if parts else parquet.read(columns=wanted)
+
+
+def read_parquet(path: Path | str) -> pa.Table:
+    """A whole Parquet file the store wrote (see ``read_row_groups``)."""
+    with pq.ParquetFile(path) as parquet:
+        return read_row_groups(parquet)
 
 
 def snapshot_file(info: ScanInfo) -> Path:
