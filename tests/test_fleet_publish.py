@@ -214,3 +214,17 @@ def test_scan_publish_does_both_and_the_fleet_sees_the_growth(
     assert set(summary) == {"ws1", host}
     assert summary[host]["growth"] == du_bytes(root / "data" / "new.bin", apparent=False)
     assert summary["ws1"]["growth"] is None  # one scan: nothing to compare with
+
+
+def test_the_python_calls_return_the_commands_rows_as_dataframes(
+    published: tuple[Path, Path, dict[str, Any], dict[str, Any]],
+) -> None:
+    import hygiene_nb.fleet as fleet
+
+    _, dest, _, _ = published
+    for name in ("summary", "history", "growth", "top_dirs", "risk", "stale", "owners"):
+        frame = getattr(fleet, name)(str(dest), engine="duckdb")
+        command = "growth" if name == "top_dirs" else name
+        rows = hnb("fleet", str(dest), command)["questions"][name]
+        assert frame.to_dict("records") == rows, name
+    assert list(fleet.summary(str(dest))["host"]) == ["ws1"]

@@ -151,6 +151,7 @@ def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
     Raises:
         UsageError: the target lies in the tree being cleaned, names a ``.md`` file, or it (or
             the Markdown beside it) exists already.
+        FleetReadOnly: the target lies inside a fleet dataset (which ``execute`` refuses).
     """
     given = Path(out)
     if given.suffix == ".md":
@@ -158,6 +159,7 @@ def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
     target = Path(os.path.realpath(given.parent)) / given.name
     if within(target, root):
         raise UsageError(f"write the plan outside the tree being cleaned ({root}), not {out}.")
+    refuse_fleet(target, "written into")
     for path in (target, target.with_suffix(".md")):
         if os.path.lexists(path):
             raise UsageError(f"{path} exists; choose another --out (a plan never replaces a file).")

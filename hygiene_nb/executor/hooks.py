@@ -1,47 +1,14 @@
-"""Test-only checkpoints: named places where a test may kill or fail the executor.
+"""Test-only checkpoints of the executor: named places where a test may kill or fail a run.
 
-Inert unless the environment names the checkpoint in ``HYGIENE_NB_TEST_CHECKPOINT`` (format
-``name:kill`` or ``name:fail``); a test proves they do nothing otherwise.
+The mechanism is ``hygiene_nb.checkpoints`` (shared with the fleet's publish); this module
+names the executor's own. Inert unless the environment names the checkpoint in
+``HYGIENE_NB_TEST_CHECKPOINT`` (format ``name:kill`` or ``name:fail``); a test proves they do
+nothing otherwise.
 """
 
 from __future__ import annotations
 
-import os
-import signal
+from hygiene_nb.checkpoints import COPY_ONLY, CheckpointFault, checkpoint
+from hygiene_nb.checkpoints import EXECUTOR as CHECKPOINTS
 
 __all__ = ["CHECKPOINTS", "COPY_ONLY", "CheckpointFault", "checkpoint"]
-
-CHECKPOINTS = (
-    "after-claim",
-    "after-batch",
-    "after-intent",
-    "after-move",
-    "after-manifest",
-    "before-receipt",
-    "before-records",  # the space reserved for the records was just given back to write them
-    "before-rollback",  # reached only when a configured verify command fails after the move
-    # reached only when a verified copy's original is removed (``--allow-copy``, a copy-back):
-    "before-removal",  # the copy is verified and recorded; the original is still in place
-    "during-removal",  # the original is in its private staging directory, nothing removed yet
-    "between-unlinks",  # a file of the original was unlinked: the staging holds only the rest
-)
-COPY_ONLY = ("before-removal", "during-removal", "between-unlinks")
-_ENV = "HYGIENE_NB_TEST_CHECKPOINT"
-
-
-class CheckpointFault(RuntimeError):
-    """Raised at a checkpoint a test asked to fail (never outside tests)."""
-
-
-def checkpoint(name: str) -> None:
-    """Do nothing, unless a test asked for ``name`` (then die by SIGKILL, or raise)."""
-    wanted = os.environ.get(_ENV)
-    if not wanted:
-        return
-    target, _, action = wanted.partition(":")
-    if target != name or name not in CHECKPOINTS:
-        return
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if action == "fail":
-        raise CheckpointFault(name)

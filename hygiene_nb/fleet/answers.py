@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from hygiene_nb.errors import UsageError
 from hygiene_nb.fleet.dataset import open_dest
 from hygiene_nb.fleet.questions import render_sql
-from hygiene_nb.fleet.reader import ENGINES, Skipped, read_fleet, run_sql
+from hygiene_nb.fleet.reader import ENGINES, Skipped, read_fleet, run_sql, spark_can_read
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,6 +116,8 @@ def ask(
             raise UsageError("--since must be from 0 to 36500 days.")
         since = int((time.time() if now is None else now) - since_days * 86_400)
     target = open_dest(dest, endpoint_url=endpoint_url)
+    if engine == "spark":
+        spark_can_read(target)  # before any request: an unreachable store is not the problem
     fleet = read_fleet(target, hosts=hosts, since_s=since)
     sqls = {q: render_sql(q, since=since, top=top) for q in COMMANDS[command]}
     tables = run_sql(fleet, sqls, engine=engine, spark_master=spark_master)

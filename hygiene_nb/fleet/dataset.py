@@ -48,6 +48,7 @@ __all__ = [
 
 FLEET_FORMAT = 1  # the layout and the markers; a newer one is refused (fleet-too-new)
 TABLES = ("snapshots", "classified", "dirs")
+_STAGING = ".staging"  # a directory DEST's temporary files, renamed into place when whole
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
@@ -151,7 +152,11 @@ class Dest:
         )
 
     def is_empty(self) -> bool:
-        """Whether nothing is at DEST yet (absent, or an empty directory or prefix)."""
+        """Whether nothing is at DEST yet (absent, or an empty directory or prefix).
+
+        A ``.staging`` directory alone counts as empty: it is what a publish that was stopped
+        while writing the fleet marker leaves, and the next publish must be able to go on.
+        """
         import pyarrow.fs as pafs
 
         try:
@@ -160,9 +165,13 @@ class Dest:
                 return True
             if info.type != pafs.FileType.Directory:
                 raise NotAFleet(f"{self.text} is a file, not a fleet dataset's directory.")
-            return not self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False))
+            listed = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False))
         except OSError as exc:
             raise self._fail("look", exc) from exc
+        staging = self.path(_STAGING)
+        return all(
+            entry.path == staging and entry.type == pafs.FileType.Directory for entry in listed
+        )
 
     def check_marker(self) -> dict[str, Any]:
         """The fleet marker's record, or why DEST is not a fleet dataset this code reads.
@@ -212,6 +221,9 @@ class Dest:
             self.check_marker()
             return
         if not self.is_empty():
+            if self.exists(FLEET_MARKER):  # another publisher made it a fleet dataset meanwhile
+                self.check_marker()
+                return
             raise NotAFleet(
                 f"{self.text} is not empty and is not a fleet dataset (no {FLEET_MARKER}); "
                 "publish into a new or empty directory or prefix."
@@ -221,7 +233,7 @@ class Dest:
         self.put_bytes(FLEET_MARKER, json.dumps(record, sort_keys=True).encode() + b"\n")
 
     def _staging(self) -> Path:
-        staging = Path(self.path(".staging"))
+        staging = Path(self.path(_STAGING))
         staging.mkdir(parents=True, exist_ok=True)
         return staging
 

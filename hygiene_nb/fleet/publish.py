@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from hygiene_nb import api
-from hygiene_nb.errors import SnapshotTooNew, UsageError
+from hygiene_nb.checkpoints import checkpoint
+from hygiene_nb.errors import FleetTooNew, FleetUnusable, SnapshotTooNew, StoreError, UsageError
 from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition, check_host, open_dest
 from hygiene_nb.scan.index import ScanInfo, find_scan, root_slug
 from hygiene_nb.store import utc_now
@@ -138,16 +139,20 @@ def publish(
         raise UsageError(f"--depth must be from 0 to {MAX_DEPTH}.")
     st = api.existing_store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
-    if info.format_version > FORMAT_VERSION:
+    # the index's record and the file's footer, before DEST is touched: either may be newer
+    footer = _footer_format(info)
+    version = footer if footer < 1 else max(info.format_version, footer)
+    if not 1 <= version <= FORMAT_VERSION:
         raise SnapshotTooNew(
-            f"snapshot {info.scan_id} is in format {info.format_version}, and this hygiene-nb "
+            f"snapshot {info.scan_id} is in format {version}, and this hygiene-nb "
             f"reads formats 1 to {FORMAT_VERSION}; upgrade hygiene-nb to publish it."
         )
-    name = check_host(host or info.host or socket.gethostname())
+    # an empty --host is refused, never taken for "not given"
+    name = check_host(host if host is not None else (info.host or socket.gethostname()))
     part = Partition(name, root_slug(info.root), info.scan_id)
     target = open_dest(dest, endpoint_url=endpoint_url)
     target.ensure_marker()
-    if target.exists(part.marker):
+    if _complete(target, part):
         return PublishResult(dest, part, info.root, "already-published", redact)
     say = progress or (lambda _text: None)
     files: dict[str, int] = {}
@@ -159,18 +164,62 @@ def publish(
         if not redact:
             say("copying the snapshot and its classification")
             tables.update(_row_numbered_files(st, info, local))
-        for table, source in tables.items():
+        for number, (table, source) in enumerate(tables.items()):
+            if number:
+                checkpoint("publish-between-files")
             relative = part.file(table)
             say(f"writing {relative}")
             target.put_file(relative, source)
             files[relative] = source.stat().st_size
         marker["files"] = {table: part.file(table) for table in tables}
+        checkpoint("publish-before-marker")
         data = json.dumps(marker, sort_keys=True, indent=1).encode() + b"\n"
         target.put_bytes(part.marker, data)  # last: the partition is complete
         files[part.marker] = len(data)
     return PublishResult(
         dest, part, info.root, "published", redact, files, time.monotonic() - started
     )
+
+
+def _complete(target: Dest, part: Partition) -> bool:
+    """Whether ``part`` is published whole: its marker reads, and names files that are there.
+
+    A damaged marker, or one whose files are missing, is published again (what the reader's
+    message for them says to do): the same scan's files replace what is there, marker last.
+    One a newer hygiene-nb wrote is left as it is.
+    """
+    from hygiene_nb.fleet.reader import read_marker
+
+    if not target.exists(part.marker):
+        return False
+    try:
+        marker = read_marker(target, part)
+    except FleetTooNew:
+        return True
+    except FleetUnusable:
+        return False
+    return all(target.exists(path) for path in marker["files"].values())
+
+
+def _footer_format(info: ScanInfo) -> int:
+    """The format its snapshot file's footer records (0: not a number, no format).
+
+    Raises:
+        StoreError: the snapshot file cannot be read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hygiene_nb.scan.snapshot import snapshot_file, snapshot_format
+
+    try:
+        version = snapshot_format(pq.read_metadata(snapshot_file(info)))
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(
+            f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; scan again, or prune "
+            "the damaged snapshot."
+        ) from exc
+    return version
 
 
 def _marker(

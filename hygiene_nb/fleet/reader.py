@@ -28,7 +28,16 @@ from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ENGINES", "Fleet", "Skipped", "read_fleet", "run_sql", "stop_spark"]
+__all__ = [
+    "ENGINES",
+    "Fleet",
+    "Skipped",
+    "read_fleet",
+    "read_marker",
+    "run_sql",
+    "spark_can_read",
+    "stop_spark",
+]
 
 ENGINES = ("duckdb", "spark")
 _RISKS = ("safe", "caution", "personal", "high", "unknown")
@@ -195,7 +204,7 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
             continue
         wanted.append((part, relative))
     with ThreadPoolExecutor(_READERS) as pool:
-        markers = list(pool.map(lambda pr: _marker(dest, *pr), wanted))
+        markers = list(pool.map(lambda pr: read_marker(dest, *pr), wanted))
     skipped = []
     latest: dict[tuple[str, str], list[tuple[int, str, dict[str, Any]]]] = {}
     for marker in markers:
@@ -206,8 +215,8 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
     files, kept = [], []
     for (host, _), scans in sorted(latest.items()):
         for _, _, marker in sorted(scans, key=lambda t: (t[0], t[1]), reverse=True)[:2]:
-            dirs = marker.get("files", {}).get("dirs")
-            if not dirs or not dest.exists(dirs):
+            dirs = marker["files"]["dirs"]  # checked by read_marker: its own partition's
+            if not dest.exists(dirs):
                 skipped.append(
                     Skipped(
                         "partition-damaged",
@@ -235,31 +244,56 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
     return Fleet(dest, kept, files, skipped)
 
 
-def _marker(dest: Dest, part: Partition, relative: str) -> dict[str, Any]:
-    """One completion marker, checked: every figure a question reads is there, of its type."""
+def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dict[str, Any]:
+    """The completion marker of ``part``, checked against damage.
+
+    Every figure a question reads is there, of its column's type, and the files it names are
+    its own partition's.
+
+    Raises:
+        FleetTooNew: a newer hygiene-nb published it (checked first: a newer format may name
+            its figures differently, and is not damage).
+        FleetUnusable: it cannot be read, or is damaged.
+    """
+    import pyarrow as pa
+
     from hygiene_nb.scan.snapshot import FORMAT_VERSION
 
+    relative = relative or part.marker
     try:
-        marker: dict[str, Any] = json.loads(dest.read_bytes(relative))
+        marker = json.loads(dest.read_bytes(relative))
         version = int(marker["fleet_format"])
-        if marker["partition"] != part.key:
-            raise ValueError(f"it names {marker['partition']}")
-        _scan_row(marker)
-        for owner in marker.get("owners") or []:
-            int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
         snapshot_format = int(marker["scan"].get("format_version", 1))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise FleetUnusable(
-            f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish "
-            f"that scan again from host {part.host}."
-        ) from exc
+        raise _damaged(dest, relative, part, exc) from exc
     if version > FLEET_FORMAT or snapshot_format > FORMAT_VERSION:
         raise FleetTooNew(
             f"{dest.text}/{relative} was published by a newer hygiene-nb (fleet format "
             f"{version}, snapshot format {snapshot_format}); upgrade hygiene-nb to read it "
             "(it is left unchanged)."
         )
-    return marker
+    try:
+        if marker["partition"] != part.key:
+            raise ValueError(f"it names {marker['partition']}")
+        pa.Table.from_pylist([_scan_row(marker)], schema=SCANS_SCHEMA())
+        for owner in marker.get("owners") or []:
+            int(owner["alloc"]), int(owner["files"]), str(owner["owner"])
+        named = marker["files"]
+        if "dirs" not in named:
+            raise KeyError("dirs")
+        for table, path in named.items():
+            if path != part.file(table):  # its own partition's files, never one elsewhere
+                raise ValueError(f"its {table} file is {path!r}, not {part.file(table)}")
+    except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException) as exc:
+        raise _damaged(dest, relative, part, exc) from exc
+    return dict(marker)
+
+
+def _damaged(dest: Dest, relative: str, part: Partition, exc: Exception) -> FleetUnusable:
+    return FleetUnusable(
+        f"the completion marker {dest.text}/{relative} is damaged ({exc}); publish that scan "
+        f"again from host {part.host}."
+    )
 
 
 def run_sql(
@@ -311,15 +345,24 @@ def _duckdb(
         ) from exc
 
 
-def _spark(
-    fleet: Fleet, sqls: dict[str, str], master: str
-) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
-    if not fleet.dest.local:
+def spark_can_read(dest: Dest) -> None:
+    """Refuse an object store DEST for Spark (its S3 connector is a separate download).
+
+    Raises:
+        UsageError: ``dest`` is not a directory.
+    """
+    if not dest.local:
         raise UsageError(
-            f"Spark reads a fleet dataset on a directory only ({fleet.dest.text} is an object "
+            f"Spark reads a fleet dataset on a directory only ({dest.text} is an object "
             "store, and Spark's S3 connector is a separate download): use --engine duckdb, or "
             "copy the dataset to a directory Spark's workers share."
         )
+
+
+def _spark(
+    fleet: Fleet, sqls: dict[str, str], master: str
+) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    spark_can_read(fleet.dest)
     try:
         from py4j.protocol import Py4JError
         from pyspark.errors import PySparkException
