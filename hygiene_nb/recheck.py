@@ -35,7 +35,7 @@ from typing import Literal
 
 from hygiene_nb.classify.protect import (
     CREDENTIAL_DIRS,
-    KEEP_MARKER,
+    KEEP_MARKERS,
     VCS_DIRS,
     ProtectContext,
     Protection,
@@ -257,7 +257,9 @@ class Rechecker:
             return Finding("now-protected", f"{found.claim} ({found.rule})")
         keep, tree = _above(item.raw)
         if keep is not None:
-            return Finding("now-protected", f"{keep} holds a {KEEP_MARKER} marker")
+            return Finding(
+                "now-protected", f"{keep} holds a keep marker ({', '.join(KEEP_MARKERS)})"
+            )
         if tree is not None:
             # every non-directory git may track: files and symlinks alike
             below = [e[0].decode("utf-8", "backslashreplace") for e in entries if e[1] != "dir"]
@@ -461,7 +463,7 @@ def _contents_differ(planned: Fingerprint | None, fresh: Fingerprint) -> Finding
 def _protected_name(name: bytes, is_dir: bool, packaged: bool) -> bool:
     """Whether the name alone protects (``packaged``: a key-like file in a package does not)."""
     text = os.fsdecode(name)
-    if text in VCS_DIRS or text == KEEP_MARKER:
+    if text in VCS_DIRS or text in KEEP_MARKERS:
         return True
     if is_dir:
         return text in CREDENTIAL_DIRS
@@ -473,7 +475,7 @@ def _above(path: bytes) -> tuple[str | None, str | None]:
     directory = os.path.dirname(path)
     tree = None
     while True:
-        if os.path.lexists(os.path.join(directory, KEEP_MARKER.encode())):
+        if any(os.path.lexists(os.path.join(directory, m.encode())) for m in KEEP_MARKERS):
             return os.fsdecode(directory), tree
         if tree is None and os.path.lexists(os.path.join(directory, b".git")):
             tree = directory.decode("utf-8", "backslashreplace")

@@ -143,3 +143,22 @@ def test_a_plan_whose_root_became_a_fleet_dataset_is_not_executed(world: dict[st
         assert (code, error) == (3, "fleet-is-read-only"), message
         assert "executed in" in message
     assert tree_state(world["root"]) == before
+
+
+def test_a_fleet_dataset_inside_a_scanned_root_is_never_planned(world: dict[str, Path]) -> None:
+    home = world["tmp"] / "home"
+    dest = home / "fleet"
+    shutil.copytree(world["dest"], dest)  # a fleet dataset that a scanned tree holds
+    (home / "junk.log").write_bytes(b"x" * 5000)
+    store = world["tmp"] / "store2"
+    api.scan_root(home, store=store)
+    inside = [dest, dest / FLEET_MARKER, *sorted((dest / "published").rglob("*.json"))]
+    paths = [str(p) for p in [home / "junk.log", *inside]]
+    code, out, _ = hnb_json("annotate", *paths, "--decision", "delete", "--store", str(store))
+    assert code == 0, out
+    code, out, _ = hnb_json("plan", str(home), "--store", str(store))
+    assert code == 0 and out["candidates"] == 1, out
+    plan = json.loads(Path(out["plan_path"]).read_text())
+    assert [c["path"] for c in plan["candidates"]] == [str(home / "junk.log")]
+    left_out = {e["path"]: e["code"] for e in plan["excluded"]}
+    assert left_out == {str(p): "protected" for p in inside}

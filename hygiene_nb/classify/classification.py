@@ -27,7 +27,7 @@ from hygiene_nb.classify.protect import (
     CREDENTIAL_PREFIXES,
     GIT_TRACKED,
     KEEP,
-    KEEP_MARKER,
+    KEEP_MARKERS,
     PASSES_DOWN,
     PROJECT_MANIFEST,
     VCS,
@@ -332,7 +332,7 @@ def _regular_siblings(table: pa.Table, kind: pa.ChunkedArray) -> dict[str, set[s
 
 
 def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
-    names = {KEEP_MARKER, *PROJECT_MARKERS}
+    names = {*KEEP_MARKERS, *PROJECT_MARKERS}
     for rule in BUILTIN_RULES:
         if rule.evidence is not None:
             for group in rule.evidence.all_of:
@@ -456,7 +456,7 @@ def _file_protection(
         out[hits] = t.protection(p)
 
     put(arrays.mask(pc.is_in(name, arrays.string_array(sorted(VCS_DIRS)))), VCS)
-    put(arrays.mask(pc.equal(name, arrays.string_scalar(KEEP_MARKER))), KEEP)
+    put(arrays.mask(pc.is_in(name, arrays.string_array(KEEP_MARKERS))), KEEP)
     put(arrays.mask(pc.is_in(name, arrays.string_array(sorted(CREDENTIAL_FILES)))), CREDENTIAL)
     for prefix in CREDENTIAL_PREFIXES:
         put(arrays.mask(pc.starts_with(name, prefix)), CREDENTIAL)
@@ -601,7 +601,9 @@ def classify_verdicts(
     is_dir = arrays.mask(pc.equal(kind, arrays.string_scalar("dir")))
     siblings = _siblings(table, _evidence_names(user_rules))
     regular = _regular_siblings(table, kind)
-    keep_dirs = frozenset(p for p, names in siblings.items() if KEEP_MARKER in names)
+    keep_dirs = frozenset(
+        p for p, names in siblings.items() if any(m in names for m in KEEP_MARKERS)
+    )
     ctx = ProtectContext(
         ctx.root,
         ctx.home,

@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from hygiene_nb.store import FLEET_MARKER
+
 __all__ = [
     "CONTAINER_HOME_DIRS",
     "CONTAINER_SYSTEM_DIRS",
@@ -23,6 +25,7 @@ __all__ = [
     "CREDENTIAL_FILES",
     "CREDENTIAL_PREFIXES",
     "KEEP_MARKER",
+    "KEEP_MARKERS",
     "PASSES_DOWN",
     "SSH_KEY_NAMES",
     "SYSTEM_DIRS",
@@ -40,6 +43,9 @@ __all__ = [
 ]
 
 KEEP_MARKER = ".hygiene-nb-keep"
+# The names that keep their directory and everything inside: the keep marker, and the top of a
+# fleet dataset (published evidence from many hosts, never planned: docs/fleet.md).
+KEEP_MARKERS = (KEEP_MARKER, FLEET_MARKER)
 QUARANTINE_NAME = ".hygiene-nb-quarantine"
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 CREDENTIAL_DIRS = frozenset(
@@ -100,7 +106,11 @@ PROJECT_MANIFEST = Protection(
     "project-manifest",
     "A project's manifest or lockfile: it says what the project is and what rebuilds the rest",
 )
-KEEP = Protection("keep-marker", "Marked with .hygiene-nb-keep: kept, with everything inside")
+KEEP = Protection(
+    "keep-marker",
+    "Marked with .hygiene-nb-keep (or a fleet dataset's hygiene-nb-fleet.json): kept, with "
+    "everything inside",
+)
 STORE = Protection("store", "hygiene-nb's own store or quarantine")
 CONTAINER_STORAGE = Protection(
     "container-storage",
@@ -218,7 +228,7 @@ def protection_above(root: str, ctx: ProtectContext) -> Protection | None:
         found = protect_dir(path, name, probe)
         if found is not None and found.rule in PASSES_DOWN:
             return found
-        if os.path.lexists(os.path.join(path, KEEP_MARKER)):
+        if any(os.path.lexists(os.path.join(path, m)) for m in KEEP_MARKERS):
             return KEEP
         parent = os.path.dirname(path)
         if parent == path:
@@ -284,7 +294,7 @@ def protect_file(
     """
     if name in VCS_DIRS:  # a gitfile (.git as a file, in submodules and worktrees)
         return VCS
-    if name == KEEP_MARKER:
+    if name in KEEP_MARKERS:
         return KEEP
     if credential_name(name) or (key_like(name) and not in_package):
         return CREDENTIAL
