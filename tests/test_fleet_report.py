@@ -1,0 +1,173 @@
+"""`hygiene-nb report --fleet DEST`: the fleet notebook as offline HTML, on a real fleet.
+
+The fleet is three hosts' real trees, each root scanned twice and published by the CLI
+(``tests.helpers.published_fleet``); the figures expected in the report are what du said.
+"""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hygiene_nb import fleet as fleet_questions
+from hygiene_nb.formatting import human_bytes, signed_bytes
+from hygiene_nb.notebook import fleet
+from tests.helpers import FleetHost, hnb, published_fleet, write
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[FleetHost]]:
+    return published_fleet(tmp_path_factory.mktemp("fleet"))
+
+
+def run(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    """The CLI's exit code and JSON object, whatever the code."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", *map(str, args), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+def figures_in(page: str) -> dict[str, list[dict[str, Any]]]:
+    """Every ``Plotly.newPlot`` of the page: its div id and its traces."""
+    decoder = json.JSONDecoder()
+    found = {}
+    for match in re.finditer(r'Plotly\.newPlot\(\s*"([^"]+)",\s*', page):
+        traces, _ = decoder.raw_decode(page, match.end())
+        found[match.group(1)] = traces
+    return found
+
+
+def drawn(trace: dict[str, Any]) -> bool:
+    """Whether a trace has a value above zero to draw (plotly may pack numbers as base64)."""
+    for axis in ("x", "y"):
+        values = trace.get(axis)
+        if isinstance(values, dict):  # {"dtype": …, "bdata": …}
+            return bool(values.get("bdata"))
+        if isinstance(values, list) and any(isinstance(v, int | float) and v > 0 for v in values):
+            return True
+    return False
+
+
+def card(page: str, title: str) -> str:
+    """The text of one headline card."""
+    match = re.search(rf"<h3>{re.escape(title)}</h3>(.*?)</div>\s*</div>|<h3>{title}</h3>(.*?)"
+                      r'<div class="hnb-card">', page, re.S)  # fmt: skip
+    assert match, title
+    return re.sub(r"<[^>]+>", " ", match.group(0))
+
+
+def test_the_fleet_dataset_agrees_with_du(published: tuple[Path, list[FleetHost]]) -> None:
+    dest, hosts = published
+    summary = fleet_questions.summary(str(dest))
+    by_root = dict(zip(summary["root"], summary["alloc"], strict=True))
+    for host in hosts:
+        for root, size in host.du[-1].items():
+            assert by_root[root] == size, root
+    view = fleet.load(str(dest))
+    sizes = fleet.host_sizes(view.history)
+    for host in hosts:  # every root of a host at its latest scan, summed
+        assert sizes[host.name][-1][1] == host.latest
+        assert len(sizes[host.name]) == 2 * len(host.roots)
+
+
+def test_the_fleet_report_shows_every_host_in_human_units_with_every_chart_drawn(
+    published: tuple[Path, list[FleetHost]], tmp_path: Path
+) -> None:
+    dest, hosts = published
+    doc = hnb("report", "--fleet", dest, "--out", tmp_path / "reports")
+    assert doc["status"] == "done" and doc["hosts"] == len(hosts)
+    assert doc["scans"] == sum(2 * len(h.roots) for h in hosts)
+    page = Path(doc["html"]).read_text()
+    assert Path(doc["html"]).parent.parent == tmp_path / "reports" / "fleet"
+
+    for host in hosts:
+        assert f"<h3>{host.name}</h3>" in page
+        for root, size in host.du[-1].items():
+            assert human_bytes(size) in page, (host.name, root)
+            assert htmllib.escape(f"hygiene-nb plan {root}") in page
+            assert htmllib.escape(f"hygiene-nb report {root} --out reports") in page
+    total = card(page, "Total size")
+    assert human_bytes(sum(h.latest for h in hosts)) in total
+    grew = max(hosts, key=lambda h: h.growth)
+    most = card(page, "Grew most")
+    assert grew.name in most and signed_bytes(grew.growth) in most
+    assert "-" in signed_bytes(min(h.growth for h in hosts))  # one host shrank: it is no winner
+    assert signed_bytes(min(h.growth for h in hosts)) in page
+
+    assert page.count("* plotly.js v") == 1  # inlined once
+    assert not re.search(r"<script[^>]+src=", page)  # nothing fetched
+    charts = figures_in(page)
+    assert sorted(charts) == sorted(f"hnb-{i}" for i in fleet.FLEET_FIGURE_IDS)
+    for fig_id, traces in charts.items():
+        assert traces and any(drawn(t) for t in traces), fig_id
+    for word in ("<NA>", "nan B", ">None<", "Traceback", "or_demo_fleet"):
+        assert word not in page, word
+
+
+def test_two_fleet_reports_of_the_same_fleet_are_byte_identical(
+    published: tuple[Path, list[FleetHost]], tmp_path: Path
+) -> None:
+    dest, _ = published
+    first = hnb("report", "--fleet", dest, "--out", tmp_path / "a")
+    again = hnb("report", "--fleet", dest, "--out", tmp_path / "b")
+    assert Path(first["html"]).name == Path(again["html"]).name == f"{first['newest_scan']}.html"
+    assert Path(first["html"]).read_bytes() == Path(again["html"]).read_bytes()
+
+
+def test_a_fleet_of_one_redacted_scan_says_so_and_draws_no_empty_chart(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write(root / "a" / "file.bin", 50_000)
+    scan = hnb("scan", root, "--store", tmp_path / "store", home=tmp_path / "home")
+    hnb("publish", tmp_path / "fleet", root, "--snapshot", scan["scan_id"], "--host", "lone",
+        "--store", tmp_path / "store", "--redact", home=tmp_path / "home")  # fmt: skip
+    doc = hnb("report", "--fleet", tmp_path / "fleet", "--out", tmp_path / "reports")
+    page = Path(doc["html"]).read_text()
+    charts = figures_in(page)
+    assert sorted(charts) == ["hnb-fleet-size"]  # history, growth, stale and owners: sentences
+    assert all(drawn(t) for t in charts["hnb-fleet-size"])
+    assert "Every host has one scan so far" in page
+    assert "No directory grew" in page
+    assert "No owner to show" in page
+    assert "Nothing on any host has gone unmodified for a year" in page
+    assert "<h3>lone</h3>" in page and page.count("* plotly.js v") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        ([], "bad-usage"),  # neither ROOT nor --fleet
+        (["ROOT", "--fleet", "DEST"], "bad-usage"),  # both
+        (["--fleet", "DEST", "--snapshot", "s1"], "bad-usage"),
+        (["--fleet", "DEST", "--redact"], "bad-usage"),
+        (["ROOT", "--engine", "spark"], "bad-usage"),  # --engine is for a fleet
+        (["--fleet", "NOT_A_FLEET"], "not-a-fleet-dataset"),
+    ],
+)
+def test_report_says_what_to_give_when_root_and_fleet_are_wrong(
+    args: list[str], code: str, tmp_path: Path
+) -> None:
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "dest").mkdir()
+    subst = {
+        "ROOT": str(tmp_path),
+        "DEST": str(tmp_path / "dest"),
+        "NOT_A_FLEET": str(tmp_path / "plain"),
+    }
+    rc, doc = run("report", *[subst.get(a, a) for a in args], "--out", tmp_path / "reports")
+    assert rc == 2 and doc["error"]["code"] == code, doc
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").rglob("*.html"))
+    assert os.listdir(tmp_path / "plain") == []  # nothing was written into it
