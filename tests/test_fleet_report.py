@@ -171,3 +171,25 @@ def test_report_says_what_to_give_when_root_and_fleet_are_wrong(
     assert rc == 2 and doc["error"]["code"] == code, doc
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").rglob("*.html"))
     assert os.listdir(tmp_path / "plain") == []  # nothing was written into it
+
+
+def test_a_directory_growing_only_through_one_below_it_is_named_by_the_deeper_one() -> None:
+    import pandas as pd
+
+    rows = [
+        ("h", "/r", "/r/.cache", 300),
+        ("h", "/r", "/r/.cache/pip", 300),
+        ("h", "/r", "/r/projects", 200),  # grew through two places: itself, then each
+        ("h", "/r", "/r/projects/a", 120),
+        ("h", "/r", "/r/projects/b", 80),
+        ("g", "/r", "/r/.cache", 300),  # another host's same path is its own place
+    ]
+    frame = pd.DataFrame(rows, columns=["host", "root", "path", "growth"])
+    kept = fleet.distinct_dirs(frame)
+    assert list(zip(kept["host"], kept["path"], strict=True)) == [
+        ("h", "/r/.cache/pip"),
+        ("h", "/r/projects"),
+        ("h", "/r/projects/a"),
+        ("h", "/r/projects/b"),
+        ("g", "/r/.cache"),
+    ]

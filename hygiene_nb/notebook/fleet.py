@@ -33,6 +33,7 @@ __all__ = [
     "FLEET_FIGURE_IDS",
     "FleetView",
     "commands_for",
+    "distinct_dirs",
     "fleet_headline_html",
     "history_figure",
     "host_html",
@@ -61,6 +62,7 @@ _LAYOUT: dict[str, Any] = {
     "height": 380,
 }
 _HOST_TOP_DIRS = 3  # growing directories named per host in its findings
+_ROOT_WIDTH = 40  # characters of a root's path in a table cell
 _DAY_S = 86_400
 
 NO_SCANS = (
@@ -290,6 +292,17 @@ def _name(value: Any) -> str:
     return _e(value)
 
 
+def _path(value: Any) -> str:
+    """A root's path, shortened in the middle to fit a cell (the whole path on hover)."""
+    text = str(value)
+    return f'<span title="{_e(text)}">{_e(fmt.display_path(text, width=_ROOT_WIDTH))}</span>'
+
+
+def _wide(table: str) -> str:
+    """A table that scrolls sideways inside its cell when the page is narrower than it."""
+    return f'<div style="overflow-x:auto;max-width:100%">{table}</div>'
+
+
 def latest_frame(view: FleetView) -> pd.DataFrame:
     """The latest scan of every host and root, the columns people read, in host order."""
     s = view.summary
@@ -311,7 +324,7 @@ def latest_frame(view: FleetView) -> pd.DataFrame:
 
 _LATEST_FORMATS = {
     "host": _name,
-    "root": _name,
+    "root": _path,
     "scanned": _time,
     "size": _bytes,
     "growth": _signed,
@@ -328,7 +341,7 @@ def show_latest(view: FleetView) -> None:
     if not len(view.summary):
         _say(NO_SCANS)
         return
-    _show_html(table_html(latest_frame(view), _LATEST_FORMATS))
+    _show_html(_wide(table_html(latest_frame(view), _LATEST_FORMATS)))
 
 
 # -- size per host, stacked by risk ------------------------------------------------------------
@@ -460,13 +473,32 @@ def show_history(view: FleetView) -> None:
 # -- the directories that grew most ------------------------------------------------------------
 
 
+def distinct_dirs(top_dirs: pd.DataFrame) -> pd.DataFrame:
+    """The growing directories without those whose growth lies whole in one listed below them.
+
+    ``.cache`` (+440 KiB) above ``.cache/pip/wheels`` (+440 KiB) is one place, named by the
+    deepest: the rows left keep their order.
+    """
+    keys = list(
+        zip(top_dirs["host"], top_dirs["root"], top_dirs["path"], top_dirs["growth"], strict=True)
+    )
+    inner: dict[tuple[Any, Any, int], list[str]] = {(h, r, int(g)): [] for h, r, _, g in keys}
+    for h, r, p, g in keys:
+        inner[(h, r, int(g))].append(str(p))
+    keep = [
+        not any(q.startswith(str(p).rstrip("/") + "/") for q in inner[(h, r, int(g))])
+        for h, r, p, g in keys
+    ]
+    return top_dirs[keep].reset_index(drop=True)
+
+
 def _dir_label(row: Any) -> str:
     return f"{fmt.shown(str(row.host))}: {_root_of(str(row.path), str(row.root))}"
 
 
 def top_dirs_figure(view: FleetView, *, top: int = 10) -> go.Figure | None:
     """The directories that grew most across the fleet, coloured by what they hold."""
-    rows = view.top_dirs.head(top)
+    rows = distinct_dirs(view.top_dirs).head(top)
     if not len(rows):
         return None
     rows = rows.iloc[::-1]  # the largest on top
@@ -509,7 +541,7 @@ def show_top_dirs(view: FleetView) -> None:
         )
         return
     figures.show(fig)
-    t = view.top_dirs
+    t = distinct_dirs(view.top_dirs)
     frame = pd.DataFrame(
         {
             "host": t["host"],
@@ -526,13 +558,13 @@ def show_top_dirs(view: FleetView) -> None:
     formats = {
         "host": _name,
         "directory": _name,
-        "root": _name,
+        "root": _path,
         "growth": _signed,
         "before": _bytes,
         "now": _bytes,
         "holds": _name,
     }
-    _show_html(table_html(frame, formats))
+    _show_html(_wide(table_html(frame, formats)))
 
 
 # -- stale per host ----------------------------------------------------------------------------
@@ -605,7 +637,7 @@ def show_stale(view: FleetView) -> None:
         "size": _bytes,
         "share": _name,
     }
-    _show_html(table_html(frame, formats))
+    _show_html(_wide(table_html(frame, formats)))
 
 
 # -- owners across hosts -----------------------------------------------------------------------
@@ -665,7 +697,7 @@ def show_owners(view: FleetView) -> None:
         {"owner": o["owner"], "host": o["host"], "size": o["alloc"], "files": o["files"]}
     )
     formats = {"owner": _name, "host": _name, "size": _bytes, "files": _count}
-    _show_html(table_html(frame, formats))
+    _show_html(_wide(table_html(frame, formats)))
 
 
 # -- each host: its findings and the commands to run there -------------------------------------
@@ -716,13 +748,14 @@ def _findings(row: Any, dirs: pd.DataFrame) -> list[str]:
 def host_html(view: FleetView, host: str) -> str:
     """One host's findings, root by root, and the commands to run on that host."""
     rows = view.summary[view.summary["host"] == host]
+    dirs = distinct_dirs(view.top_dirs)
     parts = [f'<div class="hnb-host"><h3>{_e(host)}</h3>']
     for row in rows.itertuples(index=False):
         parts.append(f"<p><strong>{_e(row.root)}</strong></p>")
-        parts.append("<ul>" + "".join(f"<li>{f}</li>" for f in _findings(row, view.top_dirs)))
+        parts.append("<ul>" + "".join(f"<li>{f}</li>" for f in _findings(row, dirs)))
         parts.append("</ul>")
         lines = "\n".join(
-            f"{html.escape(fmt.shown(cmd))}   # {html.escape(what)}"
+            f"# {html.escape(what)}\n{html.escape(fmt.shown(cmd))}"
             for cmd, what in commands_for(str(row.root))
         )
         parts.append(f"<p>On {_e(host)}:</p><pre>{lines}</pre>")
