@@ -193,3 +193,16 @@ def test_a_directory_growing_only_through_one_below_it_is_named_by_the_deeper_on
         ("h", "/r/projects/b"),
         ("g", "/r/.cache"),
     ]
+
+
+def test_a_fleet_report_read_with_spark_shows_what_duckdb_reads(
+    published: tuple[Path, list[FleetHost]], tmp_path: Path
+) -> None:
+    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
+    dest, _ = published
+    duck = hnb("report", "--fleet", dest, "--out", tmp_path / "duck")
+    spark = hnb("report", "--fleet", dest, "--engine", "spark", "--out", tmp_path / "spark")
+    read = Path(spark["html"]).read_text()
+    assert "read with spark" in read
+    assert 'data-mime-type="application/vnd.jupyter.stderr"' not in read  # no JVM logging
+    assert read.replace("read with spark", "read with duckdb") == Path(duck["html"]).read_text()

@@ -13,8 +13,12 @@ on that host (``summary``, ``report``, ``plan``); no plan is ever made from the 
 from __future__ import annotations
 
 import html
+import os
 import shlex
-from collections.abc import Iterable
+import sys
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +99,8 @@ class FleetView:
 
 def load(dest: str, *, engine: str = "duckdb", **options: Any) -> FleetView:
     """Ask ``dest`` every fleet question on ``engine`` (options as ``fleet.answers.ask``)."""
-    answers = ask_many(dest, engine=engine, **options)
+    with _engine_output_hidden(engine == "spark"):
+        answers = ask_many(dest, engine=engine, **options)
     growth = answers["growth"]
     return FleetView(
         dest=dest,
@@ -110,6 +115,33 @@ def load(dest: str, *, engine: str = "duckdb", **options: Any) -> FleetView:
         scans=answers["summary"].scans,
         skipped=list(answers["summary"].skipped),
     )
+
+
+@contextmanager
+def _engine_output_hidden(hide: bool) -> Iterator[None]:
+    """With ``hide``, the process's stderr (file descriptor 2) goes nowhere meanwhile.
+
+    Spark's JVM logs to the stderr it is started with: started with it closed off, none of
+    its logging reaches the notebook's outputs (errors still arrive as exceptions), nor does
+    pyspark's warning about the pandas version.
+    """
+    if not hide:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        with warnings.catch_warnings():  # pyspark's note on the pandas version it was tested with
+            warnings.filterwarnings(
+                "ignore", message="PySpark does not yet", category=FutureWarning
+            )
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 # -- small helpers -----------------------------------------------------------------------------
