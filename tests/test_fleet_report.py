@@ -10,14 +10,13 @@ import html as htmllib
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hygiene_nb import fleet as fleet_questions
+from hygiene_nb.cli import main
 from hygiene_nb.formatting import human_bytes, signed_bytes
 from hygiene_nb.notebook import fleet
 from tests.helpers import FleetHost, hnb, published_fleet, write
@@ -30,15 +29,11 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Flee
     return published_fleet(tmp_path_factory.mktemp("fleet"))
 
 
-def run(*args: str | Path) -> tuple[int, dict[str, Any]]:
-    """The CLI's exit code and JSON object, whatever the code."""
-    done = subprocess.run(
-        [sys.executable, "-m", "hygiene_nb", *map(str, args), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.returncode, json.loads(done.stdout)
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, dict[str, Any]]:
+    """The CLI's exit code and JSON object (in this process), whatever the code."""
+    with pytest.raises(SystemExit) as done:
+        main([*map(str, args), "--json"])
+    return int(done.value.code or 0), json.loads(capsys.readouterr().out)
 
 
 def figures_in(page: str) -> dict[str, list[dict[str, Any]]]:
@@ -119,11 +114,12 @@ def test_the_fleet_report_shows_every_host_in_human_units_with_every_chart_drawn
 
 
 def test_two_fleet_reports_of_the_same_fleet_are_byte_identical(
-    published: tuple[Path, list[FleetHost]], tmp_path: Path
+    published: tuple[Path, list[FleetHost]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dest, _ = published
     first = hnb("report", "--fleet", dest, "--out", tmp_path / "a")
-    again = hnb("report", "--fleet", dest, "--out", tmp_path / "b")
+    code, again = run(capsys, "report", "--fleet", dest, "--out", tmp_path / "b")  # in process
+    assert code == 0 and again["status"] == "done"
     assert Path(first["html"]).name == Path(again["html"]).name == f"{first['newest_scan']}.html"
     assert Path(first["html"]).read_bytes() == Path(again["html"]).read_bytes()
 
@@ -158,7 +154,7 @@ def test_a_fleet_of_one_redacted_scan_says_so_and_draws_no_empty_chart(tmp_path:
     ],
 )
 def test_report_says_what_to_give_when_root_and_fleet_are_wrong(
-    args: list[str], code: str, tmp_path: Path
+    args: list[str], code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "plain").mkdir()
     (tmp_path / "dest").mkdir()
@@ -167,7 +163,7 @@ def test_report_says_what_to_give_when_root_and_fleet_are_wrong(
         "DEST": str(tmp_path / "dest"),
         "NOT_A_FLEET": str(tmp_path / "plain"),
     }
-    rc, doc = run("report", *[subst.get(a, a) for a in args], "--out", tmp_path / "reports")
+    rc, doc = run(capsys, "report", *[subst.get(a, a) for a in args], "--out", tmp_path / "reports")
     assert rc == 2 and doc["error"]["code"] == code, doc
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").rglob("*.html"))
     assert os.listdir(tmp_path / "plain") == []  # nothing was written into it
@@ -185,6 +181,7 @@ def test_a_directory_growing_only_through_one_below_it_is_named_by_the_deeper_on
         ("g", "/r", "/r/.cache", 300),  # another host's same path is its own place
     ]
     frame = pd.DataFrame(rows, columns=["host", "root", "path", "growth"])
+    assert list(fleet.distinct_dirs(frame.iloc[0:0]).columns) == list(frame.columns)
     kept = fleet.distinct_dirs(frame)
     assert list(zip(kept["host"], kept["path"], strict=True)) == [
         ("h", "/r/.cache/pip"),
@@ -206,3 +203,87 @@ def test_a_fleet_report_read_with_spark_shows_what_duckdb_reads(
     assert "read with spark" in read
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in read  # no JVM logging
     assert read.replace("read with spark", "read with duckdb") == Path(duck["html"]).read_text()
+
+
+class Shown:
+    """What the notebook's cells display, collected in this process (no kernel)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def display(self, *objs: Any, **_: Any) -> None:
+        self.items.extend(objs)
+
+    def figures(self) -> list[str]:
+        return [
+            str(i["application/vnd.plotly.v1+json"]["layout"]["meta"]["id"])
+            for i in self.items
+            if isinstance(i, dict) and "application/vnd.plotly.v1+json" in i
+        ]
+
+    def text(self) -> str:
+        return "\n".join(
+            str(getattr(i, "data", "")) if not isinstance(i, dict) else str(i.get("text/html"))
+            for i in self.items
+        )
+
+
+SECTIONS = (
+    fleet.show_headline,
+    fleet.show_latest,
+    fleet.show_size,
+    fleet.show_history,
+    fleet.show_top_dirs,
+    fleet.show_stale,
+    fleet.show_owners,
+    fleet.show_hosts,
+    fleet.show_skipped,
+)
+
+
+@pytest.fixture
+def shown(monkeypatch: pytest.MonkeyPatch) -> Shown:
+    import IPython.display
+
+    collected = Shown()
+    monkeypatch.setattr(IPython.display, "display", collected.display)
+    return collected
+
+
+def test_every_section_draws_its_chart_from_the_fleet(
+    published: tuple[Path, list[FleetHost]], shown: Shown
+) -> None:
+    dest, hosts = published
+    view = fleet.load(str(dest))
+    for section in SECTIONS:
+        section(view)
+    assert sorted(shown.figures()) == sorted(fleet.FLEET_FIGURE_IDS)
+    said = shown.text()
+    for host in hosts:
+        assert f"<h3>{host.name}</h3>" in said
+        assert human_bytes(host.latest) in said or len(host.roots) > 1
+    assert f"Every published partition was read ({len(view.history)} scans)." in said
+
+
+def test_an_empty_fleet_is_sentences_and_no_chart(
+    published: tuple[Path, list[FleetHost]], shown: Shown
+) -> None:
+    import dataclasses
+
+    from hygiene_nb.fleet.reader import Skipped
+
+    dest, _ = published
+    full = fleet.load(str(dest))
+    frames = {
+        f.name: getattr(full, f.name).iloc[0:0]
+        for f in dataclasses.fields(full)
+        if f.name not in ("dest", "engine", "scans", "skipped")
+    }
+    broken = Skipped("partition-incomplete", "host=x/root=y/scan=z", "no completion marker")
+    empty = dataclasses.replace(full, scans=0, skipped=[broken], **frames)
+    for section in SECTIONS:
+        section(empty)
+    assert shown.figures() == []
+    said = shown.text()
+    assert said.count(fleet.NO_SCANS) >= 7  # every section says it, the headline among them
+    assert "partition-incomplete" in said and "host=x/root=y/scan=z" in said

@@ -521,7 +521,7 @@ def distinct_dirs(top_dirs: pd.DataFrame) -> pd.DataFrame:
         not any(q.startswith(str(p).rstrip("/") + "/") for q in inner[(h, r, int(g))])
         for h, r, p, g in keys
     ]
-    return top_dirs[keep].reset_index(drop=True)
+    return top_dirs.loc[pd.Series(keep, index=top_dirs.index, dtype=bool)].reset_index(drop=True)
 
 
 def _dir_label(row: Any) -> str:
@@ -536,9 +536,15 @@ def top_dirs_figure(view: FleetView, *, top: int = 10) -> go.Figure | None:
     rows = rows.iloc[::-1]  # the largest on top
     labels = [_label(_dir_label(r)) for r in rows.itertuples(index=False)]
     holds = [str(h) if str(h) in figures.RISK_COLORS else "" for h in rows["holds"]]
+    key = ", ".join(
+        f'<span style="color:{figures.RISK_COLORS[h]}">\u25a0</span> {h}'
+        for h in dict.fromkeys(holds)
+        if h
+    )
     return _figure(
         "fleet-top-dirs",
-        "Directories that grew most (latest scan against the one before)",
+        "Directories that grew most (latest scan against the one before)"
+        + (f"<br><sup>colour: what each holds, {key}</sup>" if key else ""),
         [
             go.Bar(
                 x=[int(g) for g in rows["growth"]],
@@ -555,7 +561,8 @@ def top_dirs_figure(view: FleetView, *, top: int = 10) -> go.Figure | None:
                 showlegend=False,
             )
         ],
-        height=max(240, 40 + 32 * len(rows)),
+        height=max(240, 60 + 32 * len(rows)),
+        margin={**_LAYOUT["margin"], "t": 70},
         xaxis=_byte_axis(float(rows["growth"].max()), "growth"),
         yaxis={"automargin": True, "type": "category"},
     )
