@@ -3,8 +3,9 @@
 ``load`` asks a fleet dataset every question once (``hygiene_nb.fleet.answers.ask_many``);
 each ``show_…`` function displays one section of ``notebooks/fleet.ipynb`` (and of
 ``hygiene-nb report --fleet``): a chart and a compact table, or one sentence when there is
-nothing to draw, never an empty chart. The ``…_figure`` builders return plotly figures with
-fixed ids (``FLEET_FIGURE_IDS``), shown through ``figures.show`` like the audit report's.
+nothing to draw, never an empty chart. The figures are built in ``notebook.fleet_figures``
+(re-exported here: ``size_figure``, ``history_figure``, …), with fixed ids
+(``FLEET_FIGURE_IDS``), shown through ``figures.show`` like the audit report's.
 
 A fleet dataset is evidence, never authority: the per-host section names the commands to run
 on that host (``summary``, ``report``, ``plan``); no plan is ever made from the fleet.
@@ -17,21 +18,30 @@ import os
 import shlex
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from hygiene_nb import formatting as fmt
-from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.fleet.answers import ask_many
 from hygiene_nb.fleet.reader import Skipped
 from hygiene_nb.notebook import figures
+from hygiene_nb.notebook.fleet_figures import (
+    FLEET_FIGURE_IDS,
+    distinct_dirs,
+    history_figure,
+    host_sizes,
+    owners_figure,
+    size_figure,
+    stale_figure,
+    top_dirs_figure,
+)
+from hygiene_nb.notebook.fleet_figures import path_under as _root_of
+from hygiene_nb.notebook.fleet_figures import said_when as _when
 from hygiene_nb.notebook.tables import table_html
-from hygiene_nb.query.frames import MORE_OWNERS_COLOR, OWNER_COLORS
 
 __all__ = [
     "FLEET_FIGURE_IDS",
@@ -59,15 +69,8 @@ __all__ = [
     "top_dirs_figure",
 ]
 
-FLEET_FIGURE_IDS = ("fleet-size", "fleet-history", "fleet-top-dirs", "fleet-stale", "fleet-owners")
-_LAYOUT: dict[str, Any] = {
-    "template": "plotly_white",
-    "margin": {"t": 50, "l": 10, "r": 10, "b": 10},
-    "height": 380,
-}
 _HOST_TOP_DIRS = 3  # growing directories named per host in its findings
 _ROOT_WIDTH = 40  # characters of a root's path in a table cell
-_DAY_S = 86_400
 
 NO_SCANS = (
     "This fleet dataset holds no complete scan yet: publish one from each host with "
@@ -162,31 +165,6 @@ def _show_html(text: str) -> None:
 def _e(text: object) -> str:
     """A name for HTML: control characters shown escaped, then HTML-escaped."""
     return html.escape(fmt.shown(str(text)))
-
-
-def _label(text: object) -> str:
-    """A name as plotly text: HTML escaped, ``%`` as an entity (never read as a template)."""
-    return html.escape(fmt.shown(str(text)), quote=False).replace("%", "&#37;")
-
-
-def _when(seconds: object) -> str:
-    return f"{fmt.human_datetime(int(seconds))} UTC"  # type: ignore[call-overload]
-
-
-def _figure(fig_id: str, title: str, traces: Iterable[Any], **layout: Any) -> go.Figure:
-    assert fig_id in FLEET_FIGURE_IDS, fig_id
-    fig = go.Figure(list(traces))
-    fig.update_layout(**{**_LAYOUT, "title": {"text": title}, "meta": {"id": fig_id}, **layout})
-    return fig
-
-
-def _byte_axis(maximum: float, title: str = "allocated bytes") -> dict[str, Any]:
-    return {"title": {"text": title}, "rangemode": "tozero", **figures.byte_ticks(maximum)}
-
-
-def _root_of(path: str, root: str) -> str:
-    """A path as it lies under its root (the whole path when not under it)."""
-    return fmt.display_path(path, root, 60)
 
 
 # -- the headline ------------------------------------------------------------------------------
@@ -296,10 +274,6 @@ def show_headline(view: FleetView) -> None:
 # -- the latest scan of every host and root ----------------------------------------------------
 
 
-def _int(value: Any) -> int:
-    return int(value)
-
-
 def _bytes(value: Any) -> str:
     return "\u2014" if pd.isna(value) else fmt.bytes_html(int(value))
 
@@ -379,40 +353,6 @@ def show_latest(view: FleetView) -> None:
 # -- size per host, stacked by risk ------------------------------------------------------------
 
 
-def size_figure(view: FleetView) -> go.Figure | None:
-    """Allocated bytes of each host's latest scans, stacked by risk; None with nothing to draw."""
-    mix = view.risk
-    if not len(mix) or int(mix["alloc"].sum()) <= 0:
-        return None
-    hosts = view.hosts
-    per = mix.groupby(["host", "risk"])["alloc"].sum()
-    traces = []
-    for risk in RISKS:
-        values = [int(per.get((h, risk), 0)) for h in hosts]
-        if not any(values):  # a risk no host holds: no empty bar in the legend
-            continue
-        traces.append(
-            go.Bar(
-                x=[_label(h) for h in hosts],
-                y=values,
-                name=risk,
-                marker_color=figures.RISK_COLORS[risk],
-                customdata=[fmt.bytes_with_exact(v) for v in values],
-                hovertemplate=f"%{{x}}, {risk}: %{{customdata}}<extra></extra>",
-            )
-        )
-    totals = mix.groupby("host")["alloc"].sum()
-    return _figure(
-        "fleet-size",
-        "Size per host, by risk (latest scans)",
-        traces,
-        barmode="stack",
-        showlegend=True,
-        yaxis=_byte_axis(float(totals.max())),
-        xaxis={"title": {"text": "host"}, "type": "category"},
-    )
-
-
 def show_size(view: FleetView) -> None:
     """The size-per-host chart, or the sentence saying there is nothing to draw."""
     fig = size_figure(view)
@@ -423,69 +363,6 @@ def show_size(view: FleetView) -> None:
 
 
 # -- history -----------------------------------------------------------------------------------
-
-
-def host_sizes(history: pd.DataFrame) -> dict[str, list[tuple[int, int]]]:
-    """Per host, its size after each of its scans: the sum of every root's latest scan then.
-
-    A host with several roots scanned at different times counts each root at the size of its
-    latest scan up to that moment. Points are (start in seconds, bytes), one per scan.
-    """
-    found: dict[str, list[tuple[int, int]]] = {}
-    for host, rows in history.sort_values(["started_s", "scan"]).groupby("host", sort=True):
-        latest: dict[str, int] = {}
-        points: list[tuple[int, int]] = []
-        for row in rows.itertuples(index=False):
-            latest[str(row.root)] = _int(row.alloc)
-            points.append((_int(row.started_s), sum(latest.values())))
-        found[str(host)] = points
-    return found
-
-
-def _time_axis(seconds: list[int]) -> tuple[dict[int, Any], dict[str, Any]]:
-    """Where each time sits on the x axis: dates, or (all within a day) named by their time."""
-    if not seconds:
-        return {}, {}
-    if max(seconds) - min(seconds) >= _DAY_S:
-        where = {s: pd.Timestamp(s, unit="s", tz="UTC") for s in seconds}
-        return where, {"type": "date", "tickformat": "%b %d\n%Y", "title": {"text": "scan"}}
-    order = sorted(set(seconds))
-    labels = {s: fmt.human_datetime(s, seconds=True) for s in order}
-    return labels, {
-        "type": "category",
-        "categoryorder": "array",
-        "categoryarray": [labels[s] for s in order],
-        "title": {"text": "scan (UTC)"},
-    }
-
-
-def history_figure(view: FleetView) -> go.Figure | None:
-    """One line per host: its size over time; None until some host has two scans."""
-    sizes = host_sizes(view.history)
-    if not any(len(points) > 1 for points in sizes.values()):
-        return None
-    where, xaxis = _time_axis([t for points in sizes.values() for t, _ in points])
-    traces = [
-        go.Scatter(
-            x=[where[t] for t, _ in points],
-            y=[v for _, v in points],
-            name=_label(host),
-            mode="lines+markers",
-            marker_color=OWNER_COLORS[i % len(OWNER_COLORS)],
-            customdata=[[fmt.bytes_with_exact(v), _when(t)] for t, v in points],
-            hovertemplate=f"{_label(host)}, %{{customdata[1]}}: %{{customdata[0]}}<extra></extra>",
-        )
-        for i, (host, points) in enumerate(sizes.items())
-    ]
-    top = max(v for points in sizes.values() for _, v in points)
-    return _figure(
-        "fleet-history",
-        "Size per host over time (allocated bytes)",
-        traces,
-        showlegend=True,
-        xaxis=xaxis,
-        yaxis=_byte_axis(float(top)),
-    )
 
 
 def show_history(view: FleetView) -> None:
@@ -503,69 +380,6 @@ def show_history(view: FleetView) -> None:
 
 
 # -- the directories that grew most ------------------------------------------------------------
-
-
-def distinct_dirs(top_dirs: pd.DataFrame) -> pd.DataFrame:
-    """The growing directories without those whose growth lies whole in one listed below them.
-
-    ``.cache`` (+440 KiB) above ``.cache/pip/wheels`` (+440 KiB) is one place, named by the
-    deepest: the rows left keep their order.
-    """
-    keys = list(
-        zip(top_dirs["host"], top_dirs["root"], top_dirs["path"], top_dirs["growth"], strict=True)
-    )
-    inner: dict[tuple[Any, Any, int], list[str]] = {(h, r, int(g)): [] for h, r, _, g in keys}
-    for h, r, p, g in keys:
-        inner[(h, r, int(g))].append(str(p))
-    keep = [
-        not any(q.startswith(str(p).rstrip("/") + "/") for q in inner[(h, r, int(g))])
-        for h, r, p, g in keys
-    ]
-    return top_dirs.loc[pd.Series(keep, index=top_dirs.index, dtype=bool)].reset_index(drop=True)
-
-
-def _dir_label(row: Any) -> str:
-    return f"{fmt.shown(str(row.host))}: {_root_of(str(row.path), str(row.root))}"
-
-
-def top_dirs_figure(view: FleetView, *, top: int = 10) -> go.Figure | None:
-    """The directories that grew most across the fleet, coloured by what they hold."""
-    rows = distinct_dirs(view.top_dirs).head(top)
-    if not len(rows):
-        return None
-    rows = rows.iloc[::-1]  # the largest on top
-    labels = [_label(_dir_label(r)) for r in rows.itertuples(index=False)]
-    holds = [str(h) if str(h) in figures.RISK_COLORS else "" for h in rows["holds"]]
-    key = ", ".join(
-        f'<span style="color:{figures.RISK_COLORS[h]}">\u25a0</span> {h}'
-        for h in dict.fromkeys(holds)
-        if h
-    )
-    return _figure(
-        "fleet-top-dirs",
-        "Directories that grew most (latest scan against the one before)"
-        + (f"<br><sup>colour: what each holds, {key}</sup>" if key else ""),
-        [
-            go.Bar(
-                x=[int(g) for g in rows["growth"]],
-                y=labels,
-                orientation="h",
-                marker_color=[figures.RISK_COLORS[h] for h in holds],
-                text=[fmt.signed_bytes(int(g)) for g in rows["growth"]],
-                textposition="auto",
-                customdata=[
-                    [fmt.bytes_with_exact(int(g)), h or "unknown"]
-                    for g, h in zip(rows["growth"], holds, strict=True)
-                ],
-                hovertemplate="%{y}: +%{customdata[0]} (holds %{customdata[1]})<extra></extra>",
-                showlegend=False,
-            )
-        ],
-        height=max(240, 60 + 32 * len(rows)),
-        margin={**_LAYOUT["margin"], "t": 70},
-        xaxis=_byte_axis(float(rows["growth"].max()), "growth"),
-        yaxis={"automargin": True, "type": "category"},
-    )
 
 
 def show_top_dirs(view: FleetView) -> None:
@@ -609,42 +423,6 @@ def show_top_dirs(view: FleetView) -> None:
 # -- stale per host ----------------------------------------------------------------------------
 
 
-def stale_figure(view: FleetView) -> go.Figure | None:
-    """Per host, the bytes no one has modified for a year; None when there are none."""
-    st = view.stale.sort_values("host")
-    if not len(st) or int(st["stale"].sum()) <= 0:
-        return None
-    hosts = [str(h) for h in st["host"]]
-    stale = [int(v) for v in st["stale"]]
-    rest = [max(int(a) - int(v), 0) for a, v in zip(st["alloc"], st["stale"], strict=True)]
-    return _figure(
-        "fleet-stale",
-        "Not modified for a year, per host (latest scans)",
-        [
-            go.Bar(
-                x=[_label(h) for h in hosts],
-                y=stale,
-                name="untouched for a year",
-                marker_color=figures.RISK_COLORS["caution"],
-                customdata=[fmt.bytes_with_exact(v) for v in stale],
-                hovertemplate="%{x}, untouched 1 year+: %{customdata}<extra></extra>",
-            ),
-            go.Bar(
-                x=[_label(h) for h in hosts],
-                y=rest,
-                name="modified within a year",
-                marker_color=figures.RISK_COLORS["unknown"],
-                customdata=[fmt.bytes_with_exact(v) for v in rest],
-                hovertemplate="%{x}, modified within a year: %{customdata}<extra></extra>",
-            ),
-        ],
-        barmode="stack",
-        showlegend=True,
-        xaxis={"title": {"text": "host"}, "type": "category"},
-        yaxis=_byte_axis(float(max(int(a) for a in st["alloc"]))),
-    )
-
-
 def show_stale(view: FleetView) -> None:
     """Stale bytes per host: a chart and a table, or the sentence when nothing is stale."""
     if not len(view.stale):
@@ -680,43 +458,6 @@ def show_stale(view: FleetView) -> None:
 
 
 # -- owners across hosts -----------------------------------------------------------------------
-
-
-def owners_figure(view: FleetView, *, top: int = 12) -> go.Figure | None:
-    """The owners holding most bytes across the fleet, each bar split by host."""
-    o = view.owners
-    if not len(o) or int(o["alloc"].sum()) <= 0:
-        return None
-    totals = o.groupby("owner")["alloc"].sum().sort_values(ascending=False, kind="stable")
-    shown = [str(x) for x in totals.index[:top]]
-    hosts = sorted({str(h) for h in o["host"]})
-    per = o.groupby(["owner", "host"])["alloc"].sum()
-    order = shown[::-1]  # the largest on top
-    traces = []
-    for i, host in enumerate(hosts):
-        values = [int(per.get((w, host), 0)) for w in order]
-        colour = OWNER_COLORS[i] if i < len(OWNER_COLORS) else MORE_OWNERS_COLOR
-        traces.append(
-            go.Bar(
-                x=values,
-                y=[_label(w) for w in order],
-                name=_label(host),
-                orientation="h",
-                marker_color=colour,
-                customdata=[fmt.bytes_with_exact(v) for v in values],
-                hovertemplate=f"%{{y}} on {_label(host)}: %{{customdata}}<extra></extra>",
-            )
-        )
-    return _figure(
-        "fleet-owners",
-        "Bytes by owner across hosts (latest scans)",
-        traces,
-        barmode="stack",
-        showlegend=True,
-        height=max(240, 80 + 32 * len(order)),
-        xaxis=_byte_axis(float(totals.iloc[0])),
-        yaxis={"automargin": True, "type": "category"},
-    )
 
 
 def show_owners(view: FleetView) -> None:
