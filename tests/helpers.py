@@ -21,6 +21,7 @@ import signal
 import stat
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -520,3 +521,108 @@ def report_tree(root: Path) -> Path:
     write(root / LONG_NAME / "film.bin", 3_500_000)
     write(root / "src" / "__pycache__" / "m0000.cpython-312.pyc", 1_200_000)  # safe
     return root
+
+
+# -- a fleet: real trees on three "hosts", each scanned twice and published by the CLI --------
+
+
+@dataclasses.dataclass
+class FleetHost:
+    """One host of ``published_fleet``: its roots, its store, and what du said at each scan."""
+
+    name: str
+    store: Path
+    roots: list[Path]
+    du: list[dict[str, int]] = dataclasses.field(default_factory=list)  # per round: root → bytes
+
+    @property
+    def latest(self) -> int:
+        """The allocated bytes of its roots at their latest scan (``du -sB1``)."""
+        return sum(self.du[-1].values())
+
+    @property
+    def growth(self) -> int:
+        """What its roots grew from the first scan to the latest, by du."""
+        return self.latest - sum(self.du[0].values())
+
+
+def hnb(*args: str | Path, home: Path | None = None) -> dict[str, Any]:
+    """Run the real ``hygiene-nb`` command (``--json``) in a child process; its JSON object.
+
+    With ``home``, the child's ``HOME`` (and XDG data directory) is that directory.
+    """
+    env = dict(os.environ)
+    env.pop("HYGIENE_NB_STORE", None)
+    if home is not None:
+        env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share")}
+    done = subprocess.run(
+        [sys.executable, "-m", "hygiene_nb", *map(str, args), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+# (host, roots, bytes per root in the first scan, bytes each root adds before the second)
+FLEET_HOSTS = (
+    ("web-01", 1, 300_000, 120_000),
+    ("db-02", 2, 500_000, 700_000),
+    ("ci-03", 1, 900_000, -400_000),  # shrinks: a build output removed between the scans
+)
+
+
+def _fleet_tree(root: Path, size: int) -> None:
+    write(root / "project" / "node_modules" / "lib" / "index.js", size // 2)
+    write(root / "project" / "src" / "main.py", 4_000)
+    write(root / "Documents" / "notes.txt", 6_000)
+    old = write(root / "archive" / "2019.tar", size // 2)
+    stamp = time.time() - 2 * 365 * 86_400  # untouched for two years
+    os.utime(old, (stamp, stamp))
+
+
+def _next_second() -> None:
+    """The fleet orders a root's scans by their start in whole seconds: wait for the next."""
+    time.sleep(1.01 - time.time() % 1)
+
+
+def published_fleet(base: Path) -> tuple[Path, list[FleetHost]]:
+    """A fleet dataset at ``base/fleet``: ``FLEET_HOSTS``, each root scanned twice, all published.
+
+    Every scan and publish is the real CLI; each host has a store of its own, and du is asked
+    for every root's allocated bytes right after each scan.
+    """
+    dest = base / "fleet"
+    hosts = []
+    scans: list[tuple[FleetHost, Path, str]] = []
+    home = base / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    for name, roots, _size, _ in FLEET_HOSTS:
+        paths = [base / name / f"root{i}" for i in range(roots)]
+        hosts.append(FleetHost(name, base / name / "store", paths))
+    for round_no in range(2):
+        if round_no:
+            _next_second()
+        for host, (_, _, size, change) in zip(hosts, FLEET_HOSTS, strict=True):
+            sizes = {}
+            for root in host.roots:
+                if round_no == 0:
+                    _fleet_tree(root, size)
+                elif change > 0:
+                    write(root / "project" / "build" / "out.bin", change)
+                else:
+                    (root / "project" / "node_modules" / "lib" / "index.js").unlink()
+                    write(
+                        root / "project" / "node_modules" / "lib" / "index.js", size // 2 + change
+                    )
+                scan = hnb("scan", root, "--store", host.store, home=home)
+                sizes[str(root)] = du_bytes(root, apparent=False)
+                scans.append((host, root, str(scan["scan_id"])))
+            host.du.append(sizes)
+    for host, root, scan_id in scans:
+        hnb("publish", dest, root, "--snapshot", scan_id, "--host", host.name,
+            "--store", host.store, home=home)  # fmt: skip
+    return dest, hosts

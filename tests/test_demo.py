@@ -89,3 +89,23 @@ def test_the_shared_demo_refuses_a_directory_others_can_open(tmp_path: Path) -> 
     first = ensure_demo(base, scans=1)
     again = ensure_demo(base, scans=1)  # built once, then reused
     assert [s.scan_id for s in again.scans] == [s.scan_id for s in first.scans]
+
+
+def test_the_demo_fleet_publishes_every_scan_of_every_host_once(tmp_path: Path) -> None:
+    from hygiene_nb import fleet
+    from hygiene_nb.notebook.demo import DEMO_HOSTS, ensure_demo_fleet
+
+    base = tmp_path / "demo"
+    dest = ensure_demo_fleet(base)
+    assert ensure_demo_fleet(base) == dest  # built once, then reused
+    history = fleet.history(str(dest))
+    counts = history.groupby("host")["scan"].nunique().to_dict()
+    assert counts == dict(DEMO_HOSTS)
+    # the demo only adds files: every host's latest scan is larger than its first, so the
+    # fleet ordered each host's scans as they were taken
+    for host, rows in history.groupby("host"):
+        sizes = list(rows.sort_values(["started_s", "scan"])["alloc"])
+        assert sizes == sorted(sizes) and sizes[-1] > sizes[0], host
+        assert rows["started_s"].is_unique, host
+    growth = fleet.growth(str(dest))
+    assert (growth["growth"] > 0).all()

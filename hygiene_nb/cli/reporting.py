@@ -1,4 +1,4 @@
-"""The reporting commands: ``report`` (the audit notebook) and ``suggest`` (automatic mode).
+"""The reporting commands: ``report`` (the audit or fleet notebook), ``suggest`` (automatic mode).
 
 Each imports its stage (the notebooks, the query layer) when it runs.
 """
@@ -14,7 +14,19 @@ __all__ = ["report", "suggest"]
 
 
 @click.command()
-@click.argument("root", type=click.Path())
+@click.argument("root", required=False, type=click.Path())
+@click.option(
+    "--fleet",
+    "fleet",
+    metavar="DEST",
+    help="Report on the fleet dataset DEST (a directory or s3://BUCKET/PREFIX) instead of ROOT.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["duckdb", "spark"]),
+    default=None,
+    help="With --fleet: DuckDB (embedded) or Spark SQL (a directory DEST).  [default: duckdb]",
+)
 @click.option(
     "--snapshot", "scan_id", metavar="ID", help="Report on this snapshot [default: latest]."
 )
@@ -41,7 +53,9 @@ __all__ = ["report", "suggest"]
 )
 @common_options
 def report(
-    root: str,
+    root: str | None,
+    fleet: str | None,
+    engine: str | None,
     scan_id: str | None,
     scan_first: bool,
     out: str,
@@ -55,7 +69,34 @@ def report(
     The HTML has no code and draws every chart without a network. Running it again on the same
     snapshot, rules and decisions gives the same bytes. A failing cell exits 1 and still writes
     both files, marked where it failed. Reads the store; writes only the two report files.
+
+    With --fleet DEST (and no ROOT) it runs the fleet notebook on a fleet dataset instead and
+    writes OUT/fleet/<dest-slug>/<newest-scan>.html and .ipynb: every host's latest scans, how
+    they grew, and the commands to run on each host (plans stay on the host).
     """
+    from hygiene_nb.errors import UsageError
+
+    if fleet is not None:
+        if root is not None:
+            raise UsageError(
+                "give ROOT or --fleet DEST, not both: a report is of one or the other."
+            )
+        given = [
+            o
+            for o, v in (("--snapshot", scan_id), ("--scan", scan_first), ("--redact", redact))
+            if v
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)} is for a ROOT's report, not with --fleet.")
+        from hygiene_nb.notebook.fleet_report import make_fleet_report
+
+        done = make_fleet_report(fleet, engine=engine or "duckdb", out=out, timeout=timeout)
+        emit_result(as_json, done, done.text())
+        return
+    if root is None:
+        raise UsageError("give ROOT (a scanned directory) or --fleet DEST (a fleet dataset).")
+    if engine is not None:
+        raise UsageError("--engine is for a fleet report: give it with --fleet DEST.")
     from hygiene_nb.notebook.report import make_report
 
     result = make_report(

@@ -2,6 +2,9 @@
 
 ``python -m hygiene_nb.notebook.demo DIR`` builds one in ``DIR`` (``DIR/tree/home``, scanned three
 times into ``DIR/store``) and prints the two paths; run again, it reuses them.
+``python -m hygiene_nb.notebook.demo --fleet DIR`` builds a demo fleet instead: three hosts, each
+a demo home of its own scanned two to four times, every scan published into ``DIR/fleet``
+(what the fleet notebook opens by default).
 
 The demo only creates: it builds its tree in a new or empty directory it is given, and between
 scans it only adds files and appends to them, so its history shows growth. It never removes,
@@ -16,6 +19,7 @@ import os
 import random
 import stat
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,13 +30,17 @@ from hygiene_nb.store import Store, write_private_file
 __all__ = [
     "DEMO_DIR_ENV",
     "DEMO_EPOCH_NS",
+    "DEMO_HOSTS",
     "REPORT_ENV",
     "DemoStore",
     "demo_dir",
     "ensure_demo",
+    "ensure_demo_fleet",
+    "make_demo_fleet",
     "make_demo_store",
     "make_demo_tree",
     "or_demo",
+    "or_demo_fleet",
 ]
 
 DEMO_EPOCH_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z: every demo mtime is before it
@@ -183,14 +191,8 @@ def demo_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"hygiene-nb-demo-{os.getuid()}"
 
 
-def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3) -> DemoStore:
-    """The demo tree and store in ``directory`` (default ``demo_dir()``), built on first use.
-
-    Safe to call from several processes at once (notebooks under nbval run in parallel): one
-    builds under a lock, the others wait and reuse it.
-    """
-    from hygiene_nb import api
-
+def _private_base(directory: Path | None) -> Path:
+    """``directory`` (default ``demo_dir()``), made if missing; refused unless private to us."""
     base = Path(directory) if directory is not None else demo_dir()
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = os.lstat(base)
@@ -200,6 +202,18 @@ def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3
             f"{base} is not a private directory of yours (a link, another owner, or open to "
             f"others); remove it, or set {DEMO_DIR_ENV} to a directory of your own."
         )
+    return base
+
+
+def ensure_demo(directory: Path | None = None, *, seed: int = 42, scans: int = 3) -> DemoStore:
+    """The demo tree and store in ``directory`` (default ``demo_dir()``), built on first use.
+
+    Safe to call from several processes at once (notebooks under nbval run in parallel): one
+    builds under a lock, the others wait and reuse it.
+    """
+    from hygiene_nb import api
+
+    base = _private_base(directory)
     lock = os.open(base / ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -245,16 +259,80 @@ def or_demo(root: str | None, store: str | None) -> tuple[str, str]:
     return root, store
 
 
+# the demo fleet's hosts and how many scans each publishes: their sizes and growth differ
+DEMO_HOSTS = (("atlas", 4), ("borealis", 2), ("cygnus", 3))
+
+
+def make_demo_fleet(root: Path, dest: Path, *, seed: int = 42) -> Path:
+    """Build a demo home per host of ``DEMO_HOSTS`` under ``root``, scan and publish each.
+
+    Every host's tree and store lie in ``root/<host>/``; every scan is published into the
+    fleet dataset ``dest`` under that host's name. Returns ``dest``.
+    """
+    from hygiene_nb import api
+    from hygiene_nb.fleet.publish import publish
+
+    for i, (host, scans) in enumerate(DEMO_HOSTS):
+        made = make_demo_store(root / host / "tree", root / host / "store", seed=seed + i, scans=1)
+        rng = random.Random(seed + i + 1)
+        for step in range(1, scans):
+            # the fleet orders a root's scans by their start in whole seconds: one per second
+            time.sleep(1.01 - time.time() % 1)
+            _grow(made.tree, step, rng)
+            _settle(made.tree)
+            made.scans.append(api.scan_root(made.home, store=made.store))
+        for info in made.scans:
+            publish(str(dest), str(made.home), store=made.store, scan_id=info.scan_id, host=host)
+    return Path(dest)
+
+
+def ensure_demo_fleet(directory: Path | None = None, *, seed: int = 42) -> Path:
+    """The demo fleet dataset in ``directory`` (default ``demo_dir()``), built on first use.
+
+    Its hosts' trees and stores lie in ``DIR/hosts``, the dataset in ``DIR/fleet`` (returned).
+    Safe to call from several processes at once, like ``ensure_demo``.
+    """
+    base = _private_base(directory)
+    lock = os.open(base / ".fleet-lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hosts, dest, ready = base / "hosts", base / "fleet", base / "fleet-ready"
+        if not ready.exists():
+            if hosts.exists() or dest.exists():
+                raise UsageError(
+                    f"{base} holds an unfinished demo fleet; give another directory "
+                    f"(or set {DEMO_DIR_ENV}) and try again."
+                )
+            make_demo_fleet(hosts, dest, seed=seed)
+            fd = os.open(ready, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"seed={seed} hosts={len(DEMO_HOSTS)}\n")
+        return dest
+    finally:
+        os.close(lock)
+
+
+def or_demo_fleet(dest: str | None) -> str:
+    """The fleet notebook's ``dest`` parameter; None: the demo fleet, built on first use."""
+    return str(ensure_demo_fleet()) if dest is None else dest
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hygiene_nb.notebook.demo [DIR]``: build (or reuse) the demo; print its paths."""
+    """``python -m hygiene_nb.notebook.demo [--fleet] [DIR]``: build (or reuse) the demo."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
+    fleet = bool(args) and args[0] == "--fleet"
+    args = args[1:] if fleet else args
     if len(args) > 1 or any(a.startswith("-") for a in args):
-        sys.stderr.write("usage: python -m hygiene_nb.notebook.demo [DIR]\n")
+        sys.stderr.write("usage: python -m hygiene_nb.notebook.demo [--fleet] [DIR]\n")
         return 2
+    where = Path(args[0]).absolute() if args else None
     try:
-        demo = ensure_demo(Path(args[0]).absolute() if args else None)
+        if fleet:
+            sys.stdout.write(f"fleet: {ensure_demo_fleet(where)}\n")
+            return 0
+        demo = ensure_demo(where)
     except HygieneError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
         return exc.exit_code
