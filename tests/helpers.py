@@ -585,7 +585,7 @@ def _fleet_tree(root: Path, size: int) -> None:
 
 
 def _next_second() -> None:
-    """The fleet orders a root's scans by their start in whole seconds: wait for the next."""
+    """Start the next round of scans in another second: the history shows them apart."""
     time.sleep(1.01 - time.time() % 1)
 
 

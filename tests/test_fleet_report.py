@@ -195,7 +195,6 @@ def test_a_directory_growing_only_through_one_below_it_is_named_by_the_deeper_on
 def test_a_fleet_report_read_with_spark_shows_what_duckdb_reads(
     published: tuple[Path, list[FleetHost]], tmp_path: Path
 ) -> None:
-    pytest.importorskip("pyspark", reason="the [spark] extra is not installed")
     dest, _ = published
     duck = hnb("report", "--fleet", dest, "--out", tmp_path / "duck")
     spark = hnb("report", "--fleet", dest, "--engine", "spark", "--out", tmp_path / "spark")

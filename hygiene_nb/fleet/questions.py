@@ -9,8 +9,9 @@ Each question reads three relations:
   listed from the markers, never globbed).
 
 The SQL keeps to the subset both engines share: window functions, ``CAST(sum(…) AS BIGINT)``,
-times as integer seconds since the epoch (no time zones to differ), a total row order (every
-``ORDER BY`` ends on a unique key), and literals substituted for the two parameters
+times as integer seconds since the epoch (no time zones to differ), a root's scans ordered by
+their start in integer microseconds (two can start in the same second), a total row order
+(every ``ORDER BY`` ends on a unique key), and literals substituted for the two parameters
 (``{since}``, epoch seconds, and ``{top}``), since the engines spell parameters differently.
 """
 
@@ -20,7 +21,7 @@ __all__ = ["QUESTIONS", "SQL", "render_sql"]
 
 _RANKED = """
   SELECT s.*, row_number() OVER (
-           PARTITION BY host, root ORDER BY started_s DESC, scan DESC) AS nth
+           PARTITION BY host, root ORDER BY started_us DESC, scan DESC) AS nth
   FROM scans s WHERE started_s >= {since}"""
 
 SQL: dict[str, str] = {
@@ -41,14 +42,14 @@ ORDER BY l.host, l.root_path, l.root
     "history": """
 SELECT host, root_path AS root, scan, started_s, entries, alloc, fs_free, fs_total, partial
 FROM scans WHERE started_s >= {since}
-ORDER BY host, root_path, root, started_s, scan
+ORDER BY host, root_path, root, started_us, scan
 """,
     # per host, the growth of every root between its first and its latest scan in the window
     "growth": f"""
 WITH ranked AS ({_RANKED}),
 first AS (
   SELECT host, root, alloc, started_s, row_number() OVER (
-           PARTITION BY host, root ORDER BY started_s, scan) AS nth_first
+           PARTITION BY host, root ORDER BY started_us, scan) AS nth_first
   FROM scans WHERE started_s >= {{since}}),
 latest AS (SELECT * FROM ranked WHERE nth = 1),
 earliest AS (SELECT * FROM first WHERE nth_first = 1),

@@ -97,7 +97,8 @@ def SCANS_SCHEMA() -> pa.Schema:
     i64, s = pa.int64(), pa.string()
     return pa.schema(
         [("host", s), ("root", s), ("root_path", s), ("scan", s)]
-        + [(c, i64) for c in ("started_s", "finished_s", "entries", "files", "errors")]
+        + [(c, i64) for c in ("started_s", "started_us", "finished_s")]
+        + [(c, i64) for c in ("entries", "files", "errors")]
         + [(c, i64) for c in ("bytes", "alloc", "fs_free", "fs_total")]
         + [(f"{r}_alloc", i64) for r in _RISKS]
         + [(c, i64) for c in ("reclaimable_alloc", "reclaimable_caution_alloc", "stale_alloc")]
@@ -132,6 +133,14 @@ def _partition_values(key: str) -> tuple[str, str, str]:
     return host, root, scan
 
 
+def _microseconds(text: str | None) -> int | None:
+    """An ISO time as integer microseconds since the epoch: what orders a root's scans."""
+    if not text:
+        return None
+    moment = datetime.fromisoformat(text)
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
 def _seconds(text: str | None) -> int | None:
     if not text:
         return None
@@ -147,6 +156,7 @@ def _scan_row(marker: dict[str, Any]) -> dict[str, Any]:
         "root_path": marker["root"],
         "scan": scan,
         "started_s": _seconds(record.get("started_at")),
+        "started_us": _microseconds(record.get("started_at")),
         "finished_s": _seconds(record.get("finished_at")),
         "entries": fig["entries"],
         "files": fig["files"],
@@ -209,9 +219,9 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
     latest: dict[tuple[str, str], list[tuple[int, str, dict[str, Any]]]] = {}
     for marker in markers:
         host, root, scan = _partition_values(marker["partition"])
-        started = _seconds(marker["scan"].get("started_at")) or 0
-        if started >= since_s:
-            latest.setdefault((host, root), []).append((started, scan, marker))
+        started = marker["scan"].get("started_at")
+        if (_seconds(started) or 0) >= since_s:
+            latest.setdefault((host, root), []).append((_microseconds(started) or 0, scan, marker))
     files, kept = [], []
     for (host, _), scans in sorted(latest.items()):
         for _, _, marker in sorted(scans, key=lambda t: (t[0], t[1]), reverse=True)[:2]:

@@ -19,7 +19,6 @@ import os
 import random
 import stat
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -276,8 +275,6 @@ def make_demo_fleet(root: Path, dest: Path, *, seed: int = 42) -> Path:
         made = make_demo_store(root / host / "tree", root / host / "store", seed=seed + i, scans=1)
         rng = random.Random(seed + i + 1)
         for step in range(1, scans):
-            # the fleet orders a root's scans by their start in whole seconds: one per second
-            time.sleep(1.01 - time.time() % 1)
             _grow(made.tree, step, rng)
             _settle(made.tree)
             made.scans.append(api.scan_root(made.home, store=made.store))
