@@ -257,9 +257,8 @@ class Rechecker:
             return Finding("now-protected", f"{found.claim} ({found.rule})")
         keep, tree = _above(item.raw)
         if keep is not None:
-            return Finding(
-                "now-protected", f"{keep} holds a keep marker ({', '.join(KEEP_MARKERS)})"
-            )
+            held = [m for m in KEEP_MARKERS if os.path.lexists(os.path.join(keep, m))]
+            return Finding("now-protected", f"{keep} holds a {held[0] if held else 'keep'} marker")
         if tree is not None:
             # every non-directory git may track: files and symlinks alike
             below = [e[0].decode("utf-8", "backslashreplace") for e in entries if e[1] != "dir"]
