@@ -189,7 +189,7 @@ def test_a_fleet_marker_of_a_newer_format_is_refused(tmp_path: Path, fleet: dict
 
 
 @pytest.mark.parametrize("newer", ["fleet_format", "snapshot_format", "fleet_format_renamed"])
-def test_a_partition_published_by_a_newer_version_is_refused(
+def test_a_partition_published_by_a_newer_version_is_skipped_not_read(
     fleet: dict[str, Any], newer: str
 ) -> None:
     marker = marker_of(fleet, "hB")
@@ -202,9 +202,15 @@ def test_a_partition_published_by_a_newer_version_is_refused(
             record["totals"] = record.pop("figures")
     marker.write_text(json.dumps(record))
     before = tree_state(fleet["dest"])
-    code, error, message = hnb_error("fleet", str(fleet["dest"]), "summary")
-    assert (code, error) == (1, "fleet-too-new"), message
-    assert str(marker.relative_to(fleet["dest"])) in message
+    # one upgraded host never stops the fleet's questions: its partition is listed, unread
+    code, answer, _ = hnb_json("fleet", str(fleet["dest"]), "summary")
+    assert code == 0
+    assert [r["host"] for r in answer["questions"]["summary"]] == ["hA"]
+    ((skip),) = answer["skipped"]
+    assert (skip["code"], skip["partition"]) == ("partition-too-new", fleet["hB"]["key"])
+    assert (
+        "upgrade" in skip["message"] and str(marker.relative_to(fleet["dest"])) in skip["message"]
+    )
     assert tree_state(fleet["dest"]) == before
 
 
@@ -238,16 +244,19 @@ def _not_an_object(record: dict[str, Any], data: bytes) -> bytes:
     "damage",
     [_truncated, _figure_not_a_number, _names_a_file_elsewhere, _another_partition, _not_an_object],
 )
-def test_a_damaged_completion_marker_is_fleet_unusable_and_published_again(
+def test_a_damaged_completion_marker_is_skipped_and_published_again(
     fleet: dict[str, Any], damage: Any
 ) -> None:
     marker = marker_of(fleet, "hB")
     data = marker.read_bytes()
     marker.write_bytes(damage(json.loads(data), data))
     before = tree_state(fleet["dest"])
-    code, error, message = hnb_error("fleet", str(fleet["dest"]), "summary")
-    assert (code, error) == (1, "fleet-unusable"), message
-    assert "publish that scan again from host hB" in message
+    code, answer, _ = hnb_json("fleet", str(fleet["dest"]), "summary")
+    assert code == 0
+    assert [r["host"] for r in answer["questions"]["summary"]] == ["hA"]
+    ((skip),) = answer["skipped"]
+    assert (skip["code"], skip["partition"]) == ("partition-damaged", fleet["hB"]["key"])
+    assert "publish that scan again from host hB" in skip["message"]
     assert tree_state(fleet["dest"]) == before
     # what the message says to do works: the host publishes it again, marker and all
     code, out, _ = hnb_json(*publish_args(fleet["dest"], fleet["hB"], "hB"))

@@ -228,3 +228,73 @@ def test_the_python_calls_return_the_commands_rows_as_dataframes(
         rows = hnb("fleet", str(dest), command)["questions"][name]
         assert frame.to_dict("records") == rows, name
     assert list(fleet.summary(str(dest))["host"]) == ["ws1"]
+
+
+def _scan_and_publish(root: Path, store: Path, dest: Path, *extra: str) -> dict[str, Any]:
+    scan = hnb("scan", str(root), "--store", str(store), *extra)
+    hnb("publish", str(dest), "--snapshot", scan["scan_id"], "--store", str(store), "--host", "h")
+    return scan
+
+
+def test_growth_pairs_directories_by_their_exact_bytes(tmp_path: Path, store: Path) -> None:
+    root, dest = tmp_path / "tree", tmp_path / "fleet"
+    raw = os.fsencode(str(root)) + b"/d\xff"  # not UTF-8: its text reads "d\xff"
+    lookalike = root / "d\\xff"  # a name whose text is the same six characters
+    os.makedirs(raw)
+    write(lookalike / "same.bin", 50_000)
+    _scan_and_publish(root, store, dest)
+    with open(raw + b"/new.bin", "wb") as handle:
+        handle.write(b"x" * 80_000)
+    _scan_and_publish(root, store, dest)
+    rows = hnb("fleet", str(dest), "growth")["questions"]["top_dirs"]
+    grown = [(r["path"], r["growth"]) for r in rows if r["depth"] == 1]
+    # one directory grew, by what du says of its new file; its look-alike is not listed
+    assert grown == [(str(lookalike), du_bytes(raw + b"/new.bin", apparent=False))]
+
+
+def test_growth_compares_only_what_the_scan_before_could_publish(
+    tmp_path: Path, store: Path
+) -> None:
+    root, dest = tmp_path / "tree", tmp_path / "fleet"
+    write(root / "a" / "b" / "c" / "old.bin", 10_000)
+    first = hnb("scan", str(root), "--store", str(store))
+    hnb("publish", str(dest), "--snapshot", first["scan_id"], "--store", str(store),
+        "--host", "h", "--depth", "1")  # fmt: skip
+    write(root / "a" / "b" / "c" / "new.bin", 30_000)
+    _scan_and_publish(root, store, dest)
+    rows = hnb("fleet", str(dest), "growth")["questions"]["top_dirs"]
+    # a/b and a/b/c were not in the scan before (depth 1): never shown as new, whole
+    assert [(r["path"], r["growth"]) for r in rows] == [
+        (str(root / "a"), du_bytes(root / "a" / "b" / "c" / "new.bin", apparent=False))
+    ]
+
+
+def test_a_scan_whose_dirs_file_is_gone_leaves_growth_to_the_two_before(
+    tmp_path: Path, store: Path
+) -> None:
+    root, dest = tmp_path / "tree", tmp_path / "fleet"
+    write(root / "a" / "one.bin", 10_000)
+    _scan_and_publish(root, store, dest)
+    write(root / "a" / "two.bin", 20_000)
+    _scan_and_publish(root, store, dest)
+    write(root / "a" / "three.bin", 40_000)
+    third = _scan_and_publish(root, store, dest)
+    (next((dest / "dirs").rglob(f"scan={third['scan_id']}/part-0.parquet"))).unlink()
+    answer = hnb("fleet", str(dest), "growth")
+    assert [s["code"] for s in answer["skipped"]] == ["partition-damaged"]
+    rows = {r["path"]: r["growth"] for r in answer["questions"]["top_dirs"]}
+    assert rows == {str(root / "a"): du_bytes(root / "a" / "two.bin", apparent=False)}
+
+
+def test_a_partial_scan_has_no_growth(tmp_path: Path, store: Path) -> None:
+    root, dest = tmp_path / "tree", tmp_path / "fleet"
+    for i in range(6):
+        write(root / f"d{i}" / "f.bin", 10_000)
+    _scan_and_publish(root, store, dest)
+    _scan_and_publish(root, store, dest, "--max-entries", "4")  # sums are lower bounds
+    (row,) = hnb("fleet", str(dest), "summary")["questions"]["summary"]
+    assert row["partial"] is True and row["growth"] is None
+    growth = hnb("fleet", str(dest), "growth")["questions"]
+    assert growth["growth"][0]["partial_roots"] == 1 and growth["growth"][0]["growth"] == 0
+    for r in growth["top_dirs"]:  # only complete sums are compared
+        assert r["alloc"] == du_bytes(Path(r["path"]), apparent=False), r

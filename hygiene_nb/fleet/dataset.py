@@ -151,6 +151,18 @@ class Dest:
             if info.type == pafs.FileType.File and info.path.startswith(prefix)
         )
 
+    def entries_under(self, relative: str) -> list[str]:
+        """The names directly below ``relative`` (files and directories), relative to DEST."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.path(relative), recursive=False, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as exc:
+            raise self._fail(f"list {relative}", exc) from exc
+        prefix = self.base + "/"
+        return sorted(i.path[len(prefix) :] for i in infos if i.path.startswith(prefix))
+
     def is_empty(self) -> bool:
         """Whether nothing is at DEST yet (absent, or an empty directory or prefix).
 

@@ -320,6 +320,16 @@ def _dirs_file(st: Any, info: ScanInfo, part: Partition, depth: int, work: Path)
                      {sql_literal(part.scan)} AS scan,
                      CASE WHEN parent IS NULL THEN name
                           ELSE CAST(parent AS VARCHAR) || '/' || name END AS path,
+                     -- the exact path, where its text is an escaped stand-in (not UTF-8):
+                     -- two names that read alike never share a key
+                     CASE WHEN parent_raw IS NULL AND name_raw IS NULL
+                          THEN 'u:' || CASE WHEN parent IS NULL THEN name
+                                            ELSE CAST(parent AS VARCHAR) || '/' || name END
+                          ELSE 'x:' || hex(CASE
+                            WHEN parent IS NULL THEN coalesce(name_raw, encode(name))
+                            ELSE coalesce(parent_raw, encode(CAST(parent AS VARCHAR)))
+                                 || encode('/') || coalesce(name_raw, encode(name)) END)
+                     END AS key,
                      depth,
                      CAST(tree_bytes AS BIGINT) AS bytes, CAST(tree_alloc AS BIGINT) AS alloc,
                      CAST(tree_files AS BIGINT) AS files,
@@ -327,7 +337,7 @@ def _dirs_file(st: Any, info: ScanInfo, part: Partition, depth: int, work: Path)
                      coalesce(partial, false) AS partial, CAST(content_risk AS VARCHAR) AS holds
               FROM entries
               WHERE kind = 'dir' AND depth <= {int(depth)} AND NOT coalesce(excluded, false)
-              ORDER BY path
+              ORDER BY key
             ) TO {sql_literal(str(out))} (FORMAT parquet, COMPRESSION zstd)
             """
         )

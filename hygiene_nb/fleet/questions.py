@@ -29,10 +29,11 @@ SQL: dict[str, str] = {
     "summary": f"""
 WITH ranked AS ({_RANKED}),
 latest AS (SELECT * FROM ranked WHERE nth = 1),
-previous AS (SELECT host, root, alloc, started_s FROM ranked WHERE nth = 2)
+previous AS (SELECT host, root, alloc, started_s, partial FROM ranked WHERE nth = 2)
 SELECT l.host, l.root_path AS root, l.scan, l.started_s, l.entries, l.files,
        l.alloc, l.fs_free, l.fs_total,
-       l.alloc - p.alloc AS growth, p.started_s AS previous_s,
+       CASE WHEN l.partial OR p.partial THEN NULL ELSE l.alloc - p.alloc END AS growth,
+       p.started_s AS previous_s,
        l.reclaimable_alloc AS reclaimable, l.stale_alloc AS stale, l.cleanliness,
        l.partial, l.redacted
 FROM latest l LEFT JOIN previous p ON p.host = l.host AND p.root = l.root
@@ -44,42 +45,49 @@ SELECT host, root_path AS root, scan, started_s, entries, alloc, fs_free, fs_tot
 FROM scans WHERE started_s >= {since}
 ORDER BY host, root_path, root, started_us, scan
 """,
-    # per host, the growth of every root between its first and its latest scan in the window
+    # per host, the growth of every root between its first and its latest scan in the window;
+    # a root whose first or latest scan is partial (its sums lower bounds) is counted apart
     "growth": f"""
 WITH ranked AS ({_RANKED}),
 first AS (
-  SELECT host, root, alloc, started_s, row_number() OVER (
+  SELECT host, root, alloc, started_s, partial, row_number() OVER (
            PARTITION BY host, root ORDER BY started_us, scan) AS nth_first
   FROM scans WHERE started_s >= {{since}}),
 latest AS (SELECT * FROM ranked WHERE nth = 1),
 earliest AS (SELECT * FROM first WHERE nth_first = 1),
 hosts AS (
   SELECT l.host, count(*) AS roots, CAST(sum(l.alloc) AS BIGINT) AS alloc,
-         CAST(sum(l.alloc - e.alloc) AS BIGINT) AS growth,
-         min(e.started_s) AS since_s, max(l.started_s) AS latest_s,
-         CAST(sum(l.fs_free) AS BIGINT) AS fs_free
+         CAST(sum(CASE WHEN l.partial OR e.partial THEN 0 ELSE l.alloc - e.alloc END)
+              AS BIGINT) AS growth,
+         sum(CASE WHEN l.partial OR e.partial THEN 1 ELSE 0 END) AS partial_roots,
+         min(e.started_s) AS since_s, max(l.started_s) AS latest_s
   FROM latest l JOIN earliest e ON e.host = l.host AND e.root = l.root
   GROUP BY l.host)
-SELECT host, roots, alloc, growth, since_s, latest_s, fs_free FROM hosts
+SELECT host, roots, alloc, growth, partial_roots, since_s, latest_s FROM hosts
 ORDER BY growth DESC, host
 """,
-    # the directories that grew most across the fleet, latest scan against the one before
+    # the directories that grew most across the fleet, latest scan against the one before:
+    # only those the scan before could have published (within its depth), neither sum a lower
+    # bound (partial), paired by their exact path (``key``)
     "top_dirs": f"""
 WITH ranked AS ({_RANKED}),
-pick AS (SELECT host, root, root_path, scan, nth FROM ranked WHERE nth <= 2),
-both_scans AS (SELECT host, root FROM pick WHERE nth = 2),
+pick AS (SELECT host, root, root_path, scan, nth, depth_limit FROM ranked WHERE nth <= 2),
+before_scan AS (SELECT host, root, depth_limit FROM pick WHERE nth = 2),
 d AS (
-  SELECT d.host, d.root, p.root_path, d.path, d.depth, d.alloc, d.holds, p.nth
+  SELECT d.host, d.root, p.root_path, d.path, d.key, d.depth, d.alloc, d.partial, d.holds,
+         p.nth
   FROM dirs d JOIN pick p ON d.host = p.host AND d.root = p.root AND d.scan = p.scan),
 now_d AS (SELECT * FROM d WHERE nth = 1),
 before_d AS (SELECT * FROM d WHERE nth = 2)
 SELECT n.host, n.root_path AS root, n.path, n.depth, n.alloc,
        coalesce(b.alloc, 0) AS before_alloc, n.alloc - coalesce(b.alloc, 0) AS growth, n.holds
 FROM now_d n
-JOIN both_scans s ON s.host = n.host AND s.root = n.root
-LEFT JOIN before_d b ON b.host = n.host AND b.root = n.root AND b.path = n.path
-WHERE n.depth >= 1 AND n.alloc - coalesce(b.alloc, 0) > 0
-ORDER BY growth DESC, n.host, n.root, n.path
+JOIN before_scan s ON s.host = n.host AND s.root = n.root
+LEFT JOIN before_d b ON b.host = n.host AND b.root = n.root AND b.key = n.key
+WHERE n.depth >= 1 AND n.depth <= s.depth_limit
+  AND NOT n.partial AND NOT coalesce(b.partial, false)
+  AND n.alloc - coalesce(b.alloc, 0) > 0
+ORDER BY growth DESC, n.host, n.root, n.key
 LIMIT {{top}}
 """,
     # the latest risk mix of every host and root (allocated bytes, hard links once)

@@ -103,6 +103,7 @@ def SCANS_SCHEMA() -> pa.Schema:
         + [(f"{r}_alloc", i64) for r in _RISKS]
         + [(c, i64) for c in ("reclaimable_alloc", "reclaimable_caution_alloc", "stale_alloc")]
         + [("cleanliness", i64), ("partial", pa.bool_()), ("redacted", pa.bool_())]
+        + [("depth_limit", i64)]
     )
 
 
@@ -122,7 +123,7 @@ def DIRS_SCHEMA() -> pa.Schema:
 
     i64, s = pa.int64(), pa.string()
     return pa.schema(
-        [("host", s), ("root", s), ("scan", s), ("path", s), ("depth", pa.int32())]
+        [("host", s), ("root", s), ("scan", s), ("path", s), ("key", s), ("depth", pa.int32())]
         + [(c, i64) for c in ("bytes", "alloc", "files", "latest_mtime_ns")]
         + [("partial", pa.bool_()), ("holds", s)]
     )
@@ -171,6 +172,7 @@ def _scan_row(marker: dict[str, Any]) -> dict[str, Any]:
         "cleanliness": fig["cleanliness"],
         "partial": bool(fig["partial"]),
         "redacted": bool(marker["redacted"]),
+        "depth_limit": int(marker["depth"]),
     }
     for risk in _RISKS:
         row[f"{risk}_alloc"] = int(fig["risk_alloc"].get(risk, 0))
@@ -194,12 +196,15 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
     """The marked partitions of ``dest``, of the hosts ``hosts`` (a glob), since ``since_s``.
 
     Both are pruned by the markers' names (host, and the scan id's time, with a day's margin):
-    only the markers kept are read. Of the ``dirs`` files only those of the two latest scans of
-    each host and root are listed, since no question reads older ones.
+    only the markers kept are read, and only the matching hosts' ``dirs`` files are listed. Of
+    those, only each host and root's two latest scans whose ``dirs`` file is there are used,
+    since no question reads older ones. A marker that is damaged, or that a newer hygiene-nb
+    wrote, is not read: it is listed in ``skipped`` (``partition-damaged``,
+    ``partition-too-new``), so one host's scan never stops the fleet's questions.
 
     Raises:
         NotAFleet, FleetTooNew: ``dest`` is not a fleet dataset this code reads.
-        FleetUnusable: a marker cannot be read.
+        FleetUnusable: the dataset cannot be listed or read.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -214,19 +219,25 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
             continue
         wanted.append((part, relative))
     with ThreadPoolExecutor(_READERS) as pool:
-        markers = list(pool.map(lambda pr: read_marker(dest, *pr), wanted))
-    skipped = []
+        read = list(pool.map(lambda pr: _marker_or_skip(dest, *pr), wanted))
+    skipped = [r for r in read if isinstance(r, Skipped)]
+    markers = [r for r in read if not isinstance(r, Skipped)]
+    present = set(_dirs_files(dest, hosts))
     latest: dict[tuple[str, str], list[tuple[int, str, dict[str, Any]]]] = {}
     for marker in markers:
         host, root, scan = _partition_values(marker["partition"])
         started = marker["scan"].get("started_at")
         if (_seconds(started) or 0) >= since_s:
             latest.setdefault((host, root), []).append((_microseconds(started) or 0, scan, marker))
-    files, kept = [], []
+    files, damaged = [], set()
     for (host, _), scans in sorted(latest.items()):
-        for _, _, marker in sorted(scans, key=lambda t: (t[0], t[1]), reverse=True)[:2]:
+        used = 0
+        for _, _, marker in sorted(scans, key=lambda t: (t[0], t[1]), reverse=True):
+            if used == 2:
+                break
             dirs = marker["files"]["dirs"]  # checked by read_marker: its own partition's
-            if not dest.exists(dirs):
+            if dirs not in present:
+                damaged.add(marker["partition"])
                 skipped.append(
                     Skipped(
                         "partition-damaged",
@@ -237,12 +248,11 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
                 )
                 continue
             files.append(dest.path(dirs))
-    damaged = {s.partition for s in skipped}
+            used += 1
     kept = [m for m in markers if m["partition"] not in damaged]
-    for relative in dest.files_under("dirs"):
+    for relative in sorted(present):
         key = relative.removeprefix("dirs/").rsplit("/", 1)[0]
-        host = key.split("/", 1)[0].removeprefix("host=")
-        if key not in marked and (hosts is None or fnmatch.fnmatchcase(host, hosts)):
+        if key not in marked:
             skipped.append(
                 Skipped(
                     "partition-incomplete",
@@ -252,6 +262,28 @@ def read_fleet(dest: Dest, *, hosts: str | None = None, since_s: int = 0) -> Fle
                 )
             )
     return Fleet(dest, kept, files, skipped)
+
+
+def _dirs_files(dest: Dest, hosts: str | None) -> list[str]:
+    """The ``dirs`` files of the hosts matching ``hosts``: one listing per host directory."""
+    if hosts is None:
+        return dest.files_under("dirs")
+    found = []
+    for entry in dest.entries_under("dirs"):
+        host = entry.removeprefix("dirs/").removeprefix("host=")
+        if entry.startswith("dirs/host=") and fnmatch.fnmatchcase(host, hosts):
+            found.extend(dest.files_under(entry))
+    return found
+
+
+def _marker_or_skip(dest: Dest, part: Partition, relative: str) -> dict[str, Any] | Skipped:
+    """The checked marker, or why its partition is not read."""
+    try:
+        return read_marker(dest, part, relative)
+    except FleetTooNew as exc:
+        return Skipped("partition-too-new", part.key, exc.message)
+    except FleetUnusable as exc:
+        return Skipped("partition-damaged", part.key, exc.message)
 
 
 def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dict[str, Any]:
@@ -274,7 +306,7 @@ def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dic
         marker = json.loads(dest.read_bytes(relative))
         version = int(marker["fleet_format"])
         snapshot_format = int(marker["scan"].get("format_version", 1))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
         raise _damaged(dest, relative, part, exc) from exc
     if version > FLEET_FORMAT or snapshot_format > FORMAT_VERSION:
         raise FleetTooNew(
@@ -294,7 +326,15 @@ def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dic
         for table, path in named.items():
             if path != part.file(table):  # its own partition's files, never one elsewhere
                 raise ValueError(f"its {table} file is {path!r}, not {part.file(table)}")
-    except (ValueError, KeyError, TypeError, AttributeError, pa.ArrowException) as exc:
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+        pa.ArrowException,
+    ) as exc:
         raise _damaged(dest, relative, part, exc) from exc
     return dict(marker)
 

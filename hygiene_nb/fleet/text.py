@@ -40,12 +40,14 @@ HEADERS = {
     "reclaimable": "safe to remove",
     "stale": "untouched 1 y+",
     "cleanliness": "score",
+    "partial_roots": "partial",
+    "partial": "complete",
 }
 _BYTES = {"alloc", "fs_free", "fs_total", "before_alloc", "reclaimable", "stale"}
 _SIGNED = {"growth"}
 _TIMES = {"started_s", "previous_s", "since_s", "latest_s"}
-_COUNTS = {"entries", "files", "roots", "depth"}
-_HIDDEN = {"scan", "redacted", "partial"}
+_COUNTS = {"entries", "files", "roots", "depth", "partial_roots"}
+_HIDDEN = {"scan", "redacted"}
 _PATH_WIDTH = 48
 
 
@@ -63,6 +65,8 @@ def cell(column: str, value: Any, root: str | None = None) -> str:
         return thousands(value)
     if column == "path":
         return display_path(str(value), root, width=_PATH_WIDTH)
+    if column == "partial":  # a partial scan's sums are lower bounds: its growth is unknown
+        return "partial" if value else "yes"
     if column == "cleanliness":
         return f"{int(value)}/100"
     return str(value)
