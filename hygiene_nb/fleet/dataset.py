@@ -105,11 +105,6 @@ class Dest:
         """The filesystem path of ``relative`` (to DEST)."""
         return f"{self.base}/{relative}"
 
-    def local_path(self, relative: str) -> str:
-        """The local path of ``relative``: what DuckDB and Spark read (a local DEST only)."""
-        assert self.local
-        return self.path(relative)
-
     def _fail(self, what: str, exc: Exception) -> FleetUnusable:
         return FleetUnusable(
             f"cannot {what} in the fleet dataset {self.text}: {exc}; check that it is reachable "
@@ -135,33 +130,31 @@ class Dest:
         except OSError as exc:
             raise self._fail(f"read {relative}", exc) from exc
 
+    def _listed(self, relative: str, *, recursive: bool) -> list[Any]:
+        """What is below ``relative`` (its file infos; none when it is absent)."""
+        import pyarrow.fs as pafs
+
+        selector = pafs.FileSelector(self.path(relative), recursive=recursive, allow_not_found=True)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as exc:
+            raise self._fail(f"list {relative}", exc) from exc
+        prefix = self.base + "/"
+        return [i for i in infos if i.path.startswith(prefix)]
+
+    def _relative(self, info: Any) -> str:
+        return str(info.path[len(self.base) + 1 :])
+
     def files_under(self, relative: str) -> list[str]:
         """Every file below ``relative``, as paths relative to DEST (none when it is absent)."""
         import pyarrow.fs as pafs
 
-        selector = pafs.FileSelector(self.path(relative), recursive=True, allow_not_found=True)
-        try:
-            infos = self.fs.get_file_info(selector)
-        except OSError as exc:
-            raise self._fail(f"list {relative}", exc) from exc
-        prefix = self.base + "/"
-        return sorted(
-            info.path[len(prefix) :]
-            for info in infos
-            if info.type == pafs.FileType.File and info.path.startswith(prefix)
-        )
+        infos = self._listed(relative, recursive=True)
+        return sorted(self._relative(i) for i in infos if i.type == pafs.FileType.File)
 
     def entries_under(self, relative: str) -> list[str]:
         """The names directly below ``relative`` (files and directories), relative to DEST."""
-        import pyarrow.fs as pafs
-
-        selector = pafs.FileSelector(self.path(relative), recursive=False, allow_not_found=True)
-        try:
-            infos = self.fs.get_file_info(selector)
-        except OSError as exc:
-            raise self._fail(f"list {relative}", exc) from exc
-        prefix = self.base + "/"
-        return sorted(i.path[len(prefix) :] for i in infos if i.path.startswith(prefix))
+        return sorted(self._relative(i) for i in self._listed(relative, recursive=False))
 
     def is_empty(self) -> bool:
         """Whether nothing is at DEST yet (absent, or an empty directory or prefix).

@@ -394,10 +394,3 @@ def _with_row_no(source: Path, out: Path, *, store_like: bool = False) -> Path:
             writer.write_table(table.append_column("row_no", column).cast(schema))
             offset += table.num_rows
     return out
-
-
-def published_dest(dest: str, endpoint_url: str | None = None) -> Dest:
-    """The fleet dataset at ``dest``, checked to be one this code reads."""
-    target = open_dest(dest, endpoint_url=endpoint_url)
-    target.check_marker()
-    return target

@@ -95,7 +95,7 @@ def render_answer(answer: FleetAnswer) -> str:
     out = []
     for name, (cols, rows) in answer.tables.items():
         out.append(f"{TITLES.get(name, name)} — {answer.dest} ({answer.engine})")
-        out.extend(_table(cols, rows) if rows else ["  (no scans to compare)"])
+        out.extend(_table(cols, rows) if rows else ["  (none)"])
         out.append("")
     for s in answer.skipped:
         out.append(f"not read [{s.code}]: {s.partition}: {s.message}")

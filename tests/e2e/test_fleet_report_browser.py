@@ -9,6 +9,8 @@ network cut off. Screenshots go to ``$HYGIENE_NB_ARTIFACTS`` when set, else to
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +20,6 @@ from hygiene_nb.notebook.demo import DEMO_HOSTS, make_demo_fleet
 from hygiene_nb.notebook.fleet import FLEET_FIGURE_IDS
 from hygiene_nb.notebook.fleet_report import make_fleet_report
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-    "--disable-dev-shm-usage",
-]
 HERE = Path(__file__).resolve().parents[2]
 WIDTHS = (1000, 1600)
 
@@ -50,12 +40,8 @@ OVERFLOW = """() => document.documentElement.scrollWidth - document.documentElem
 
 @pytest.mark.slow
 def test_the_fleet_report_draws_every_chart_offline_without_console_errors(
-    tmp_path: Path,
+    tmp_path: Path, chromium: Callable[[], AbstractContextManager[Any]]
 ) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     dest = make_demo_fleet(tmp_path / "hosts", tmp_path / "fleet")
     done = make_fleet_report(str(dest), out=tmp_path / "reports")
     assert done.hosts == len(DEMO_HOSTS)
@@ -64,15 +50,11 @@ def test_the_fleet_report_draws_every_chart_offline_without_console_errors(
     )
     artifacts.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            for width in WIDTHS:
-                problems += [
-                    f"@ {width}px: {e}" for e in look(browser, Path(done.html), width, artifacts)
-                ]
-        finally:
-            browser.close()
+    with chromium() as browser:
+        for width in WIDTHS:
+            problems += [
+                f"@ {width}px: {e}" for e in look(browser, Path(done.html), width, artifacts)
+            ]
     assert problems == [], "\n".join(problems)
 
 
