@@ -21,6 +21,7 @@ from hygiene_nb.errors import FleetReadOnly, StoreError
 
 __all__ = [
     "FLEET_MARKER",
+    "QUARANTINE_NAME",
     "NotRegularFile",
     "Store",
     "fleet_marker_above",
@@ -31,6 +32,7 @@ __all__ = [
     "refuse_fleet",
     "remove_store_path",
     "resolve_store",
+    "store_above",
     "utc_now",
     "write_private_file",
 ]
@@ -141,16 +143,54 @@ FLEET_MARKER = "hygiene-nb-fleet.json"
 def fleet_marker_above(path: str | os.PathLike[str]) -> Path | None:
     """The fleet dataset ``path`` is, or lies inside (its top directory), else None.
 
-    Read with ``lstat`` from ``path`` up to ``/``: a marker reached through a symlink counts too
-    (the marker file itself may be anything but absent).
+    Read with ``lstat`` from ``path`` up to ``/``, along the path as given and along the one
+    the kernel resolves (a symlink on the way may lead into a fleet dataset); a marker reached
+    through a symlink counts too (the marker file itself may be anything but absent).
     """
-    here = Path(os.path.abspath(path))
-    for candidate in (here, *here.parents):
-        try:
-            os.lstat(candidate / FLEET_MARKER)
-        except OSError:
-            continue
-        return candidate
+    given = Path(os.path.abspath(path))
+    resolved = Path(os.path.realpath(given))
+    for here in (given, resolved) if resolved != given else (given,):
+        for candidate in (here, *here.parents):
+            try:
+                os.lstat(candidate / FLEET_MARKER)
+            except OSError:
+                continue
+            return candidate
+    return None
+
+
+# The quarantine directory at the top of a filesystem other than the store's (the executor's).
+QUARANTINE_NAME = ".hygiene-nb-quarantine"
+
+
+def _looks_like_store(path: Path) -> bool:
+    """Whether ``path`` holds what a store does: its scan index or ledger beside snapshots/."""
+    try:
+        return (path / "snapshots").is_dir() and (
+            (path / "index.jsonl").is_file() or (path / "ledger.sqlite").is_file()
+        )
+    except OSError:
+        return False
+
+
+def store_above(path: str | os.PathLike[str], store: Store | None = None) -> Path | None:
+    """The store or quarantine ``path`` is, or lies inside, else None.
+
+    That is ``store``'s directory, any directory that holds a store's index or ledger beside
+    ``snapshots/``, or a ``.hygiene-nb-quarantine``; looked for along the path as given and
+    along the one the kernel resolves.
+    """
+    given = Path(os.path.abspath(path))
+    resolved = Path(os.path.realpath(given))
+    own = (
+        {Path(os.path.abspath(store.root)), Path(os.path.realpath(store.root))} if store else set()
+    )
+    for here in (given, resolved) if resolved != given else (given,):
+        for candidate in (here, *here.parents):
+            if candidate in own or candidate.name == QUARANTINE_NAME:
+                return candidate
+            if _looks_like_store(candidate):
+                return candidate
     return None
 
 

@@ -15,14 +15,13 @@ from typing import Any, cast
 import pytest
 
 from hygiene_nb import api
-from hygiene_nb.classify.protect import QUARANTINE_NAME
 from hygiene_nb.pathnames import raw_path
 from hygiene_nb.query import views
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.request import ScanRequest, walk_options
 from hygiene_nb.scan.walk import WalkerName, open_walker
-from hygiene_nb.store import Store
+from hygiene_nb.store import QUARANTINE_NAME, Store
 from tests.helpers import du_bytes, write
 
 

@@ -72,9 +72,13 @@ def test_a_store_in_a_fleet_dataset_is_refused(world: dict[str, Path], where: st
 def test_a_store_named_by_the_environment_or_a_symlink_is_refused(world: dict[str, Path]) -> None:
     link = world["tmp"] / "store-link"
     link.symlink_to(world["dest"])
-    for store in (world["dest"], link, link / "dirs"):
+    # a symlink to a directory inside the dataset: no marker on the path as given
+    inner = world["tmp"] / "inner-link"
+    inner.symlink_to(world["dest"] / "snapshots")
+    for store in (world["dest"], link, link / "dirs", inner, inner / "new-store"):
         assert_refused(world, "summary", str(world["root"]), env={"HYGIENE_NB_STORE": str(store)})
         assert_refused(world, "scan", str(world["root"]), "--store", str(store))
+    assert not (world["dest"] / "snapshots" / "new-store").exists()
 
 
 def test_a_fleet_dataset_cannot_be_planned_in(world: dict[str, Path]) -> None:
@@ -162,3 +166,18 @@ def test_a_fleet_dataset_inside_a_scanned_root_is_never_planned(world: dict[str,
     assert [c["path"] for c in plan["candidates"]] == [str(home / "junk.log")]
     left_out = {e["path"]: e["code"] for e in plan["excluded"]}
     assert left_out == {str(p): "protected" for p in inside}
+
+
+def test_nothing_is_moved_into_a_store_quarantine_that_holds_a_fleet_marker(
+    world: dict[str, Path],
+) -> None:
+    plan = _issued_plan(world)
+    quarantine = world["store"] / "quarantine"
+    quarantine.mkdir(mode=0o700, exist_ok=True)
+    (quarantine / FLEET_MARKER).write_bytes((world["dest"] / FLEET_MARKER).read_bytes())
+    before = tree_state(world["root"]), tree_state(quarantine)
+    for args in _execute_args(plan, Path(plan["plan_path"]), world["store"]):
+        code, error, message = hnb_error(*args)
+        assert (code, error) == (3, "fleet-is-read-only"), message
+        assert "moved into" in message and str(quarantine) in message
+    assert (tree_state(world["root"]), tree_state(quarantine)) == before

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from hygiene_nb.store import FLEET_MARKER
+from hygiene_nb.store import FLEET_MARKER, QUARANTINE_NAME
 
 __all__ = [
     "CONTAINER_HOME_DIRS",
@@ -46,7 +46,6 @@ KEEP_MARKER = ".hygiene-nb-keep"
 # The names that keep their directory and everything inside: the keep marker, and the top of a
 # fleet dataset (published evidence from many hosts, never planned: docs/fleet.md).
 KEEP_MARKERS = (KEEP_MARKER, FLEET_MARKER)
-QUARANTINE_NAME = ".hygiene-nb-quarantine"
 VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr"})
 CREDENTIAL_DIRS = frozenset(
     {".ssh", ".gnupg", ".aws", ".kube", ".password-store", "keyrings", ".pki", ".docker"}

@@ -48,7 +48,7 @@ from hygiene_nb.executor.fileops import (
     replace_own_file,
 )
 from hygiene_nb.executor.filesystems import fs_identity
-from hygiene_nb.store import no_duplicate_keys
+from hygiene_nb.store import QUARANTINE_NAME, no_duplicate_keys
 
 __all__ = [
     "MANIFEST_NAME",
@@ -71,7 +71,6 @@ MANIFEST_SCHEMA = "hygiene-nb/quarantine-manifest@2"
 MANIFEST_SCHEMAS = frozenset({"hygiene-nb/quarantine-manifest@1", MANIFEST_SCHEMA})
 MANIFEST_NAME = b"manifest.json"
 TREE_NAME = b"tree"
-QUARANTINE_NAME = ".hygiene-nb-quarantine"
 _MAX_MANIFEST = 512 * 1024 * 1024
 
 

@@ -123,6 +123,7 @@ def execute_plan(
     plan = load_plan(plan_path)
     refuse_fleet(plan.path, "executed from")
     refuse_fleet(plan.parsed.root.path, "executed in")
+    refuse_fleet(store.quarantine, "moved into")
     if not store.ledger.exists():  # refuse without creating anything in a store that is not one
         raise PlanNotIssued(
             f"{store.root} holds no ledger, so it issued no plan; give the --store that made "

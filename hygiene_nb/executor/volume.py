@@ -22,6 +22,7 @@ from pathlib import Path
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, FileOps, open_dir_at
 from hygiene_nb.fs.mounts import MountInside, mount_id
+from hygiene_nb.store import FLEET_MARKER, fleet_marker_above
 
 __all__ = [
     "QuarantineUntrusted",
@@ -128,6 +129,11 @@ def _volume_quarantine(
             raise QuarantineUntrusted(f"{os.fsdecode(top_path)} is writable by anyone, not sticky")
         name = QUARANTINE_NAME.encode()
         path = Path(os.fsdecode(os.path.join(top_path, name)))
+        fleet = fleet_marker_above(path)
+        if fleet is not None:  # published evidence: nothing is ever moved into one
+            raise QuarantineUntrusted(
+                f"{path} lies inside the fleet dataset {fleet} (it has {FLEET_MARKER})"
+            )
         if ops is not None:
             with contextlib.suppress(FileExistsError):
                 ops.make_dir(top_fd, name)

@@ -21,7 +21,7 @@ from hygiene_nb.executor import execute_plan, list_store_batches, restore_batch,
 from hygiene_nb.executor.batches import QUARANTINE_NAME
 from hygiene_nb.executor.fileops import DIR_FLAGS, remove_original_after_verified_copy
 from hygiene_nb.executor.registry import known_quarantines
-from hygiene_nb.store import Store
+from hygiene_nb.store import FLEET_MARKER, Store
 from tests.executor.helpers import (
     confirm_for,
     contents,
@@ -202,7 +202,9 @@ def test_the_dry_runs_volume_quarantine_prediction_applies_permissions(
             assert sorted(p.name for p in mnt.iterdir()) == before  # it creates nothing
 
 
-@pytest.mark.parametrize("kind", ["symlink", "world-writable", "group-readable", "a-file"])
+@pytest.mark.parametrize(
+    "kind", ["symlink", "world-writable", "group-readable", "a-file", "a-fleet-dataset"]
+)
 def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], kind: str) -> None:
     mnt = xworld["mnt"]
     quarantine = mnt / QUARANTINE_NAME
@@ -212,6 +214,9 @@ def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], k
         quarantine.symlink_to(elsewhere)
     elif kind == "a-file":
         write(quarantine, 1)
+    elif kind == "a-fleet-dataset":  # private and ours, but published evidence
+        quarantine.mkdir(mode=0o700)
+        write(quarantine / FLEET_MARKER, data=b'{"fleet_format": 1}\n')
     else:
         quarantine.mkdir()
         quarantine.chmod(0o777 if kind == "world-writable" else 0o750)
@@ -225,7 +230,10 @@ def test_an_untrusted_volume_quarantine_moves_nothing(xworld: dict[str, Path], k
     assert {s.code for s in result.skipped} == {"quarantine-untrusted"}
     assert contents(mnt / "cache") == before and (mnt / "old.log").exists()
     assert list(elsewhere.iterdir()) == []
-    if kind not in ("symlink", "a-file"):
+    if kind == "a-fleet-dataset":
+        assert [p.name for p in quarantine.iterdir()] == [FLEET_MARKER]
+        assert "fleet dataset" in result.skipped[0].message
+    elif kind not in ("symlink", "a-file"):
         assert list(quarantine.iterdir()) == []
     assert result.batches == [] and list(store.quarantine.iterdir()) == []
 
