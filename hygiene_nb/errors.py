@@ -16,6 +16,8 @@
     │   ├── SnapshotOutdated          code snapshot-outdated    exit 2
     │   ├── HostInvalid               code host-invalid         exit 2
     │   ├── NotAFleet                 code not-a-fleet-dataset  exit 2
+    │   ├── DestInsideStore           code dest-inside-store    exit 2
+    │   ├── PublishedDifferently      code published-differently exit 2
     │   └── BatchNotFound (LookupError) code batch-not-found    exit 2
     ├── StoreError                    code store-unusable       exit 1
     │   ├── IndexCorrupt              code store-index-corrupt  exit 1
@@ -64,6 +66,7 @@ __all__ = [
     "CandidateForbidden",
     "ConfigInvalid",
     "ConfirmationMismatch",
+    "DestInsideStore",
     "ExcludeInvalid",
     "FleetReadOnly",
     "FleetTooNew",
@@ -81,6 +84,7 @@ __all__ = [
     "PlanNotIssued",
     "PlanUnreadable",
     "PlanUntrusted",
+    "PublishedDifferently",
     "ReceiptTampered",
     "Refused",
     "ReportFailed",
@@ -346,6 +350,18 @@ class NotAFleet(UsageError):
     """A DEST that is not a fleet dataset (no marker at its top), nor empty to become one."""
 
     code = "not-a-fleet-dataset"
+
+
+class DestInsideStore(UsageError):
+    """A fleet DEST in a store or a quarantine: publishing there would make the store a fleet's."""
+
+    code = "dest-inside-store"
+
+
+class PublishedDifferently(UsageError):
+    """A scan already in the fleet dataset, published otherwise (redacted or not, its depth)."""
+
+    code = "published-differently"
 
 
 class FleetTooNew(StoreError):

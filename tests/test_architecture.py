@@ -21,9 +21,13 @@ DESTRUCTIVE = {
     "move",
     "truncate",
     "ftruncate",
+    "delete_file",  # pyarrow.fs
+    "delete_dir",
+    "delete_dir_contents",
 }
 # The fleet dataset's writer likewise renames its own temporary files (under DEST/.staging)
-# into place under DEST, which it derives itself, and removes them when a write fails.
+# into place under DEST, which it derives itself, and removes them when a write fails (and a
+# partition's own files that a stopped publish left, when the scan is published redacted).
 ALLOWED = {PACKAGE / "store.py", PACKAGE / "fleet" / "dataset.py"}
 
 

@@ -113,13 +113,17 @@ def test_a_dest_that_is_neither_a_directory_nor_s3_is_refused(
 def test_an_endpoint_that_is_not_http_is_refused(tmp_path: Path, host_a: dict[str, Any]) -> None:
     for args in (publish_args("s3://b/f", host_a, "hA"), ["fleet", "s3://b/f", "summary"]):
         code, error, message = hnb_error(*args, "--endpoint-url", "ftp://127.0.0.1:9", timeout=30)
-        assert code == 2 and error == "not-a-fleet-dataset" and "--endpoint-url" in message
+        assert code == 2 and error == "bad-usage" and "--endpoint-url" in message
 
 
 # -- host names --------------------------------------------------------------------------------
 
 
-BAD_HOSTS = ["", "a/b", "a=b", "two words", "12345", "../up", "-lead", ".hidden", "x" * 64, "t\tab"]
+BAD_HOSTS = [
+    *("", "a/b", "a=b", "two words", "12345", "../up", "-lead", ".hidden", "x" * 64, "t\tab"),
+    # read as a number, a boolean or a null by DuckDB's or Spark's partition discovery
+    *("1e5", "0x1f", "7host", "nan", "NaN", "inf", "Infinity", "true", "FALSE", "null"),
+]
 
 
 def test_a_host_name_that_cannot_name_a_partition_is_refused(
@@ -266,8 +270,12 @@ def test_a_damaged_completion_marker_is_skipped_and_published_again(
     assert sorted(r["host"] for r in answer["questions"]["summary"]) == ["hA", "hB"]
 
 
-def test_a_damaged_fleet_marker_is_not_a_fleet_marker(fleet: dict[str, Any]) -> None:
-    (Path(fleet["dest"]) / FLEET_MARKER).write_bytes(b"{not json")
+@pytest.mark.parametrize(
+    "damage",
+    [b"{not json", b'{"fleet_format": 1e400}', b'{"fleet_format": NaN}', b"[1]", b"1", b"[" * 5000],
+)
+def test_a_damaged_fleet_marker_is_not_a_fleet_marker(fleet: dict[str, Any], damage: bytes) -> None:
+    (Path(fleet["dest"]) / FLEET_MARKER).write_bytes(damage)
     before = tree_state(fleet["dest"])
     code, error, message = hnb_error("fleet", str(fleet["dest"]), "summary")
     assert (code, error) == (2, "not-a-fleet-dataset") and FLEET_MARKER in message
@@ -344,6 +352,14 @@ def test_scan_publish_into_a_directory_that_is_not_a_fleet_keeps_the_scan(
     code, error, _ = hnb_error("scan", str(root), "--store", str(store), "--publish", str(dest))
     assert (code, error) == (2, "not-a-fleet-dataset")
     assert tree_state(dest) == before
+    assert not (store / "index.jsonl").exists()  # refused before the scan: none was made
+    # a publish that fails only after the scan (its marker cannot be written) keeps the scan
+    broken = tmp_path / "broken-fleet"
+    broken.mkdir()
+    (broken / FLEET_MARKER).write_text(json.dumps({"fleet_format": 1, "made_by": "hygiene-nb"}))
+    (broken / "published").write_text("a file where the markers' directory goes")
+    code, error, _ = hnb_error("scan", str(root), "--store", str(store), "--publish", str(broken))
+    assert (code, error) == (1, "fleet-unusable")
     assert len((store / "index.jsonl").read_text().splitlines()) == 1  # the scan is kept
     fleet_dest = tmp_path / "fleet"
     code, out, _ = hnb_json("scan", str(root), "--store", str(store), "--publish", str(fleet_dest))

@@ -234,6 +234,8 @@ def test_a_publish_killed_at_any_moment_leaves_only_whole_objects_and_complete_p
         proc.kill()
         proc.wait(60)
         for key in s3_listing(fs, f"{bucket}/fleet"):
+            if "/.staging/" in key:  # an upload it was killed in: never read, never in place
+                continue
             with fs.open_input_file(key) as handle:
                 if key.endswith(".parquet"):
                     pq.read_table(handle)
@@ -252,3 +254,78 @@ def test_a_publish_killed_at_any_moment_leaves_only_whole_objects_and_complete_p
     code, answer, _ = hnb_json("fleet", dest, "summary", "--endpoint-url", endpoint)
     assert answer["skipped"] == []
     assert_summary_rows(answer["questions"]["summary"], {"hA": first, "hK": host})
+
+
+def test_an_upload_that_fails_part_way_leaves_no_object_in_place(
+    tmp_path: Path, endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream completes what it was given when it closes: the short object it leaves is a
+    staging one, removed, and nothing appears at the partition's key."""
+    import shutil
+
+    from hygiene_nb.errors import FleetUnusable
+    from hygiene_nb.fleet.dataset import open_dest
+
+    source = tmp_path / "part.parquet"
+    source.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    dest = open_dest(f"s3://{bucket}/fleet", endpoint_url=endpoint)
+    real_copy = shutil.copyfileobj
+
+    def half_then_fail(src: Any, dst: Any, length: int = 0) -> None:
+        dst.write(src.read(300_000))
+        raise OSError("the network went away")
+
+    monkeypatch.setattr("hygiene_nb.fleet.dataset.shutil.copyfileobj", half_then_fail)
+    with pytest.raises(FleetUnusable, match="the network went away"):
+        dest.put_file("snapshots/x/part-0.parquet", source)
+    assert s3_listing(s3_filesystem(endpoint), bucket) == {}  # no short object, anywhere
+    monkeypatch.setattr("hygiene_nb.fleet.dataset.shutil.copyfileobj", real_copy)
+    dest.put_file("snapshots/x/part-0.parquet", source)
+    (key,) = s3_listing(s3_filesystem(endpoint), bucket)
+    assert key == f"{bucket}/fleet/snapshots/x/part-0.parquet"
+    with s3_filesystem(endpoint).open_input_stream(key) as stream:
+        assert stream.read() == source.read_bytes()
+
+
+def test_a_cut_short_object_is_published_again_whole(
+    tmp_path: Path, endpoint: str, bucket: str
+) -> None:
+    import pyarrow.parquet as pq
+
+    host = scanned_host(tmp_path, "hT", 8)
+    dest = f"s3://{bucket}/fleet"
+    assert hnb_json(*publish_argv(dest, host, "hT", endpoint)[3:-1])[0] == 0
+    fs = s3_filesystem(endpoint)
+    key = f"{bucket}/fleet/snapshots/{host['key']}/part-0.parquet"
+    with fs.open_input_stream(key) as stream:
+        whole = stream.read()
+    with fs.open_output_stream(key) as stream:  # what an earlier, unstaged upload could leave
+        stream.write(whole[: len(whole) // 3])
+    code, out, _ = hnb_json(*publish_argv(dest, host, "hT", endpoint)[3:-1])
+    assert (code, out["status"]) == (0, "published")
+    with fs.open_input_file(key) as handle:
+        assert pq.read_table(handle).num_rows == host["walk"]["files"] + host["walk"]["dirs"]
+    assert not [k for k in s3_listing(fs, bucket) if "/.staging/" in k]
+
+
+def test_a_redacted_publish_to_s3_removes_what_an_interrupted_whole_one_left(
+    tmp_path: Path, endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hygiene_nb.checkpoints import CheckpointFault
+    from hygiene_nb.fleet.publish import publish
+
+    host = scanned_host(tmp_path, "hU", 9)
+    dest = f"s3://{bucket}/fleet"
+    monkeypatch.setenv("HYGIENE_NB_TEST_CHECKPOINT", "publish-before-marker:fail")
+    with pytest.raises(CheckpointFault):
+        publish(dest, str(host["root"]), store=host["store"], host="hU", endpoint_url=endpoint)
+    monkeypatch.delenv("HYGIENE_NB_TEST_CHECKPOINT")
+    fs = s3_filesystem(endpoint)
+    tops = {k.split("/")[2] for k in s3_listing(fs, f"{bucket}/fleet")}
+    assert {"snapshots", "classified", "dirs"} <= tops  # the whole scan's files, unmarked
+    done = publish(
+        dest, str(host["root"]), store=host["store"], host="hU", redact=True, endpoint_url=endpoint
+    )
+    assert (done.status, done.redacted) == ("published", True)
+    tops = {k.split("/")[2] for k in s3_listing(fs, f"{bucket}/fleet")}
+    assert tops == {"hygiene-nb-fleet.json", "dirs", "published"}

@@ -13,6 +13,7 @@ import click
 
 from hygiene_nb import api, render
 from hygiene_nb.cli.app import MAX_DAYS, MAX_KEEP, MAX_TOP, Finite, common_options, emit
+from hygiene_nb.errors import UsageError
 
 if TYPE_CHECKING:  # the frame's type for the checker; pandas loads with the views
     import pandas as pd
@@ -59,6 +60,20 @@ __all__ = ["scan", "snapshots", "summary"]
     help="Then publish the new scan into the fleet dataset DEST (a directory or "
     "s3://BUCKET/PREFIX; the endpoint from $AWS_ENDPOINT_URL), as `hygiene-nb publish` does.",
 )
+@click.option(
+    "--publish-host", metavar="NAME", help="With --publish: the host name to publish under."
+)
+@click.option(
+    "--publish-redact",
+    is_flag=True,
+    help="With --publish: aggregates only, as `hygiene-nb publish --redact`.",
+)
+@click.option(
+    "--publish-depth",
+    type=click.IntRange(min=0, max=64),
+    default=None,
+    help="With --publish: how many levels below the root the directory sums reach [default: 3].",
+)
 @common_options
 def scan(
     root: str,
@@ -69,6 +84,9 @@ def scan(
     threads: int,
     walker: str,
     publish_to: str | None,
+    publish_host: str | None,
+    publish_redact: bool,
+    publish_depth: int | None,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -78,6 +96,22 @@ def scan(
     Budgets are shared fairly by ROOT's direct children; what a budget or an unreadable
     directory leaves out is marked partial (unknown), never counted as empty.
     """
+    if publish_to is None:
+        given = [
+            name
+            for name, value in (
+                ("--publish-host", publish_host),
+                ("--publish-redact", publish_redact or None),
+                ("--publish-depth", publish_depth),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)} needs --publish DEST: give the fleet dataset.")
+    else:  # what would refuse the publish is found before the scan, not after it
+        from hygiene_nb.fleet.publish import check_publish
+
+        check_publish(publish_to, store=store, host=publish_host)
     info = api.scan_root(
         root,
         store=store,
@@ -92,9 +126,16 @@ def scan(
     if publish_to is None:
         emit(as_json, render.scan_json(info), render.render_scan(info))
         return
-    from hygiene_nb.fleet.publish import publish
+    from hygiene_nb.fleet.publish import DEFAULT_DEPTH, publish
 
-    published = publish(publish_to, store=store, scan_id=info.scan_id)
+    published = publish(
+        publish_to,
+        store=store,
+        scan_id=info.scan_id,
+        host=publish_host,
+        redact=publish_redact,
+        depth=DEFAULT_DEPTH if publish_depth is None else publish_depth,
+    )
     payload = render.scan_json(info)
     payload["published"] = published.to_json()
     emit(as_json, payload, render.render_scan(info) + "\n" + published.text())

@@ -21,17 +21,19 @@ from the usual ``AWS_*`` variables, the endpoint from ``--endpoint-url`` or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from hygiene_nb.errors import FleetTooNew, FleetUnusable, HostInvalid, NotAFleet
+from hygiene_nb.errors import FleetTooNew, FleetUnusable, HostInvalid, NotAFleet, UsageError
 from hygiene_nb.store import FLEET_MARKER
 
 if TYPE_CHECKING:
@@ -49,19 +51,23 @@ __all__ = [
 FLEET_FORMAT = 1  # the layout and the markers; a newer one is refused (fleet-too-new)
 TABLES = ("snapshots", "classified", "dirs")
 _STAGING = ".staging"  # a directory DEST's temporary files, renamed into place when whole
-_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+_HOST = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
+# names an engine reading the partition values would take for a number, a boolean or a null
+_HOST_WORDS = frozenset({"nan", "inf", "infinity", "true", "false", "null", "none"})
 
 
 def check_host(host: str) -> str:
     """``host`` when a fleet can name a partition by it, else ``HostInvalid``.
 
-    Letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, at most 63
-    characters, and not purely digits (DuckDB and Spark would read the partition as a number).
+    Letters, digits, ``.``, ``_`` and ``-``, starting with a letter, at most 63 characters,
+    and none of the words DuckDB or Spark would read as a value rather than a name (``nan``,
+    ``inf``, ``true``, ``null``…): a partition value must stay text in every engine.
     """
-    if not _HOST.fullmatch(host) or host.isdigit():
+    if not _HOST.fullmatch(host) or host.lower() in _HOST_WORDS:
         raise HostInvalid(
             f"host name {host!r} cannot name a fleet partition: use letters, digits, '.', '_' "
-            "and '-' (not only digits, no '/', '=' or spaces); give one with --host NAME."
+            "and '-', starting with a letter (no '/', '=' or spaces, and not a word such as "
+            "'nan', 'true' or 'null'); give one with --host NAME."
         )
     return host
 
@@ -193,7 +199,7 @@ class Dest:
         try:
             record = json.loads(self.read_bytes(FLEET_MARKER))
             version = int(record["fleet_format"])
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise NotAFleet(
                 f"{self.text}/{FLEET_MARKER} is not a fleet marker ({exc}); this is not a fleet "
                 "dataset hygiene-nb made."
@@ -216,23 +222,35 @@ class Dest:
 
     # -- writing ------------------------------------------------------------------------------
 
+    def is_fleet_or_empty(self) -> bool:
+        """True when DEST is a fleet dataset (its marker checked), False when it is new.
+
+        Raises:
+            NotAFleet: DEST holds something else.
+            FleetTooNew: a newer hygiene-nb made it.
+        """
+        if self.exists(FLEET_MARKER):
+            self.check_marker()
+            return True
+        if not self.is_empty():
+            if self.exists(FLEET_MARKER):  # another publisher made it a fleet dataset meanwhile
+                self.check_marker()
+                return True
+            raise NotAFleet(
+                f"{self.text} is not empty and is not a fleet dataset (no {FLEET_MARKER}); "
+                "publish into a new or empty directory or prefix."
+            )
+        return False
+
     def ensure_marker(self) -> None:
         """Make DEST a fleet dataset if it is new (empty); check the marker if it is one.
 
         Raises:
             NotAFleet: DEST holds something else.
+            FleetTooNew: a newer hygiene-nb made it.
         """
-        if self.exists(FLEET_MARKER):
-            self.check_marker()
+        if self.is_fleet_or_empty():
             return
-        if not self.is_empty():
-            if self.exists(FLEET_MARKER):  # another publisher made it a fleet dataset meanwhile
-                self.check_marker()
-                return
-            raise NotAFleet(
-                f"{self.text} is not empty and is not a fleet dataset (no {FLEET_MARKER}); "
-                "publish into a new or empty directory or prefix."
-            )
         record = {"fleet_format": FLEET_FORMAT, "made_by": "hygiene-nb"}
         # every publisher writes the same bytes: two that race leave the same file
         self.put_bytes(FLEET_MARKER, json.dumps(record, sort_keys=True).encode() + b"\n")
@@ -256,8 +274,7 @@ class Dest:
                 finally:
                     tmp.unlink(missing_ok=True)  # a failed write's own temporary file
             else:
-                with self.fs.open_output_stream(self.path(relative)) as stream:
-                    stream.write(data)
+                self._upload(relative, len(data), lambda stream: stream.write(data))
         except OSError as exc:
             raise self._fail(f"write {relative}", exc) from exc
 
@@ -274,13 +291,63 @@ class Dest:
                 finally:
                     tmp.unlink(missing_ok=True)  # a failed write's own temporary file
             else:
-                with (
-                    open(source, "rb") as handle,
-                    self.fs.open_output_stream(self.path(relative)) as stream,
-                ):
-                    shutil.copyfileobj(handle, stream, 8 * 1024 * 1024)
+                with open(source, "rb") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    self._upload(
+                        relative, size, lambda stream: shutil.copyfileobj(handle, stream, 8 << 20)
+                    )
         except OSError as exc:
             raise self._fail(f"write {relative}", exc) from exc
+
+    def _upload(self, relative: str, size: int, write: Callable[[Any], object]) -> None:
+        """Upload to a staging object, check its size, then copy it into place on the server.
+
+        An upload that fails part-way can leave a short object behind (the stream completes
+        what it was given when it closes): it is left only under ``.staging/``, which no reader
+        lists, and removed; the object at ``relative`` is a server-side copy of one of the
+        right size, so it is there whole or not at all.
+        """
+        import pyarrow.fs as pafs
+
+        staged = self.path(f"{_STAGING}/{secrets.token_hex(8)}.tmp")
+        try:
+            with self.fs.open_output_stream(staged) as stream:
+                write(stream)
+            got = self.fs.get_file_info(staged)
+            if got.type != pafs.FileType.File or got.size != size:
+                raise OSError(f"the upload of {relative} is {got.size} bytes, not {size}")
+            self.fs.copy_file(staged, self.path(relative))
+        finally:
+            with contextlib.suppress(OSError):
+                self.fs.delete_file(staged)
+
+    def clear_tables(self, part: Partition, tables: tuple[str, ...]) -> None:
+        """Remove ``part``'s files of ``tables`` where they are (none is an error).
+
+        Only a partition's own files, whose paths this class derives: what a publish of the
+        whole scan left before it was stopped, when the scan is now published redacted.
+        """
+        import pyarrow.fs as pafs
+
+        for table in tables:
+            relative = part.file(table)
+            try:
+                if self.fs.get_file_info(self.path(relative)).type == pafs.FileType.File:
+                    self.fs.delete_file(self.path(relative))
+            except OSError as exc:
+                raise self._fail(f"remove {relative}", exc) from exc
+
+    def parquet_whole(self, relative: str) -> bool:
+        """Whether the file at ``relative`` is there and ends in a Parquet footer that reads."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            with self.fs.open_input_file(self.path(relative)) as handle:
+                pq.read_metadata(handle)
+        except (OSError, pa.ArrowException):
+            return False
+        return True
 
     def _into_place(self, tmp: Path, relative: str) -> None:
         final = Path(self.path(relative))
@@ -326,7 +393,10 @@ def _s3(endpoint_url: str | None) -> pafs.FileSystem:
     if url:
         endpoint = urlsplit(url)
         if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
-            raise NotAFleet(f"--endpoint-url {url!r} is not an http:// or https:// URL.")
+            raise UsageError(
+                f"--endpoint-url {url!r} is not an http:// or https:// URL (from --endpoint-url, "
+                "$AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL); give one like http://HOST:PORT."
+            )
         options["endpoint_override"] = endpoint.netloc
         options["scheme"] = endpoint.scheme
     try:

@@ -34,12 +34,20 @@ from typing import Any
 
 from hygiene_nb import api
 from hygiene_nb.checkpoints import checkpoint
-from hygiene_nb.errors import FleetTooNew, FleetUnusable, SnapshotTooNew, StoreError, UsageError
+from hygiene_nb.errors import (
+    DestInsideStore,
+    FleetTooNew,
+    FleetUnusable,
+    PublishedDifferently,
+    SnapshotTooNew,
+    StoreError,
+    UsageError,
+)
 from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition, check_host, open_dest
 from hygiene_nb.scan.index import ScanInfo, find_scan, root_slug
 from hygiene_nb.store import utc_now
 
-__all__ = ["DEFAULT_DEPTH", "MAX_DEPTH", "PublishResult", "publish"]
+__all__ = ["DEFAULT_DEPTH", "MAX_DEPTH", "PublishResult", "check_publish", "publish"]
 
 DEFAULT_DEPTH = 3
 MAX_DEPTH = 64
@@ -151,8 +159,12 @@ def publish(
     name = check_host(host if host is not None else (info.host or socket.gethostname()))
     part = Partition(name, root_slug(info.root), info.scan_id)
     target = open_dest(dest, endpoint_url=endpoint_url)
+    if target.local:
+        _refuse_store_dest(st, target)
     target.ensure_marker()
-    if _complete(target, part):
+    before = _complete(target, part)
+    if before is not None:
+        _same_publication(target, part, before, redact=redact, depth=depth)
         return PublishResult(dest, part, info.root, "already-published", redact)
     say = progress or (lambda _text: None)
     files: dict[str, int] = {}
@@ -171,6 +183,8 @@ def publish(
             say(f"writing {relative}")
             target.put_file(relative, source)
             files[relative] = source.stat().st_size
+        if redact:  # what an earlier, unfinished publish of the whole scan left is not kept
+            target.clear_tables(part, ("snapshots", "classified"))
         marker["files"] = {table: part.file(table) for table in tables}
         checkpoint("publish-before-marker")
         data = json.dumps(marker, sort_keys=True, indent=1).encode() + b"\n"
@@ -181,24 +195,92 @@ def publish(
     )
 
 
-def _complete(target: Dest, part: Partition) -> bool:
-    """Whether ``part`` is published whole: its marker reads, and names files that are there.
+def check_publish(
+    dest: str,
+    *,
+    store: api.StoreArg = None,
+    host: str | None = None,
+    endpoint_url: str | None = None,
+) -> None:
+    """What would refuse a publish into ``dest``, found without writing anything.
 
-    A damaged marker, or one whose files are missing, is published again (what the reader's
-    message for them says to do): the same scan's files replace what is there, marker last.
-    One a newer hygiene-nb wrote is left as it is.
+    ``scan --publish`` asks this before it scans, so a long scan is not followed by a refusal
+    that was known before it began (the scan itself is kept whatever the publish then says).
+
+    Raises:
+        HostInvalid, DestInsideStore, NotAFleet, FleetTooNew, FleetUnusable: as ``publish``.
+    """
+    if host is not None:
+        check_host(host)
+    target = open_dest(dest, endpoint_url=endpoint_url)
+    if target.local:
+        _refuse_store_dest(api.existing_store(store), target)
+    target.is_fleet_or_empty()
+
+
+def _complete(target: Dest, part: Partition) -> dict[str, Any] | None:
+    """The marker of ``part`` when it is published whole, else None.
+
+    Whole: its marker reads, and every file it names is there with a Parquet footer that
+    reads. A damaged marker, or one whose files are missing or cut short, is published again
+    (what the reader's message for them says to do): the same scan's files replace what is
+    there, marker last. One a newer hygiene-nb wrote is left as it is (an empty record).
     """
     from hygiene_nb.fleet.reader import read_marker
 
     if not target.exists(part.marker):
-        return False
+        return None
     try:
         marker = read_marker(target, part)
     except FleetTooNew:
-        return True
+        return {}
     except FleetUnusable:
-        return False
-    return all(target.exists(path) for path in marker["files"].values())
+        return None
+    if all(target.parquet_whole(path) for path in marker["files"].values()):
+        return marker
+    return None
+
+
+def _same_publication(
+    target: Dest, part: Partition, marker: dict[str, Any], *, redact: bool, depth: int
+) -> None:
+    """Refuse to call a scan published when it is there in another form than asked for.
+
+    Raises:
+        PublishedDifferently: it was published redacted and now is not, or the other way
+            round, or to another depth.
+    """
+    if not marker:  # a newer hygiene-nb's: its form is its own
+        return
+    was_redacted, was_depth = bool(marker.get("redacted")), marker.get("depth")
+    if was_redacted == redact and was_depth == depth:
+        return
+    form = "redacted (aggregates only)" if was_redacted else "whole (snapshot and verdicts)"
+    raise PublishedDifferently(
+        f"scan {part.scan} of host {part.host} is already in {target.text}, published {form} "
+        f"to depth {was_depth}, and this publish asks for "
+        f"{'redacted' if redact else 'whole'} to depth {depth}; nothing was written. A "
+        "published scan is never changed in place: publish with the same options, or have the "
+        f"dataset's keeper remove {part.marker} and its files first."
+    )
+
+
+def _refuse_store_dest(st: Any, target: Dest) -> None:
+    """Refuse a DEST in a store or a quarantine: its marker would make the store a fleet's.
+
+    Raises:
+        DestInsideStore: DEST is, or lies inside, this store, another store or a quarantine.
+    """
+    from hygiene_nb.store import store_above
+
+    found = store_above(target.base, st)
+    if found is not None:
+        raise DestInsideStore(
+            f"{target.text} lies inside the hygiene-nb store or quarantine {found}; a fleet "
+            "dataset there would make the store read-only (`fleet-is-read-only`) and mix "
+            "published evidence with quarantined files. Publish into a directory outside "
+            "any store, such as a shared one: `hygiene-nb publish /srv/fleet ROOT`."
+        )
 
 
 def _footer_format(info: ScanInfo) -> int:
