@@ -149,6 +149,7 @@ def test_a_fleet_of_one_redacted_scan_says_so_and_draws_no_empty_chart(tmp_path:
         (["ROOT", "--fleet", "DEST"], "bad-usage"),  # both
         (["--fleet", "DEST", "--snapshot", "s1"], "bad-usage"),
         (["--fleet", "DEST", "--redact"], "bad-usage"),
+        (["--fleet", "DEST", "--store", "DEST"], "bad-usage"),  # the report reads DEST only
         (["ROOT", "--engine", "spark"], "bad-usage"),  # --engine is for a fleet
         (["--fleet", "NOT_A_FLEET"], "not-a-fleet-dataset"),
     ],

@@ -81,9 +81,21 @@ def report(
             raise UsageError(
                 "give ROOT or --fleet DEST, not both: a report is of one or the other."
             )
+        # a store named on the command line would be ignored: the report reads DEST only
+        # ($HYGIENE_NB_STORE, set for every command, is not a request)
+        named_store = (
+            store is not None
+            and click.get_current_context().get_parameter_source("store")
+            == click.core.ParameterSource.COMMANDLINE
+        )
         given = [
             o
-            for o, v in (("--snapshot", scan_id), ("--scan", scan_first), ("--redact", redact))
+            for o, v in (
+                ("--snapshot", scan_id),
+                ("--scan", scan_first),
+                ("--redact", redact),
+                ("--store", named_store),
+            )
             if v
         ]
         if given:

@@ -20,6 +20,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hygiene_nb.errors import FleetTooNew, FleetUnusable, UsageError
@@ -522,17 +523,45 @@ def _session(master: str) -> Any:
                 warnings.filterwarnings(
                     "ignore", message="PySpark does not yet fully support", category=FutureWarning
                 )
-                spark = builder.getOrCreate()
+                spark = _started_quietly(builder, Path(where) / "spark-driver.log")
         except PySparkException as exc:
+            said = _last_line((Path(where) / "spark-driver.log").read_bytes())
             scratch.cleanup()
             raise UsageError(
                 "--engine spark could not start Spark, which needs Java 17 or later on PATH or "
-                f"in $JAVA_HOME (pyspark said: {_first_line(exc)}). Install Java, or use "
-                "--engine duckdb."
+                f"in $JAVA_HOME (pyspark said: {_first_line(exc)}{'; ' + said if said else ''})."
+                " Install Java, or use --engine duckdb."
             ) from exc
         spark.sparkContext.setLogLevel("ERROR")
         _SPARK.append(_Spark(master, spark, scratch))
     return _SPARK[0].session
+
+
+def _started_quietly(builder: Any, log: Path) -> Any:
+    """``builder.getOrCreate()`` with the driver's standard error going to ``log``.
+
+    The JVM inherits the descriptor it starts with: its start-up lines (the host's name, native
+    libraries, the shell's log level) and its own log go to that file, not among the fleet's
+    answers. What goes wrong in a query still reaches Python as an exception.
+    """
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "ab") as handle:
+            os.dup2(handle.fileno(), 2)
+            return builder.getOrCreate()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _last_line(data: bytes) -> str:
+    """The last line of a log that says something, as text ('' for none)."""
+    lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+    said = [line for line in lines if line]
+    return said[-1][:300] if said else ""
 
 
 def _local_cores(master: str) -> int | None:
