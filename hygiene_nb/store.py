@@ -130,7 +130,10 @@ def resolve_store(store: str | os.PathLike[str] | None = None) -> Store:
     if store is None:
         data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         store = Path(data_home) / "hygiene-nb"
-    resolved = Store(Path(store).expanduser().absolute())
+    path = Path(store).expanduser().absolute()
+    if ".." in path.parts:  # one path for every reader and writer: the one the kernel takes
+        path = Path(os.path.realpath(path))
+    resolved = Store(path)
     refuse_fleet(resolved.root, "used as a store")
     return resolved
 
@@ -147,7 +150,7 @@ def fleet_marker_above(path: str | os.PathLike[str]) -> Path | None:
     the kernel resolves (a symlink on the way may lead into a fleet dataset); a marker reached
     through a symlink counts too (the marker file itself may be anything but absent).
     """
-    given = Path(os.path.abspath(path))
+    given = Path(path).absolute()  # '..' kept: the kernel takes it after a symlink before it
     resolved = Path(os.path.realpath(given))
     for here in (given, resolved) if resolved != given else (given,):
         for candidate in (here, *here.parents):
@@ -180,11 +183,9 @@ def store_above(path: str | os.PathLike[str], store: Store | None = None) -> Pat
     ``snapshots/``, or a ``.hygiene-nb-quarantine``; looked for along the path as given and
     along the one the kernel resolves.
     """
-    given = Path(os.path.abspath(path))
+    given = Path(path).absolute()  # '..' kept, as the kernel reads it
     resolved = Path(os.path.realpath(given))
-    own = (
-        {Path(os.path.abspath(store.root)), Path(os.path.realpath(store.root))} if store else set()
-    )
+    own = {store.root.absolute(), Path(os.path.realpath(store.root))} if store else set()
     for here in (given, resolved) if resolved != given else (given,):
         for candidate in (here, *here.parents):
             if candidate in own or candidate.name == QUARANTINE_NAME:
@@ -202,7 +203,8 @@ def refuse_fleet(path: str | os.PathLike[str], use: str) -> None:
     """
     top = fleet_marker_above(path)
     if top is not None:
-        where = "is" if Path(os.path.abspath(path)) == top else "lies inside"
+        same = Path(os.path.realpath(path)) == Path(os.path.realpath(top))
+        where = "is" if same else "lies inside"
         raise FleetReadOnly(
             f"{path} {where} the fleet dataset {top} (it has {FLEET_MARKER}), which cannot be "
             f"{use}: a fleet dataset is published evidence, never authority. Plan and execute "

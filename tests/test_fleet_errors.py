@@ -99,7 +99,12 @@ def test_publish_refuses_a_file_as_dest(tmp_path: Path, host_a: dict[str, Any]) 
 
 
 @pytest.mark.parametrize(
-    "dest", ["gs://bucket/fleet", "http://example.invalid/fleet", "ftp://host/x", "s3:///prefix"]
+    "dest",
+    [
+        *("gs://bucket/fleet", "http://example.invalid/fleet", "ftp://host/x", "s3:///prefix"),
+        *("s3://[bad/p", "file://[bad/p", "file://otherhost/srv/fleet", "s3://b/a/../c"),
+        "s3://b/a//c",
+    ],
 )
 def test_a_dest_that_is_neither_a_directory_nor_s3_is_refused(
     tmp_path: Path, host_a: dict[str, Any], dest: str
@@ -112,8 +117,9 @@ def test_a_dest_that_is_neither_a_directory_nor_s3_is_refused(
 
 def test_an_endpoint_that_is_not_http_is_refused(tmp_path: Path, host_a: dict[str, Any]) -> None:
     for args in (publish_args("s3://b/f", host_a, "hA"), ["fleet", "s3://b/f", "summary"]):
-        code, error, message = hnb_error(*args, "--endpoint-url", "ftp://127.0.0.1:9", timeout=30)
-        assert code == 2 and error == "bad-usage" and "--endpoint-url" in message
+        for url in ("ftp://127.0.0.1:9", "http://[::1"):
+            code, error, message = hnb_error(*args, "--endpoint-url", url, timeout=30)
+            assert code == 2 and error == "bad-usage" and "--endpoint-url" in message
 
 
 # -- host names --------------------------------------------------------------------------------
@@ -123,6 +129,7 @@ BAD_HOSTS = [
     *("", "a/b", "a=b", "two words", "12345", "../up", "-lead", ".hidden", "x" * 64, "t\tab"),
     # read as a number, a boolean or a null by DuckDB's or Spark's partition discovery
     *("1e5", "0x1f", "7host", "nan", "NaN", "inf", "Infinity", "true", "FALSE", "null"),
+    *("NA", "NaT", "nil", "undefined"),  # read as missing by pandas and Arrow's CSV reader
 ]
 
 
@@ -272,7 +279,11 @@ def test_a_damaged_completion_marker_is_skipped_and_published_again(
 
 @pytest.mark.parametrize(
     "damage",
-    [b"{not json", b'{"fleet_format": 1e400}', b'{"fleet_format": NaN}', b"[1]", b"1", b"[" * 5000],
+    [
+        *(b"{not json", b'{"fleet_format": 1e400}', b'{"fleet_format": NaN}', b"[1]", b"1"),
+        *(b'{"fleet_format": true}', b'{"fleet_format": "1"}', b'{"fleet_format": 1.9}'),
+        *(b'{"fleet_format": -7}', b'{"fleet_format": 0}', b"[" * 5000),
+    ],
 )
 def test_a_damaged_fleet_marker_is_not_a_fleet_marker(fleet: dict[str, Any], damage: bytes) -> None:
     (Path(fleet["dest"]) / FLEET_MARKER).write_bytes(damage)

@@ -205,3 +205,73 @@ def test_scan_publish_refuses_before_it_scans(
     assert (code, error) == (2, code_name), message
     assert (host["store"] / "index.jsonl").read_text() == index  # no scan was made
     assert not (host["tmp"] / "fleet").exists()
+
+
+def test_a_damaged_partition_is_published_again_only_in_its_own_form(
+    host: dict[str, Any],
+) -> None:
+    dest = host["tmp"] / "fleet"
+    code, _, _ = hnb_json(*publish_cli(dest, host))
+    assert code == 0
+    dirs = dest / "dirs" / host["part"] / "part-0.parquet"
+    dirs.write_bytes(dirs.read_bytes()[:100])  # cut short: the partition is not whole
+    before = tree_state(dest)
+    code, error, message = hnb_error(*publish_cli(dest, host, "--redact", "--depth", "1"))
+    assert (code, error) == (2, "published-differently"), message
+    assert tree_state(dest) == before  # the intact snapshot and verdicts are still there
+    code, out, _ = hnb_json(*publish_cli(dest, host))  # its own form: mended
+    assert (code, out["status"], out["redacted"]) == (0, "published", False)
+    assert pq.read_metadata(dirs).num_rows > 0
+
+
+def test_a_scan_is_never_published_under_a_second_host_name(host: dict[str, Any]) -> None:
+    dest = host["tmp"] / "fleet"
+    code, _, _ = hnb_json(*publish_cli(dest, host))
+    assert code == 0
+    before = tree_state(dest)
+    args = ["publish", str(dest), str(host["root"]), "--store", str(host["store"])]
+    code, error, message = hnb_error(*args, "--host", "another-name")
+    assert (code, error) == (2, "published-differently"), message
+    assert "host hA's" in message and "--host hA" in message
+    assert tree_state(dest) == before
+    code, answer, _ = hnb_json("fleet", str(dest), "summary")
+    assert [row["host"] for row in answer["questions"]["summary"]] == ["hA"]
+
+
+@pytest.mark.parametrize("inside", ["snapshots/nested", "published/x", "new"])
+def test_a_dest_inside_a_fleet_dataset_is_refused(host: dict[str, Any], inside: str) -> None:
+    dest = host["tmp"] / "fleet"
+    code, _, _ = hnb_json(*publish_cli(dest, host))
+    assert code == 0
+    before = tree_state(dest)
+    code, error, message = hnb_error(*publish_cli(dest / inside, host))
+    assert (code, error) == (2, "not-a-fleet-dataset"), message
+    assert f"publish into {dest} itself" in message
+    assert tree_state(dest) == before
+
+
+def test_scan_publish_refuses_a_machine_name_that_cannot_name_a_partition(
+    host: dict[str, Any],
+) -> None:
+    """The scan records this machine's name: one a partition cannot take (a container's id
+    that starts with a digit) is refused before the scan, and the message names the option."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare(1) is not installed: no host name can be set for one process")
+    command = [
+        "unshare", "--uts", "sh", "-c", 'hostname 9f3a2c && exec "$@"', "sh",
+        sys.executable, "-m", "hygiene_nb", "scan", str(host["root"]), "--store",
+        str(host["store"]), "--publish", str(host["tmp"] / "fleet"), "--json",
+    ]  # fmt: skip
+    index = (host["store"] / "index.jsonl").read_text()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if "Operation not permitted" in done.stderr:
+        pytest.skip(f"no UTS namespace here: {done.stderr.strip()}")
+    out = json.loads(done.stdout)
+    assert (done.returncode, out["error"]["code"]) == (2, "host-invalid"), done
+    assert "'9f3a2c'" in out["error"]["message"] and "--publish-host" in out["error"]["message"]
+    assert (host["store"] / "index.jsonl").read_text() == index  # no scan was made
+    assert not (host["tmp"] / "fleet").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -198,22 +199,27 @@ def test_publishing_the_same_scan_again_changes_nothing(
 def test_scan_publish_does_both_and_the_fleet_sees_the_growth(
     published: tuple[Path, Path, dict[str, Any], dict[str, Any]], store: Path
 ) -> None:
-    root, dest, first, _ = published
+    root, dest, _first, _ = published
     write(root / "data" / "new.bin", 1_000_000)
-    scanned = hnb("scan", str(root), "--store", str(store), "--publish", str(dest))
+    args = ["scan", str(root), "--store", str(store), "--publish", str(dest)]
+    scanned = hnb(*args, "--publish-host", "ws1")  # the host the first scan is published as
     second = scanned["published"]
     assert second["status"] == "published" and second["scan_id"] == scanned["scan_id"]
-    host = second["host"]
-    # the scan's own host name: republish the first scan under it, so the host has two scans
-    hnb("publish", str(dest), "--snapshot", first["scan_id"], "--store", str(store), "--host", host)
-    answer = hnb("fleet", str(dest), "growth", "--host", host)
+    assert second["host"] == "ws1"
+    answer = hnb("fleet", str(dest), "growth", "--host", "ws1")
     grown = {row["path"]: row["growth"] for row in answer["questions"]["top_dirs"]}
     data = str(root / "data")
     assert grown[data] == du_bytes(root / "data" / "new.bin", apparent=False)
-    summary = {r["host"]: r for r in hnb("fleet", str(dest), "summary")["questions"]["summary"]}
-    assert set(summary) == {"ws1", host}
-    assert summary[host]["growth"] == du_bytes(root / "data" / "new.bin", apparent=False)
-    assert summary["ws1"]["growth"] is None  # one scan: nothing to compare with
+    (row,) = hnb("fleet", str(dest), "summary")["questions"]["summary"]
+    assert (row["host"], row["scan"]) == ("ws1", scanned["scan_id"])
+    assert row["growth"] == du_bytes(root / "data" / "new.bin", apparent=False)
+    # without --publish-host, the scan's own host name (this machine's)
+    write(root / "data" / "newer.bin", 5000)
+    third = hnb(*args)["published"]
+    assert third["host"] == socket.gethostname() and third["status"] == "published"
+    hosts = {r["host"]: r for r in hnb("fleet", str(dest), "summary")["questions"]["summary"]}
+    assert set(hosts) == {"ws1", socket.gethostname()}
+    assert hosts[socket.gethostname()]["growth"] is None  # one scan: nothing to compare with
 
 
 def test_the_python_calls_return_the_commands_rows_as_dataframes(

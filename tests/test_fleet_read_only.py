@@ -75,10 +75,19 @@ def test_a_store_named_by_the_environment_or_a_symlink_is_refused(world: dict[st
     # a symlink to a directory inside the dataset: no marker on the path as given
     inner = world["tmp"] / "inner-link"
     inner.symlink_to(world["dest"] / "snapshots")
-    for store in (world["dest"], link, link / "dirs", inner, inner / "new-store"):
+    # and '..' after it, which the kernel takes from where the symlink leads: into the dataset
+    for store in (
+        world["dest"],
+        link,
+        link / "dirs",
+        inner,
+        inner / "new-store",
+        inner / ".." / "x",
+    ):
         assert_refused(world, "summary", str(world["root"]), env={"HYGIENE_NB_STORE": str(store)})
         assert_refused(world, "scan", str(world["root"]), "--store", str(store))
     assert not (world["dest"] / "snapshots" / "new-store").exists()
+    assert not (world["dest"] / "x").exists() and not (world["tmp"] / "x").exists()
 
 
 def test_a_fleet_dataset_cannot_be_planned_in(world: dict[str, Path]) -> None:

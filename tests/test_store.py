@@ -269,3 +269,24 @@ def test_remove_store_path_follows_no_symlink_out_of_the_store(tmp_path: Path, o
         with pytest.raises(StoreError, match="not inside the store"):
             remove_store_path(own, path)
     assert (outside / "precious").read_bytes() == b"do not touch"
+
+
+def test_a_store_path_with_dotdot_after_a_symlink_is_the_one_the_kernel_takes(
+    tmp_path: Path,
+) -> None:
+    """``lnk/../store`` is beside where ``lnk`` leads, as every open() finds it; read as text
+    it would be beside ``lnk``, and a store's readers and writers would disagree."""
+    from hygiene_nb import api
+
+    (tmp_path / "far" / "away").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to(tmp_path / "far" / "away")
+    given = tmp_path / "lnk" / ".." / "store"
+    assert resolve_store(given).root == tmp_path / "far" / "store"
+    root = tmp_path / "data"
+    write(root / "a.log", 5000)
+    info = api.scan_root(root, store=given)
+    api.annotate([str(root / "a.log")], store=given, decision="delete")
+    assert (tmp_path / "far" / "store" / "index.jsonl").is_file()
+    assert (tmp_path / "far" / "store" / "ledger.sqlite").is_file()
+    assert not (tmp_path / "store").exists()
+    assert api.summarize(store=given, scan_id=info.scan_id).files == 1

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from hygiene_nb.errors import FleetTooNew, FleetUnusable, HostInvalid, NotAFleet, UsageError
 from hygiene_nb.store import FLEET_MARKER
@@ -45,6 +45,7 @@ __all__ = [
     "Dest",
     "Partition",
     "check_host",
+    "fleet_format_of",
     "open_dest",
 ]
 
@@ -53,10 +54,12 @@ TABLES = ("snapshots", "classified", "dirs")
 _STAGING = ".staging"  # a directory DEST's temporary files, renamed into place when whole
 _HOST = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
 # names an engine reading the partition values would take for a number, a boolean or a null
-_HOST_WORDS = frozenset({"nan", "inf", "infinity", "true", "false", "null", "none"})
+_HOST_WORDS = frozenset(
+    {"nan", "inf", "infinity", "true", "false", "null", "none", "na", "nat", "nil", "undefined"}
+)
 
 
-def check_host(host: str) -> str:
+def check_host(host: str, option: str = "--host") -> str:
     """``host`` when a fleet can name a partition by it, else ``HostInvalid``.
 
     Letters, digits, ``.``, ``_`` and ``-``, starting with a letter, at most 63 characters,
@@ -67,9 +70,21 @@ def check_host(host: str) -> str:
         raise HostInvalid(
             f"host name {host!r} cannot name a fleet partition: use letters, digits, '.', '_' "
             "and '-', starting with a letter (no '/', '=' or spaces, and not a word such as "
-            "'nan', 'true' or 'null'); give one with --host NAME."
+            f"'nan', 'true' or 'null'); give one with {option} NAME."
         )
     return host
+
+
+def fleet_format_of(record: Any) -> int:
+    """The ``fleet_format`` of a marker's record: a whole number from 1, else ``ValueError``.
+
+    A JSON integer only: ``true``, ``"1"``, ``1.9`` or ``-7`` is not a format (Python's
+    ``int()`` would take each for one).
+    """
+    value = record["fleet_format"]
+    if type(value) is not int or value < 1:
+        raise ValueError(f"its fleet_format is {str(value)[:20]!r}, not a format number")
+    return min(value, 10**6)  # a larger one is as new as any: it is never printed whole
 
 
 @dataclass(frozen=True)
@@ -198,7 +213,7 @@ class Dest:
             )
         try:
             record = json.loads(self.read_bytes(FLEET_MARKER))
-            version = int(record["fleet_format"])
+            version = fleet_format_of(record)
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise NotAFleet(
                 f"{self.text}/{FLEET_MARKER} is not a fleet marker ({exc}); this is not a fleet "
@@ -222,6 +237,32 @@ class Dest:
 
     # -- writing ------------------------------------------------------------------------------
 
+    def fleet_above(self) -> str | None:
+        """The fleet dataset DEST lies inside (not DEST itself), else None.
+
+        On a directory, read as the kernel resolves the path; on an object store, each prefix
+        above DEST within its bucket is asked for a marker.
+        """
+        if self.local:
+            from hygiene_nb.store import fleet_marker_above
+
+            parent = os.path.dirname(self.base)
+            found = fleet_marker_above(parent) if parent != self.base else None
+            return None if found is None else str(found)
+        import pyarrow.fs as pafs
+
+        bucket, _, prefix = self.base.partition("/")
+        parts = prefix.split("/") if prefix else []
+        for cut in range(len(parts) - 1, -1, -1):
+            above = "/".join([bucket, *parts[:cut]])
+            try:
+                info = self.fs.get_file_info(f"{above}/{FLEET_MARKER}")
+            except OSError as exc:
+                raise self._fail("look", exc) from exc
+            if info.type == pafs.FileType.File:
+                return f"s3://{above}"
+        return None
+
     def is_fleet_or_empty(self) -> bool:
         """True when DEST is a fleet dataset (its marker checked), False when it is new.
 
@@ -229,6 +270,12 @@ class Dest:
             NotAFleet: DEST holds something else.
             FleetTooNew: a newer hygiene-nb made it.
         """
+        above = self.fleet_above()
+        if above is not None:
+            raise NotAFleet(
+                f"{self.text} lies inside the fleet dataset {above}: a dataset holds no other; "
+                f"publish into {above} itself."
+            )
         if self.exists(FLEET_MARKER):
             self.check_marker()
             return True
@@ -362,11 +409,22 @@ def open_dest(dest: str, *, endpoint_url: str | None = None) -> Dest:
         NotAFleet: a URL scheme other than ``file`` and ``s3``.
         FleetUnusable: the object store cannot be reached.
     """
-    parts = urlsplit(dest)
+    try:
+        parts = urlsplit(dest)
+    except ValueError as exc:  # an unclosed '[' and the like
+        raise NotAFleet(
+            f"{dest!r} is not a directory nor an s3://BUCKET/PREFIX URL ({exc})."
+        ) from exc
     if parts.scheme in ("", "file"):
         import pyarrow.fs as pafs
 
-        local = os.path.abspath(os.path.expanduser(parts.path if parts.scheme else dest))
+        if parts.scheme and parts.netloc not in ("", "localhost"):
+            raise NotAFleet(
+                f"{dest}: a file:// URL names a directory on this machine (file:///PATH), not "
+                f"on {parts.netloc!r}; mount that one and give its path."
+            )
+        where = unquote(parts.path) if parts.scheme else dest
+        local = os.path.abspath(os.path.expanduser(where))
         return Dest(dest, pafs.LocalFileSystem(), local, local=True)
     if parts.scheme != "s3":
         raise NotAFleet(
@@ -376,6 +434,11 @@ def open_dest(dest: str, *, endpoint_url: str | None = None) -> Dest:
     bucket, prefix = parts.netloc, parts.path.strip("/")
     if not bucket:
         raise NotAFleet(f"{dest} names no bucket: give s3://BUCKET/PREFIX.")
+    if prefix and any(segment in ("", ".", "..") for segment in prefix.split("/")):
+        raise NotAFleet(
+            f"{dest}: an object store's prefix has no empty, '.' or '..' parts (a key holds "
+            "them as they are); give s3://BUCKET/PREFIX as its keys are named."
+        )
     return Dest(dest, _s3(endpoint_url), f"{bucket}/{prefix}" if prefix else bucket, local=False)
 
 
@@ -391,7 +454,10 @@ def _s3(endpoint_url: str | None) -> pafs.FileSystem:
         or "us-east-1"
     }
     if url:
-        endpoint = urlsplit(url)
+        try:
+            endpoint = urlsplit(url)
+        except ValueError:
+            endpoint = urlsplit("")
         if endpoint.scheme not in ("http", "https") or not endpoint.netloc:
             raise UsageError(
                 f"--endpoint-url {url!r} is not an http:// or https:// URL (from --endpoint-url, "

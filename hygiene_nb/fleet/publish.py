@@ -162,10 +162,12 @@ def publish(
     if target.local:
         _refuse_store_dest(st, target)
     target.ensure_marker()
-    before = _complete(target, part)
-    if before is not None:
+    before, whole = _published(target, part)
+    if before is not None:  # its recorded form counts even where its files are damaged
         _same_publication(target, part, before, redact=redact, depth=depth)
-        return PublishResult(dest, part, info.root, "already-published", redact)
+        if whole:
+            return PublishResult(dest, part, info.root, "already-published", redact)
+    _not_under_another_host(target, part)
     say = progress or (lambda _text: None)
     files: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="hygiene-nb-publish-") as work:
@@ -210,35 +212,50 @@ def check_publish(
     Raises:
         HostInvalid, DestInsideStore, NotAFleet, FleetTooNew, FleetUnusable: as ``publish``.
     """
-    if host is not None:
-        check_host(host)
+    # the name the scan will record when none is given: this machine's, which may not do
+    check_host(host if host is not None else socket.gethostname(), option="--publish-host")
     target = open_dest(dest, endpoint_url=endpoint_url)
     if target.local:
         _refuse_store_dest(api.existing_store(store), target)
     target.is_fleet_or_empty()
 
 
-def _complete(target: Dest, part: Partition) -> dict[str, Any] | None:
-    """The marker of ``part`` when it is published whole, else None.
+def _published(target: Dest, part: Partition) -> tuple[dict[str, Any] | None, bool]:
+    """The marker of ``part`` as it reads (None: none, or damaged), and whether it is whole.
 
-    Whole: its marker reads, and every file it names is there with a Parquet footer that
-    reads. A damaged marker, or one whose files are missing or cut short, is published again
-    (what the reader's message for them says to do): the same scan's files replace what is
-    there, marker last. One a newer hygiene-nb wrote is left as it is (an empty record).
+    Whole: every file the marker names is there with a Parquet footer that reads. A damaged
+    marker, or one whose files are missing or cut short, is published again (what the
+    reader's message for them says to do): the same scan's files replace what is there,
+    marker last. One a newer hygiene-nb wrote is left as it is (an empty record, whole).
     """
     from hygiene_nb.fleet.reader import read_marker
 
     if not target.exists(part.marker):
-        return None
+        return None, False
     try:
         marker = read_marker(target, part)
     except FleetTooNew:
-        return {}
+        return {}, True
     except FleetUnusable:
-        return None
-    if all(target.parquet_whole(path) for path in marker["files"].values()):
-        return marker
-    return None
+        return None, False
+    return marker, all(target.parquet_whole(path) for path in marker["files"].values())
+
+
+def _not_under_another_host(target: Dest, part: Partition) -> None:
+    """Refuse a scan that the dataset already holds under another host name.
+
+    Raises:
+        PublishedDifferently: the same scan of the same root is published as another host's
+            (every question would count it twice).
+    """
+    for other, _ in target.published():
+        if (other.scan, other.root) == (part.scan, part.root) and other.host != part.host:
+            raise PublishedDifferently(
+                f"scan {part.scan} is already in {target.text} as host {other.host}'s; "
+                f"published again as {part.host}'s, every fleet question would count it "
+                f"twice. Nothing was written: publish it as --host {other.host}, or have the "
+                f"dataset's keeper remove {other.marker} and its files first."
+            )
 
 
 def _same_publication(

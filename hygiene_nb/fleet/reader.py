@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hygiene_nb.errors import FleetTooNew, FleetUnusable, UsageError
-from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition
+from hygiene_nb.fleet.dataset import FLEET_FORMAT, Dest, Partition, fleet_format_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -305,7 +305,7 @@ def read_marker(dest: Dest, part: Partition, relative: str | None = None) -> dic
     relative = relative or part.marker
     try:
         marker = json.loads(dest.read_bytes(relative))
-        version = int(marker["fleet_format"])
+        version = fleet_format_of(marker)
         snapshot_format = int(marker["scan"].get("format_version", 1))
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
         raise _damaged(dest, relative, part, exc) from exc
