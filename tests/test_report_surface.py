@@ -12,6 +12,7 @@ import os
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.notebook import figures, sections
 from hygiene_nb.notebook import headline as hl
 from hygiene_nb.notebook.tables import table_html
-from hygiene_nb.query import views
+from hygiene_nb.query import suggest, views
 from tests.helpers import LONG_NAME, report_tree, write
 
 LONG = LONG_NAME
@@ -407,3 +408,59 @@ def test_risk_badges_take_the_figures_colours_and_their_text_stays_readable(
     found = {(b.group(1), b.group(2)) for b in badges if b}
     assert (figures.RISK_COLORS["unknown"], figures.RISK_INK["unknown"]) in found
     assert all(wcag_contrast(bg, ink) >= 4.5 for bg, ink in found)
+
+
+def _shown(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """What the sections display, in order (IPython's display, as the notebook calls it)."""
+    import IPython.display
+
+    shown: list[Any] = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **_kw: shown.extend(objs))
+    return shown
+
+
+def test_the_review_lists_the_largest_decisions_of_each_kind_and_counts_the_rest(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "many"
+    sizes = {f"d/f{i:03}.bin": 1000 + 37 * i for i in range(130)}
+    for relative, size in sizes.items():
+        write(root / relative, size)
+    api.scan_root(root, store=store)
+    names = sorted(sizes)
+    deletes, unsures = names[:120], names[120:]
+    api.annotate([str(root / n) for n in deletes], store=store, decision="delete")
+    api.annotate([str(root / n) for n in unsures], store=store, decision="unsure")
+    shown = _shown(monkeypatch)
+    info = views.resolve_scan(str(root), store=store)
+    sections.review(str(root), store=store, scan_id=info.scan_id)
+    (page,) = [o.data for o in shown if type(o).__name__ == "HTML"]
+    listed = [text_of(cells[0]) for cells in rows(page)]
+    by_size = sorted(deletes, key=lambda n: -(root / n).lstat().st_size)
+    assert listed == by_size[: sections.REPORT_ROWS] + sorted(
+        unsures, key=lambda n: -(root / n).lstat().st_size
+    )
+    rest = by_size[sections.REPORT_ROWS :]
+    said = " ".join(str(o.data) for o in shown if type(o).__name__ == "Markdown")
+    rest_bytes = sum((root / n).lstat().st_size for n in rest)
+    assert f"{len(rest)} more decisions ({len(rest)} delete; {fmt.human_bytes(rest_bytes)})" in said
+    assert len(views.pending_decisions(str(root), store=store)) == 130  # the view keeps all
+
+
+def test_the_tidy_suggestions_list_the_first_ones_and_say_how_many_there_are(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "logs-everywhere"
+    logs = [f"run-{i:03}.log" for i in range(sections.REPORT_ROWS + 12)]
+    for name in logs:
+        write(root / name, 200)
+    write(root / "pyproject.toml", 30)
+    info = api.scan_root(root, store=store)
+    shown = _shown(monkeypatch)
+    sections.tidy_suggestions(str(root), store=store, scan_id=info.scan_id)
+    (page,) = [o.data for o in shown if type(o).__name__ == "HTML"]
+    assert len(rows(page)) == sections.REPORT_ROWS
+    every = suggest.organization_suggestions(str(root), store=store)
+    assert sorted(Path(p).name for p in every["path"]) == logs
+    said = " ".join(str(o.data) for o in shown if type(o).__name__ == "Markdown")
+    assert f"the first {sections.REPORT_ROWS} of {len(logs)} suggestions" in said

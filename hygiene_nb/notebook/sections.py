@@ -19,6 +19,7 @@ from hygiene_nb.notebook.tables import table, table_html
 from hygiene_nb.query import suggest, views
 
 __all__ = [
+    "REPORT_ROWS",
     "compact_diff",
     "executions",
     "history",
@@ -29,6 +30,10 @@ __all__ = [
     "totals",
     "totals_html",
 ]
+
+# The rows a report's long lists show (the largest first): a page a person reads, whatever the
+# tree holds; the notebook's views return every row.
+REPORT_ROWS = 50
 
 ONE_SCAN = (
     "Only one snapshot so far: after the next scan this section shows how the size, the free "
@@ -90,9 +95,21 @@ def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
         f"{fmt.percent(coverage.share_entries)} of entries."
     )
     pending = views.pending_decisions(root, store=store, scan_id=scan_id)
-    table(
-        pending, empty="No decision is waiting: nothing is marked *delete* or *unsure*.", root=root
-    )
+    # the largest of each kind: a report lists what a person reads, the notebook the rest
+    shown = pending.groupby("decision", sort=False).head(REPORT_ROWS)
+    table(shown, empty="No decision is waiting: nothing is marked *delete* or *unsure*.", root=root)
+    rest = pending.drop(index=shown.index)
+    if len(rest):
+        by = ", ".join(
+            f"{fmt.thousands(int(n))} {decision}"
+            for decision, n in rest["decision"].value_counts(sort=False).items()
+        )
+        _say(
+            f"Listed: the {REPORT_ROWS} largest waiting decisions of each kind. Not listed: "
+            f"{fmt.counted(len(rest), 'more decision')} ({by}; "
+            f"{fmt.human_bytes(int(rest['bytes'].sum()))}): `views.pending_decisions(root)` "
+            "or the annotation widget lists them all."
+        )
     preview = views.plan_preview(root, store=store, scan_id=scan_id)
     candidates = int(preview.get("candidates", 0))
     if candidates:
@@ -109,7 +126,12 @@ def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
 def tidy_suggestions(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
     """Files that could be organised (suggestions only)."""
     tidy = suggest.organization_suggestions(root, store=store, scan_id=scan_id)
-    table(tidy, empty="No file looks out of place: nothing to tidy.", root=root)
+    table(tidy.head(REPORT_ROWS), empty="No file looks out of place: nothing to tidy.", root=root)
+    if len(tidy) > REPORT_ROWS:
+        _say(
+            f"Listed: the first {REPORT_ROWS} of {fmt.counted(len(tidy), 'suggestion')}; "
+            "`suggest.organization_suggestions(root)` lists them all."
+        )
 
 
 def executions(*, store: api.StoreArg = None, redact: bool = False) -> None:

@@ -22,6 +22,7 @@ from hygiene_nb.errors import UsageError
 from hygiene_nb.ledger import DECISIONS, Ledger
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.receipts import read_receipt
+from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.snapshot import query_engine
 
 __all__ = [
@@ -255,12 +256,7 @@ def pending_decisions(
             for a in ledger.annotations(under=info.root)
             if a.decision in ("unsure", "delete") and a.by == "human"
         ]
-    table = api.load(
-        store=store, scan_id=info.scan_id, columns=["path", "kind", "size", "tree_bytes"]
-    )
-    wanted = pa.array([a.path for a in waiting], pa.string())
-    rows = table.filter(pc.is_in(table.column("path"), value_set=wanted)).to_pylist()
-    size = {r["path"]: r["tree_bytes"] if r["kind"] == "dir" else r["size"] for r in rows}
+    size = _sizes_of({a.path for a in waiting}, info, store)
     frame = pd.DataFrame(
         [
             {
@@ -279,6 +275,35 @@ def pending_decisions(
     return frame.sort_values(
         ["decision", "bytes", "path"], ascending=[True, False, True], ignore_index=True
     )
+
+
+def _sizes_of(paths: set[str], info: ScanInfo, store: api.StoreArg) -> dict[str, int | None]:
+    """The bytes of each of ``paths`` the snapshot holds (recursive for a directory).
+
+    A query that makes the path text only for the rows whose name is one of the paths' last
+    names (or, for the root, its whole path), then matches the paths exactly: the snapshot's
+    other rows are read as names only.
+    """
+    from hygiene_nb.classify.queries import PATH_SQL
+
+    if not paths:
+        return {}
+    names = {p.rsplit("/", 1)[-1] for p in paths} | paths
+    wanted = pa.table({"path": pa.array(sorted(paths), pa.string())})
+    leaves = pa.table({"name": pa.array(sorted(names), pa.string())})
+    with query_engine() as con:
+        api.open_entries(con, info, store=store, classified=False)
+        con.register("wanted", wanted)
+        con.register("leaves", leaves)
+        rows = con.execute(
+            f"""
+            SELECT e.path, CASE WHEN e.kind = 'dir' THEN e.tree_bytes ELSE e.size END
+            FROM (SELECT {PATH_SQL} AS path, CAST(kind AS VARCHAR) AS kind, size, tree_bytes
+                  FROM entries WHERE name IN (SELECT name FROM leaves)) e
+            JOIN wanted w ON w.path = e.path
+            """
+        ).fetchall()
+    return {str(path): None if n is None else int(n) for path, n in rows}
 
 
 def pending_counts(
