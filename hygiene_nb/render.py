@@ -25,10 +25,9 @@ from hygiene_nb.formatting import (
     signed_bytes,
     thousands,
 )
-from hygiene_nb.models import SizedEntry, Summary
-from hygiene_nb.scan.index import ScanInfo
 
-if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load
+if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to load, and
+    # rendering loads neither the models nor the scan index (`--help` starts without them)
     import pandas as pd
 
     from hygiene_nb.api import AnnotateResult, PlanResult
@@ -41,7 +40,9 @@ if TYPE_CHECKING:  # names for the checker only: the executor is the CLI's to lo
         VerifyResult,
     )
     from hygiene_nb.executor.records import Moved
+    from hygiene_nb.models import SizedEntry, Summary
     from hygiene_nb.notebook.report import ReportResult
+    from hygiene_nb.scan.index import ScanInfo
 
 __all__ = [
     "BREAKDOWNS",
