@@ -93,10 +93,23 @@ def _ids_column(by: OwnerBy) -> str:
     return "uid" if by == "user" else "gid"
 
 
-def _top_sql(root: str) -> str:
-    """The root's direct child a row lies in (its own name at depth 1)."""
+def _tops_sql(ids: str, root: str) -> str:
+    """Per owner and direct child of the root, the bytes inside that child (``once``'s rows).
+
+    Summed per parent directory first, so the child's name is cut out of each distinct
+    parent's text once, not out of every row's (a third of the time at 1M entries).
+    """
     start = len(root) + (1 if root.endswith("/") else 2)
-    return f"CASE WHEN depth = 1 THEN name ELSE split_part(substr(parent, {start}), '/', 1) END"
+    return f"""
+        SELECT id, CASE WHEN depth1 IS NOT NULL THEN depth1
+                        ELSE split_part(substr(parent, {start}), '/', 1) END AS top,
+               CAST(sum(bytes) AS BIGINT) AS bytes
+        FROM (SELECT {ids} AS id, parent, CASE WHEN depth = 1 THEN name END AS depth1,
+                     {_bytes("once")} AS bytes
+              FROM once WHERE depth > 1 OR (depth = 1 AND kind = 'dir')
+              GROUP BY {ids}, parent, depth1) g
+        GROUP BY id, top
+    """
 
 
 def _bytes(condition: str, column: str = "size") -> str:
@@ -190,9 +203,7 @@ def by_owner(
             SELECT id, top, bytes FROM (
                 SELECT id, top, bytes, row_number() OVER (
                            PARTITION BY id ORDER BY bytes DESC, top) AS nth
-                FROM (SELECT {ids} AS id, {_top_sql(info.root)} AS top, {_bytes("once")} AS bytes
-                      FROM once WHERE depth > 1 OR (depth = 1 AND kind = 'dir')
-                      GROUP BY {ids}, {_top_sql(info.root)}) t) r
+                FROM ({_tops_sql(ids, info.root)}) t) r
             WHERE nth <= {int(top_dirs)} ORDER BY id, nth
             """
         ).fetchall()
