@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from hygiene_nb import api
@@ -444,7 +445,13 @@ def test_the_review_lists_the_largest_decisions_of_each_kind_and_counts_the_rest
     said = " ".join(str(o.data) for o in shown if type(o).__name__ == "Markdown")
     rest_bytes = sum((root / n).lstat().st_size for n in rest)
     assert f"{len(rest)} more decisions ({len(rest)} delete; {fmt.human_bytes(rest_bytes)})" in said
-    assert len(views.pending_decisions(str(root), store=store)) == 130  # the view keeps all
+    every = views.pending_decisions(str(root), store=store)
+    assert len(every) == 130  # the view keeps all
+    # when each was decided reads as a date and time, not the ledger's ISO text
+    first = every.set_index("path").loc[str(root / listed[0]), "at"]
+    said_at = fmt.human_datetime(pd.Timestamp(first)) + " UTC"
+    assert text_of(rows(page)[0][3]) == said_at
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", said_at)
 
 
 def test_the_tidy_suggestions_list_the_first_ones_and_say_how_many_there_are(

@@ -97,7 +97,12 @@ def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
     pending = views.pending_decisions(root, store=store, scan_id=scan_id)
     # the largest of each kind: a report lists what a person reads, the notebook the rest
     shown = pending.groupby("decision", sort=False).head(REPORT_ROWS)
-    table(shown, empty="No decision is waiting: nothing is marked *delete* or *unsure*.", root=root)
+    table(
+        # when each was decided, said as a date and time (the ledger keeps ISO text)
+        shown.assign(at=pd.to_datetime(shown["at"], utc=True, errors="coerce")),
+        empty="No decision is waiting: nothing is marked *delete* or *unsure*.",
+        root=root,
+    )
     rest = pending.drop(index=shown.index)
     if len(rest):
         by = ", ".join(
