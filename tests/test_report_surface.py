@@ -448,7 +448,7 @@ def test_the_review_lists_the_largest_decisions_of_each_kind_and_counts_the_rest
     every = views.pending_decisions(str(root), store=store)
     assert len(every) == 130  # the view keeps all
     # when each was decided reads as a date and time, not the ledger's ISO text
-    first = every.set_index("path").loc[str(root / listed[0]), "at"]
+    first = str(every.set_index("path").loc[str(root / listed[0]), "at"])
     said_at = fmt.human_datetime(pd.Timestamp(first)) + " UTC"
     assert text_of(rows(page)[0][3]) == said_at
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", said_at)
