@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -150,16 +151,26 @@ def fleet_marker_above(path: str | os.PathLike[str]) -> Path | None:
     the kernel resolves (a symlink on the way may lead into a fleet dataset); a marker reached
     through a symlink counts too (the marker file itself may be anything but absent).
     """
-    given = Path(path).absolute()  # '..' kept: the kernel takes it after a symlink before it
+    for candidate in _ancestors(path):
+        try:
+            os.lstat(candidate / FLEET_MARKER)
+        except OSError:
+            continue
+        return candidate
+    return None
+
+
+def _ancestors(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """``path`` and every directory above it: as given, then as the kernel resolves it.
+
+    A symlink on the way may lead somewhere else. The given path keeps its ``..``, which the
+    kernel takes after the symlink before it: ``lnk/..`` is the parent of where ``lnk`` leads.
+    """
+    given = Path(path).absolute()
     resolved = Path(os.path.realpath(given))
     for here in (given, resolved) if resolved != given else (given,):
-        for candidate in (here, *here.parents):
-            try:
-                os.lstat(candidate / FLEET_MARKER)
-            except OSError:
-                continue
-            return candidate
-    return None
+        yield here
+        yield from here.parents
 
 
 # The quarantine directory at the top of a filesystem other than the store's (the executor's).
@@ -183,15 +194,10 @@ def store_above(path: str | os.PathLike[str], store: Store | None = None) -> Pat
     ``snapshots/``, or a ``.hygiene-nb-quarantine``; looked for along the path as given and
     along the one the kernel resolves.
     """
-    given = Path(path).absolute()  # '..' kept, as the kernel reads it
-    resolved = Path(os.path.realpath(given))
     own = {store.root.absolute(), Path(os.path.realpath(store.root))} if store else set()
-    for here in (given, resolved) if resolved != given else (given,):
-        for candidate in (here, *here.parents):
-            if candidate in own or candidate.name == QUARANTINE_NAME:
-                return candidate
-            if _looks_like_store(candidate):
-                return candidate
+    for candidate in _ancestors(path):
+        if candidate in own or candidate.name == QUARANTINE_NAME or _looks_like_store(candidate):
+            return candidate
     return None
 
 

@@ -64,6 +64,17 @@ def hnb_error(
     return code, out["error"]["code"], out["error"]["message"]
 
 
+def tree_state(top: Path) -> dict[str, Any]:
+    """Everything below ``top``, directories included (mode, size, mtime, bytes): what a
+    refused command must leave as it was."""
+    out: dict[str, Any] = {}
+    for path in sorted(top.rglob("*")):
+        st = path.lstat()
+        data = path.read_bytes() if path.is_file() else None
+        out[str(path.relative_to(top))] = (st.st_mode, st.st_size, st.st_mtime_ns, data)
+    return out
+
+
 def make_tree(root: Path, sizes: Mapping[str, int], seed: int = 0) -> Path:
     """Regular files of ``sizes`` (relative path → bytes) under ``root``, of random content."""
     import random

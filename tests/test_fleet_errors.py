@@ -13,17 +13,7 @@ from hygiene_nb import api
 from hygiene_nb.fleet.publish import publish
 from hygiene_nb.scan.index import root_slug
 from hygiene_nb.store import FLEET_MARKER
-from tests.helpers_fleet_cli import hnb_error, hnb_json, make_tree, walked
-
-
-def tree_state(top: Path) -> dict[str, Any]:
-    """Everything below ``top``, directories included: what must not change."""
-    out: dict[str, Any] = {}
-    for path in sorted(top.rglob("*")):
-        st = path.lstat()
-        data = path.read_bytes() if path.is_file() else None
-        out[str(path.relative_to(top))] = (st.st_mode, st.st_size, st.st_mtime_ns, data)
-    return out
+from tests.helpers_fleet_cli import hnb_error, hnb_json, make_tree, tree_state, walked
 
 
 def scanned_host(tmp_path: Path, host: str, seed: int) -> dict[str, Any]:
