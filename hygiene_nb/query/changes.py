@@ -85,7 +85,27 @@ def _pair(
 
 
 _ENTRY_DIFF = """
-    WITH j0 AS (
+    -- the rank of each name of a hard-linked inode, over the linked rows only (a few): each
+    -- side's linked rows joined to the other side whole, to know which names are in both
+    WITH lo AS (
+        SELECT o.row_no AS o_row, row_number() OVER (
+                   PARTITION BY o.dev, o.inode
+                   ORDER BY n.name IS NOT NULL DESC, o.parent, o.name) AS o_nth
+        FROM (SELECT * FROM old_rows
+              WHERE NOT coalesce(excluded, false) AND kind <> 'dir' AND nlink > 1) o
+        LEFT JOIN (SELECT parent, name FROM new_rows WHERE NOT coalesce(excluded, false)) n
+          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
+    ln AS (
+        SELECT n.row_no AS n_row, row_number() OVER (
+                   PARTITION BY n.dev, n.inode
+                   ORDER BY o.name IS NOT NULL DESC, n.parent, n.name) AS n_nth
+        FROM (SELECT * FROM new_rows
+              WHERE NOT coalesce(excluded, false) AND kind <> 'dir' AND nlink > 1) n
+        LEFT JOIN (SELECT parent, name FROM old_rows WHERE NOT coalesce(excluded, false)) o
+          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
+    -- one pass of the join of both scans, joined to the ranks by each row's place in its
+    -- snapshot (an integer, not its path)
+    j1 AS (
         SELECT coalesce(n.parent, o.parent) AS parent,
                coalesce(n.name, o.name) AS name,
                coalesce(n.depth, o.depth) AS depth,
@@ -94,29 +114,13 @@ _ENTRY_DIFF = """
                o.name IS NOT NULL AS in_old,
                n.name IS NOT NULL AS in_new,
                o.size AS o_size, n.size AS n_size,
-               o.kind <> 'dir' AND o.nlink > 1 AS o_linked,
-               n.kind <> 'dir' AND n.nlink > 1 AS n_linked,
-               o.dev AS o_dev, o.inode AS o_inode, n.dev AS n_dev, n.inode AS n_inode,
-               o.row_no AS o_row, n.row_no AS n_row
+               coalesce(lo.o_nth, 1) AS o_nth, coalesce(ln.n_nth, 1) AS n_nth
         -- an excluded entry counts nowhere (it was never read), on either side
         FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false)) o
         FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)) n
-          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
-    -- the rank of each name of a hard-linked inode, over the linked rows only (a few), joined
-    -- back by the row's place in its snapshot (an integer, not its path)
-    lo AS (
-        SELECT o_row, row_number() OVER (
-                   PARTITION BY o_dev, o_inode ORDER BY in_new DESC, parent, name) AS o_nth
-        FROM j0 WHERE o_linked),
-    ln AS (
-        SELECT n_row, row_number() OVER (
-                   PARTITION BY n_dev, n_inode ORDER BY in_old DESC, parent, name) AS n_nth
-        FROM j0 WHERE n_linked),
-    j1 AS (
-        SELECT j0.*, coalesce(lo.o_nth, 1) AS o_nth, coalesce(ln.n_nth, 1) AS n_nth
-        FROM j0
-        LEFT JOIN lo ON lo.o_row = j0.o_row
-        LEFT JOIN ln ON ln.n_row = j0.n_row),
+          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name
+        LEFT JOIN lo ON lo.o_row = o.row_no
+        LEFT JOIN ln ON ln.n_row = n.row_no),
     j2 AS (
         SELECT parent, name, depth, kind, {extra_out} in_old, in_new,
                CAST(CASE WHEN in_old AND o_nth = 1 THEN o_size ELSE 0 END AS BIGINT) AS old_bytes,
