@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from hygiene_nb import api
 from hygiene_nb.errors import SnapshotNotFound, UsageError
 from hygiene_nb.scan.request import walk_options
-from hygiene_nb.scan.snapshot import read_scan_info
+from hygiene_nb.scan.snapshot import entry_paths, read_scan_info
 from hygiene_nb.store import resolve_store
 from tests.helpers import as_format_1, du_bytes, write
 
@@ -283,3 +284,34 @@ def test_a_snapshot_from_a_newer_format_is_refused_not_misread(tmp_path: Path, s
     pq.write_table(table.replace_schema_metadata(meta), part)
     with pytest.raises(SnapshotTooNew, match="format 99"):
         api.load(str(root), store=store)
+
+
+def test_entry_paths_are_the_same_text_made_either_way_on_a_real_snapshot(
+    tmp_path: Path, store: Path
+) -> None:
+    """A large table's paths (made in SQL) equal those of its small pieces (made by Arrow)."""
+    root = tmp_path / "r"
+    for d in range(30):
+        for f in range(800):  # 24,000 files: above the size DuckDB makes the paths from
+            write(root / f"d{d}" / f"é {f}.txt", 1)
+    (root / "odd").mkdir()
+    os.mkdir(os.fsencode(root / "odd") + b"/bad-\xff")
+    info = api.scan_root(root, store=store)
+    table = pq.read_table(Path(info.path) / "part-0.parquet")
+    assert table.num_rows > 24_000
+    big = entry_paths(table).to_pylist()
+    pieces = [
+        p for start in range(0, table.num_rows, 5_000)
+        for p in entry_paths(table.slice(start, 5_000)).to_pylist()
+    ]  # fmt: skip
+    parents, names = table.column("parent").to_pylist(), table.column("name").to_pylist()
+    reference = [
+        n if p is None else os.path.join(p, n) for p, n in zip(parents, names, strict=True)
+    ]
+    assert big == pieces == reference
+    assert big[parents.index(None)] == str(root)
+    assert any(p.endswith("/odd/bad-\\xff") for p in big)  # the display text of the bad byte
+    # a child of "/" is "/x", never "//x", either way
+    top = pa.table({"parent": pa.array(["/"] * 20_001, pa.string()), "name": ["x"] * 20_001})
+    assert set(entry_paths(top).to_pylist()) == {"/x"}
+    assert entry_paths(top.slice(0, 3)).to_pylist() == ["/x"] * 3

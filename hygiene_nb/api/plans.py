@@ -29,10 +29,10 @@ from hygiene_nb.plan.document import (
     assemble_plan,
     plan_markdown,
     select_candidates,
-    selection_summary,
 )
 from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.plan.schema import DEFAULT_TTL
+from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.recheck import Rechecker, Reviewed, acting_protection
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
@@ -189,8 +189,10 @@ def preview_plan(
     # the same key) are enough; make_plan classifies afresh
     table = stored_classification(st, info, rules, now_ns=time.time_ns()).table
     with Ledger.open(st) as ledger:
-        sel = select_candidates(table, ledger.annotations(under=info.root), root=info.root)
-    return selection_summary(sel, table)
+        found = ledger.annotations(under=info.root)
+    # the widget's tally: the same summary as selection_summary (tests/test_plan_tally.py),
+    # without the candidates' rows and subtree fingerprints, which only a plan file needs
+    return PlanTally(table, found, root=info.root).summary()
 
 
 def make_plan(

@@ -31,7 +31,7 @@ from hygiene_nb.classify.summary import (
 )
 from hygiene_nb.models import Cleanliness, RiskStats, StaleBucket, Summary
 from hygiene_nb.scan.index import ScanInfo
-from hygiene_nb.scan.snapshot import FORMAT_2_COLUMNS
+from hygiene_nb.scan.snapshot import FORMAT_2_COLUMNS, PATH_SQL
 
 __all__ = [
     "PATH_SQL",
@@ -55,10 +55,6 @@ _FIRST_NAMES = f"""
     FROM entries WHERE {_LINKED} AND {_COUNTED}
 """
 # An entry's path from its columns (display text: shown and ranked by, never joined on).
-PATH_SQL = (
-    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
-    "ELSE concat(parent, '/', name) END"
-)
 _ENTRY_COLUMNS = (
     "parent, name, parent_raw, name_raw, kind, size, alloc, nlink, tree_bytes, tree_alloc, "
     "tree_files, partial, error, risk, rule, claim, confidence, content_risk"

@@ -348,19 +348,40 @@ class SnapshotWriter:
             remove_store_path(self.store, self._staging)
 
 
+# A snapshot row's path as SQL over its ``parent`` and ``name`` (the root's parent is NULL).
+PATH_SQL = (
+    "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
+    "ELSE concat(parent, '/', name) END"
+)
+
+
+# From this many rows on, DuckDB makes the paths: a connection costs about 20 ms, after which
+# 1M paths take 0.1 s, where Arrow's element-wise join takes 0.9 s.
+_PATHS_IN_SQL = 20_000
+
+
 def entry_paths(table: pa.Table) -> pa.ChunkedArray:
     """Absolute path strings for snapshot rows (``parent`` + ``/`` + ``name``; root: ``name``).
 
     A table that already holds ``path`` (as ``load_snapshot`` adds it) gives that column back.
+    A large table's are made by DuckDB (``PATH_SQL``) from the table's own buffers, in row
+    order; a small one's by Arrow, the same text.
     """
     if "path" in table.column_names:
         return table.column("path")
-    parent = table.column("parent").cast(pa.string())
-    name = table.column("name")
-    joined = pc.binary_join_element_wise(parent, name, _SLASH)
-    at_top = pc.equal(parent, _SLASH)  # children of the root "/" are "/x", not "//x"
-    joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, _EMPTY), joined)
-    return pc.coalesce(joined, name)
+    if table.num_rows < _PATHS_IN_SQL:
+        parent = table.column("parent").cast(pa.string())
+        name = table.column("name")
+        joined = pc.binary_join_element_wise(parent, name, _SLASH)
+        at_top = pc.equal(parent, _SLASH)  # children of the root "/" are "/x", not "//x"
+        joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, _EMPTY), joined)
+        return pc.coalesce(joined, name)
+    with query_engine() as con:
+        con.register("named", table.select(["parent", "name"]))
+        paths = con.sql(f"SELECT {PATH_SQL} AS path FROM named").to_arrow_table().column(0)
+    if paths.type != pa.string():
+        paths = paths.cast(pa.string())
+    return paths
 
 
 def load_snapshot(
