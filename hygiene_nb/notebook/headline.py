@@ -18,6 +18,7 @@ import pandas as pd
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import NO_SCORE
+from hygiene_nb.models import Summary
 from hygiene_nb.notebook.figures import risk_badge_css
 from hygiene_nb.query import views
 from hygiene_nb.scan.snapshot import query_engine
@@ -75,6 +76,7 @@ class Headline:
     fs_free: int
     fs_total: int
     free_change: int | None  # free space now minus at the previous scan
+    summary: Summary  # the snapshot's summary as of its scan, which the report's sections read
     growth: list[Growth] = field(default_factory=list)
     reclaim_safe: int = 0
     reclaim_caution: int = 0  # safe + caution
@@ -184,6 +186,7 @@ def headline(
         fs_free=summary.fs_free,
         fs_total=summary.fs_total,
         free_change=free_change,
+        summary=summary,
         growth=_growth(hist),
         reclaim_safe=reclaim["safe"].bytes if "safe" in reclaim else 0,
         reclaim_caution=reclaim["caution"].bytes if "caution" in reclaim else 0,
