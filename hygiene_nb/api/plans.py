@@ -20,6 +20,7 @@ from typing import Any
 from hygiene_nb.api.bounds import MAX_TTL, check_bounded
 from hygiene_nb.api.classification import classify_scan, stored_classification
 from hygiene_nb.api.snapshots import StoreArg, existing_store, open_store
+from hygiene_nb.bulk import without_collection
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.ledger import IssuedPlan, Ledger
@@ -166,6 +167,7 @@ def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
     return target
 
 
+@without_collection
 def preview_plan(
     root: str | os.PathLike[str],
     *,
@@ -195,6 +197,7 @@ def preview_plan(
     return PlanTally(table, found, root=info.root).summary()
 
 
+@without_collection
 def make_plan(
     root: str | os.PathLike[str],
     *,

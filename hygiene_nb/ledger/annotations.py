@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hygiene_nb.bulk import without_collection
 from hygiene_nb.errors import PathNotNormal, UsageError
 from hygiene_nb.ledger.connection import LedgerConnection, now
 from hygiene_nb.ledger.records import DECISIONS, Annotation, display_path
@@ -88,6 +89,7 @@ class AnnotationLedger(LedgerConnection):
                     out.append(result)
         return out
 
+    @without_collection
     def annotations(self, *, under: str | None = None) -> list[Annotation]:
         """Every annotation (only those at or under the absolute path ``under``, if given)."""
         query = f"SELECT {_ANNOTATION_COLUMNS} FROM annotations"

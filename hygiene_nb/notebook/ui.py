@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
+from hygiene_nb.bulk import without_collection
 from hygiene_nb.classify.summary import RISKS
 from hygiene_nb.errors import AmbiguousName, HygieneError
 from hygiene_nb.ledger import DECISIONS, Annotation, Ledger, display_path
@@ -275,6 +276,7 @@ class Annotator:
         figure_widget: False to build a plain ``go.Figure`` (no front-end needed).
     """
 
+    @without_collection
     def __init__(
         self,
         root: str | None = None,

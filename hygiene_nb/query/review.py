@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb import api
+from hygiene_nb.bulk import without_collection
 from hygiene_nb.classify.summary import kept_bytes
 from hygiene_nb.errors import UsageError
 from hygiene_nb.ledger import DECISIONS, Ledger
@@ -240,6 +241,7 @@ def _bytes(table: pa.Table, mask: np.ndarray) -> int:
     return kept_bytes(table, mask.astype(bool))
 
 
+@without_collection
 def pending_decisions(
     root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
 ) -> pd.DataFrame:
