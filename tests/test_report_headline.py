@@ -14,6 +14,7 @@ from hygiene_nb.notebook import headline as hl
 from hygiene_nb.notebook.demo import DemoStore, make_demo_store
 from hygiene_nb.notebook.report import make_report
 from hygiene_nb.notebook.tables import table_html
+from hygiene_nb.query import views
 from hygiene_nb.render import human_bytes
 from tests.helpers import confirmed_execute
 
@@ -67,6 +68,10 @@ def test_growth_and_pending_decisions_follow_the_tree_and_the_ledger(
     assert found.pending_delete_bytes == walked_bytes(one_scan.root / ".cache")
     page = hl.headline_html(found)
     assert "since the previous scan" in page and "1 delete still on disk" in page
+    # what the report's sections read from the headline instead of reading it again
+    assert list(found.waiting["path"]) == [str(one_scan.root / ".cache")]
+    assert found.waiting.equals(views.pending_decisions(str(one_scan.root), store=one_scan.store))
+    assert found.summary == api.summarize(str(one_scan.root), store=one_scan.store, as_of_scan=True)
 
 
 def test_a_redacted_headline_names_no_path(one_scan: DemoStore) -> None:

@@ -338,6 +338,9 @@ def test_pending_counts_say_when_a_size_is_unknown(
     counts = views.pending_counts(str(root), store=store).set_index("decision")
     assert counts.loc["unsure", "entries"] == 2 and counts.loc["unsure", "unknown"] == 1
     assert counts.loc["delete", "bytes"] == 2_300 and counts.loc["delete", "unknown"] == 0
+    # counted from the waiting decisions a caller read already: the same figures
+    waiting = views.pending_decisions(str(root), store=store)
+    assert views.pending_counts(pending=waiting).equals(counts.reset_index())
 
 
 def test_a_report_classifies_a_snapshot_once_until_the_rules_change(

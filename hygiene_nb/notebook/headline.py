@@ -77,6 +77,7 @@ class Headline:
     fs_total: int
     free_change: int | None  # free space now minus at the previous scan
     summary: Summary  # the snapshot's summary as of its scan, which the report's sections read
+    waiting: pd.DataFrame  # the decisions still waiting (``pending_decisions``), read once
     growth: list[Growth] = field(default_factory=list)
     reclaim_safe: int = 0
     reclaim_caution: int = 0  # safe + caution
@@ -165,9 +166,8 @@ def headline(
         & executions["plan_id"].isin(ours)
         & (finished <= last["scanned_at"])
     ]
-    pending = views.pending_counts(info.root, store=store, scan_id=info.scan_id).set_index(
-        "decision"
-    )
+    waiting = views.pending_decisions(info.root, store=store, scan_id=info.scan_id)
+    pending = views.pending_counts(pending=waiting).set_index("decision")
     reclaim = summary.reclaimable
     clean = summary.cleanliness
     score = clean.score if clean is not None and clean.no_score is None else None
@@ -187,6 +187,7 @@ def headline(
         fs_total=summary.fs_total,
         free_change=free_change,
         summary=summary,
+        waiting=waiting,
         growth=_growth(hist),
         reclaim_safe=reclaim["safe"].bytes if "safe" in reclaim else 0,
         reclaim_caution=reclaim["caution"].bytes if "caution" in reclaim else 0,

@@ -87,14 +87,20 @@ def compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
     return diff[[c for c in [*wanted, *counts] if c in diff]].reset_index(drop=True)
 
 
-def review(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
-    """How much is reviewed, the decisions still waiting, and what a plan exported now holds."""
+def review(
+    root: str, *, store: api.StoreArg = None, scan_id: str, pending: pd.DataFrame | None = None
+) -> None:
+    """How much is reviewed, the decisions still waiting, and what a plan exported now holds.
+
+    ``pending``: ``pending_decisions`` of the same snapshot, when read already (the headline's).
+    """
     coverage = views.review_coverage(root, store=store, scan_id=scan_id)
     _say(
         f"Reviewed: {fmt.percent(coverage.share_bytes)} of bytes, "
         f"{fmt.percent(coverage.share_entries)} of entries."
     )
-    pending = views.pending_decisions(root, store=store, scan_id=scan_id)
+    if pending is None:
+        pending = views.pending_decisions(root, store=store, scan_id=scan_id)
     # the largest of each kind: a report lists what a person reads, the notebook the rest
     shown = pending.groupby("decision", sort=False).head(REPORT_ROWS)
     table(

@@ -309,14 +309,20 @@ def _sizes_of(paths: set[str], info: ScanInfo, store: api.StoreArg) -> dict[str,
 
 
 def pending_counts(
-    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    pending: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """How many pending decisions of each kind, and their bytes (no paths, no notes).
 
     ``unknown`` counts entries whose size is not known (not in the snapshot, or unreadable):
-    where it is not 0, ``bytes`` is a lower bound.
+    where it is not 0, ``bytes`` is a lower bound. ``pending``: what ``pending_decisions``
+    gave for the same snapshot, when the caller has it (else it is read).
     """
-    pending = pending_decisions(root, store=store, scan_id=scan_id)
+    if pending is None:
+        pending = pending_decisions(root, store=store, scan_id=scan_id)
     pending = pending.assign(unknown=pending["bytes"].isna().astype("int64"))
     counts = pending.groupby("decision").agg(
         entries=("path", "size"), bytes=("bytes", "sum"), unknown=("unknown", "sum")
