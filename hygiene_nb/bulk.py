@@ -4,8 +4,8 @@ CPython's cycle collector runs a full pass each time the objects that survived e
 grow by a quarter, and a full pass visits every reference of every container alive: the
 widget's pandas frame of a 1M-entry snapshot and its sorted paths are about five million of
 them. Building 100,000 decisions' objects while those are alive ran several full passes: the
-widget took 5.5-8.4 s to open with the collector on and 4.0-4.6 s with it paused (1M entries,
-100,000 decisions, 2026-12-02, the project's 2-core VM).
+widget took 5.1-7.8 s to open with the collector on and 4.1-4.8 s with it paused (1M entries,
+100,000 decisions, four runs each, interleaved; 2026-12-02, the project's 2-core VM).
 
 ``paused_collection`` pauses only the cycle collector, and only for the call it wraps: objects
 are still freed as soon as nothing refers to them, and cycles made meanwhile are collected on

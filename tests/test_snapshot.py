@@ -315,3 +315,9 @@ def test_entry_paths_are_the_same_text_made_either_way_on_a_real_snapshot(
     top = pa.table({"parent": pa.array(["/"] * 20_001, pa.string()), "name": ["x"] * 20_001})
     assert set(entry_paths(top).to_pylist()) == {"/x"}
     assert entry_paths(top.slice(0, 3)).to_pylist() == ["/x"] * 3
+    # a row without a name has no path either way (never "/a/")
+    nameless = pa.table(
+        {"parent": pa.array(["/a"] * 20_001), "name": pa.nulls(20_001, pa.string())}
+    )
+    assert entry_paths(nameless).null_count == 20_001
+    assert entry_paths(nameless.slice(0, 3)).null_count == 3

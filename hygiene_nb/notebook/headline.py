@@ -76,8 +76,10 @@ class Headline:
     fs_free: int
     fs_total: int
     free_change: int | None  # free space now minus at the previous scan
-    summary: Summary  # the snapshot's summary as of its scan, which the report's sections read
-    waiting: pd.DataFrame  # the decisions still waiting (``pending_decisions``), read once
+    # what the report's sections read again otherwise; never compared, never printed (their
+    # paths would show in a redacted report's repr)
+    summary: Summary = field(compare=False, repr=False)  # the snapshot's, as of its scan
+    waiting: pd.DataFrame = field(compare=False, repr=False)  # ``pending_decisions``'s frame
     growth: list[Growth] = field(default_factory=list)
     reclaim_safe: int = 0
     reclaim_caution: int = 0  # safe + caution

@@ -90,7 +90,7 @@ _ENTRY_DIFF = """
     WITH lo AS (
         SELECT o.row_no AS o_row, row_number() OVER (
                    PARTITION BY o.dev, o.inode
-                   ORDER BY n.name IS NOT NULL DESC, o.parent, o.name) AS o_nth
+                   ORDER BY n.name IS NOT NULL DESC, o.parent, o.name, o.row_no) AS o_nth
         FROM (SELECT * FROM old_rows
               WHERE NOT coalesce(excluded, false) AND kind <> 'dir' AND nlink > 1) o
         LEFT JOIN (SELECT parent, name FROM new_rows WHERE NOT coalesce(excluded, false)) n
@@ -98,7 +98,7 @@ _ENTRY_DIFF = """
     ln AS (
         SELECT n.row_no AS n_row, row_number() OVER (
                    PARTITION BY n.dev, n.inode
-                   ORDER BY o.name IS NOT NULL DESC, n.parent, n.name) AS n_nth
+                   ORDER BY o.name IS NOT NULL DESC, n.parent, n.name, n.row_no) AS n_nth
         FROM (SELECT * FROM new_rows
               WHERE NOT coalesce(excluded, false) AND kind <> 'dir' AND nlink > 1) n
         LEFT JOIN (SELECT parent, name FROM old_rows WHERE NOT coalesce(excluded, false)) o

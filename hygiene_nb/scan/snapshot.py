@@ -37,6 +37,7 @@ __all__ = [
     "FORMAT_2_COLUMNS",
     "FORMAT_VERSION",
     "KINDS",
+    "PATH_SQL",
     "QUERY_MEMORY",
     "ROW_GROUP_ROWS",
     "SNAPSHOT_SCHEMA",
@@ -378,7 +379,9 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
         return pc.coalesce(joined, name)
     with query_engine() as con:
         con.register("named", table.select(["parent", "name"]))
-        paths = con.sql(f"SELECT {PATH_SQL} AS path FROM named").to_arrow_table().column(0)
+        # a NULL name gives NULL, as Arrow's join does (concat would skip it)
+        query = f"SELECT CASE WHEN name IS NULL THEN NULL ELSE {PATH_SQL} END AS path FROM named"
+        paths = con.sql(query).to_arrow_table().column(0)
     if paths.type != pa.string():
         paths = paths.cast(pa.string())
     return paths
