@@ -54,7 +54,6 @@ _FIRST_NAMES = f"""
     SELECT row_no, row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth
     FROM entries WHERE {_LINKED} AND {_COUNTED}
 """
-# An entry's path from its columns (display text: shown and ranked by, never joined on).
 _ENTRY_COLUMNS = (
     "parent, name, parent_raw, name_raw, kind, size, alloc, nlink, tree_bytes, tree_alloc, "
     "tree_files, partial, error, risk, rule, claim, confidence, content_risk"

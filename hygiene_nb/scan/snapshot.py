@@ -349,7 +349,8 @@ class SnapshotWriter:
             remove_store_path(self.store, self._staging)
 
 
-# A snapshot row's path as SQL over its ``parent`` and ``name`` (the root's parent is NULL).
+# A snapshot row's path as SQL over its ``parent`` and ``name`` (the root's parent is NULL):
+# display text, shown and ranked by, never joined on.
 PATH_SQL = (
     "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
     "ELSE concat(parent, '/', name) END"
