@@ -84,28 +84,16 @@ def _pair(
     return old_info, new_info
 
 
-_ENTRY_DIFF = """
-    -- the rank of each name of a hard-linked inode, over the linked rows only (a few): each
-    -- side's linked rows joined to the other side whole, to know which names are in both
-    WITH lo AS (
-        SELECT o.row_no AS o_row, row_number() OVER (
-                   PARTITION BY o.dev, o.inode
-                   ORDER BY n.name IS NOT NULL DESC, o.parent, o.name, o.row_no) AS o_nth
-        FROM (SELECT * FROM old_rows
-              WHERE NOT coalesce(excluded, false) AND kind <> 'dir' AND nlink > 1) o
-        LEFT JOIN (SELECT parent, name FROM new_rows WHERE NOT coalesce(excluded, false)) n
-          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
-    ln AS (
-        SELECT n.row_no AS n_row, row_number() OVER (
-                   PARTITION BY n.dev, n.inode
-                   ORDER BY o.name IS NOT NULL DESC, n.parent, n.name, n.row_no) AS n_nth
-        FROM (SELECT * FROM new_rows
-              WHERE NOT coalesce(excluded, false) AND kind <> 'dir' AND nlink > 1) n
-        LEFT JOIN (SELECT parent, name FROM old_rows WHERE NOT coalesce(excluded, false)) o
-          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name),
-    -- one pass of the join of both scans, joined to the ranks by each row's place in its
-    -- snapshot (an integer, not its path)
-    j1 AS (
+# One pass of the full outer join of both scans, kept as table ``pairs`` with only what the
+# caller's key needs: read by the ranks below and by the sums, the join is never computed twice.
+# A hard-linked name (a non-directory with more than one link) also keeps its inode and its path,
+# so that it can be ranked; every other row counts once anyway.
+_PAIRS = """
+    SELECT {key} AS key, kind, in_old, in_new, o_size, n_size, o_row, n_row,
+           o_linked, o_dev, o_inode, n_linked, n_dev, n_inode,
+           CASE WHEN o_linked OR n_linked THEN parent END AS l_parent,
+           CASE WHEN o_linked OR n_linked THEN name END AS l_name
+    FROM (
         SELECT coalesce(n.parent, o.parent) AS parent,
                coalesce(n.name, o.name) AS name,
                coalesce(n.depth, o.depth) AS depth,
@@ -114,28 +102,46 @@ _ENTRY_DIFF = """
                o.name IS NOT NULL AS in_old,
                n.name IS NOT NULL AS in_new,
                o.size AS o_size, n.size AS n_size,
-               coalesce(lo.o_nth, 1) AS o_nth, coalesce(ln.n_nth, 1) AS n_nth
+               o.row_no AS o_row, n.row_no AS n_row,
+               coalesce(o.kind <> 'dir' AND o.nlink > 1, false) AS o_linked,
+               o.dev AS o_dev, o.inode AS o_inode,
+               coalesce(n.kind <> 'dir' AND n.nlink > 1, false) AS n_linked,
+               n.dev AS n_dev, n.inode AS n_inode
         -- an excluded entry counts nowhere (it was never read), on either side
         FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false)) o
         FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)) n
-          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name
-        LEFT JOIN lo ON lo.o_row = o.row_no
-        LEFT JOIN ln ON ln.n_row = n.row_no),
-    j2 AS (
-        SELECT parent, name, depth, kind, {extra_out} in_old, in_new,
-               CAST(CASE WHEN in_old AND o_nth = 1 THEN o_size ELSE 0 END AS BIGINT) AS old_bytes,
-               CAST(CASE WHEN in_new AND n_nth = 1 THEN n_size ELSE 0 END AS BIGINT) AS new_bytes
-        FROM j1)
+          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name) r
+"""
+
+# Each scan's names of one hard-linked inode ranked (a name present in both scans first, then
+# by path), over the linked rows of ``pairs`` only; the first counts the inode's bytes.
+_ENTRY_DIFF = """
+    WITH lo AS (
+        SELECT o_row, row_number() OVER (
+                   PARTITION BY o_dev, o_inode
+                   ORDER BY in_new DESC, l_parent, l_name, o_row) AS o_nth
+        FROM pairs WHERE o_linked),
+    ln AS (
+        SELECT n_row, row_number() OVER (
+                   PARTITION BY n_dev, n_inode
+                   ORDER BY in_old DESC, l_parent, l_name, n_row) AS n_nth
+        FROM pairs WHERE n_linked),
+    counted AS (
+        SELECT p.key, p.kind, p.in_old, p.in_new,
+               CAST(CASE WHEN p.in_old AND coalesce(lo.o_nth, 1) = 1 THEN p.o_size ELSE 0 END
+                    AS BIGINT) AS old_bytes,
+               CAST(CASE WHEN p.in_new AND coalesce(ln.n_nth, 1) = 1 THEN p.n_size ELSE 0 END
+                    AS BIGINT) AS new_bytes
+        FROM pairs p
+        LEFT JOIN lo ON lo.o_row = p.o_row
+        LEFT JOIN ln ON ln.n_row = p.n_row)
     SELECT *,
            CASE WHEN NOT in_old THEN 'new'
                 WHEN NOT in_new THEN 'gone'
                 WHEN new_bytes > old_bytes THEN 'grew'
                 WHEN new_bytes < old_bytes THEN 'shrank'
-                ELSE 'same' END AS change,
-           CASE WHEN depth = 0 THEN '.'
-                WHEN depth = 1 THEN name
-                ELSE split_part(substr(parent, {start}), '/', 1) END AS top
-    FROM j2
+                ELSE 'same' END AS change
+    FROM counted
 """
 
 
@@ -143,33 +149,38 @@ def _entry_diff(
     store: api.StoreArg,
     old_info: ScanInfo,
     new_info: ScanInfo,
-    classified: bool,
+    key: str,
+    classified: bool = False,
     rules: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection holding view ``j``: one row per path in either scan, with its change.
 
-    Every entry adds its own bytes. A hard-linked inode adds them once per scan, at one name,
-    preferring a name present in both scans: a new link to an old file adds nothing. ``top``
-    is the entry's direct child of the root (``.`` for the root itself).
+    ``key`` is an SQL expression over the path's row (``parent``, ``name``, ``depth``, ``kind``,
+    ``top``, ``uid``, ``gid``, ``age``; ``risk`` and ``grp`` when ``classified``), the only
+    value of the row that ``j`` keeps besides ``kind``, ``in_old``, ``in_new``, ``old_bytes``,
+    ``new_bytes`` and ``change``. Every entry adds its own bytes. A hard-linked inode adds them
+    once per scan, at one name, preferring a name present in both scans: a new link to an old
+    file adds nothing. ``top`` is the entry's direct child of the root (``.`` for the root
+    itself); ``uid``, ``gid`` and ``age`` are the newer scan's where the entry is in both.
     """
     extra = 'coalesce(n.risk, o.risk) AS risk, coalesce(n."group", o."group") AS grp,'
     extra = extra if classified else ""
-    extra_out = "risk, grp," if classified else ""
     # the owner and the age a row is counted under: the newer scan's where it is in both
     extra += "coalesce(n.uid, o.uid) AS uid, coalesce(n.gid, o.gid) AS gid,"
     new_age = age_bucket_sql(api.scan_time_ns(new_info), "n.mtime_ns")
     old_age = age_bucket_sql(api.scan_time_ns(old_info), "o.mtime_ns")
     extra += f"CASE WHEN n.name IS NOT NULL THEN {new_age} ELSE {old_age} END AS age,"
-    extra_out += "uid, gid, age,"
-    query = _ENTRY_DIFF.format(
-        extra=extra,
-        extra_out=extra_out,
-        start=len(old_info.root) + (1 if old_info.root.endswith("/") else 2),
+    start = len(old_info.root) + (1 if old_info.root.endswith("/") else 2)
+    extra += (
+        "CASE WHEN coalesce(n.depth, o.depth) = 0 THEN '.'"
+        " WHEN coalesce(n.depth, o.depth) = 1 THEN coalesce(n.name, o.name)"
+        f" ELSE split_part(substr(coalesce(n.parent, o.parent), {start}), '/', 1) END AS top,"
     )
     con = query_engine()
     _open_side(con, "old_rows", store, old_info, classified, rules)
     _open_side(con, "new_rows", store, new_info, classified, rules)
-    con.execute("CREATE TEMP VIEW j AS " + query)
+    con.execute("CREATE TEMP TABLE pairs AS " + _PAIRS.format(key=key, extra=extra))
+    con.execute("CREATE TEMP VIEW j AS " + _ENTRY_DIFF)
     return con
 
 
@@ -225,10 +236,10 @@ def diff(
         "age": "age",
     }[by]
     where = "WHERE kind = 'file'" if by in _FILES_ONLY else ""
-    with _entry_diff(store, old_info, new_info, classified, rules) as con:
+    with _entry_diff(store, old_info, new_info, key, classified, rules) as con:
         frame = con.execute(
             f"""
-            SELECT {key} AS {by},
+            SELECT key AS {by},
                    CAST(sum(old_bytes) AS BIGINT) AS old_bytes,
                    CAST(sum(new_bytes) AS BIGINT) AS new_bytes,
                    CAST(sum(new_bytes) - sum(old_bytes) AS BIGINT) AS delta,
@@ -274,10 +285,17 @@ def changed_entries(
     shrank), ``old_bytes``, ``new_bytes``, ``delta``. Hard-linked names count once.
     """
     old_info, new_info = _pair(root, store, old, new)
-    with _entry_diff(store, old_info, new_info, False) as con:
+    # only a file or link whose bytes may have changed needs its path (a hard-linked name's
+    # count may change with its rank alone): a superset of the rows listed
+    maybe = (
+        "kind <> 'dir' AND (in_old <> in_new OR o_size IS DISTINCT FROM n_size"
+        " OR o_linked OR n_linked)"
+    )
+    key = f"CASE WHEN {maybe} THEN {PATH_SQL} END"
+    with _entry_diff(store, old_info, new_info, key) as con:
         frame = con.execute(
-            f"""
-            SELECT {PATH_SQL} AS path,
+            """
+            SELECT key AS path,
                    change, old_bytes, new_bytes,
                    CAST(new_bytes - old_bytes AS BIGINT) AS delta
             FROM j WHERE change <> 'same' AND kind <> 'dir'
