@@ -515,6 +515,13 @@ def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path)
     same_rows = api.classify_snapshot(str(tree), store=store)  # equal, but not the table indexed
     with pytest.raises(ValueError, match="another table"):
         select_candidates(same_rows, annotations, root=str(tree), index=index)
+    # every path once, in the order of their UTF-8 bytes (what the binary searches assume)
+    from hygiene_nb.scan.snapshot import entry_paths
+
+    assert index.sorted == sorted(entry_paths(table).to_pylist())
+    assert [index.sorted[i] for i in range(len(index.sorted))] == [
+        entry_paths(table)[int(row)].as_py() for row in index.order
+    ]
 
 
 def _mark(table: Any, path: Path, column: str) -> Any:

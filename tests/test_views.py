@@ -363,10 +363,14 @@ def test_a_report_classifies_a_snapshot_once_until_the_rules_change(
     assert kept.column("rule").to_pylist() == ["user:mine"]  # the new rules are in force
 
 
-def test_the_frame_index_draws_every_directory_as_the_whole_frame_does(
+def test_the_frame_and_table_indexes_draw_every_directory_as_the_whole_frame_does(
     tricky_tree: Path, store: Path
 ) -> None:
-    """Look-alike directories too: ``caf\\xe9`` typed out and the byte 0xE9 read the same."""
+    """Look-alike directories too: ``caf\\xe9`` typed out and the byte 0xE9 read the same.
+
+    A ``TableIndex`` (the widget's: no whole frame) lists, finds and draws the same rows as a
+    ``FrameIndex`` of the whole frame, row numbers and column types included.
+    """
     for name in (b"caf\\xe9", b"caf\xe9"):
         folder = os.fsencode(tricky_tree) + b"/look/" + name
         os.makedirs(folder)
@@ -375,8 +379,10 @@ def test_the_frame_index_draws_every_directory_as_the_whole_frame_does(
     for i in range(60):  # more children than are named: an "(other)" box
         write(tricky_tree / "wide" / f"w{i:02d}", i)
     scan(tricky_tree, store)
-    frame = views.browse_frame(api.classify_snapshot(str(tricky_tree), store=store))
+    table = api.classify_snapshot(str(tricky_tree), store=store)
+    frame = views.browse_frame(table)
     index = views.FrameIndex(frame)
+    by_table = views.TableIndex(table)
     folders = [str(p) for p in frame.loc[frame["kind"] == "dir", "path"]]
     assert str(tricky_tree / "look" / "caf\\xe9") in folders
     for shown in folders:
@@ -391,8 +397,26 @@ def test_the_frame_index_draws_every_directory_as_the_whole_frame_does(
             pd.testing.assert_frame_equal(one, drawn)
         listed = frame[frame["parent"] == shown]
         pd.testing.assert_frame_equal(index.children(shown), listed)
+        pd.testing.assert_frame_equal(by_table.children(shown), listed)
+        pd.testing.assert_frame_equal(by_table.named(shown), frame[frame["path"] == shown])
+        pd.testing.assert_frame_equal(
+            views.treemap_nodes(None, shown, max_nodes=200, children=10, index=by_table), whole
+        )
+        pd.testing.assert_frame_equal(
+            views.treemap_nodes(None, shown, max_nodes=200, children=10, index=by_table, levels=1),
+            drawn,
+        )
+    tops = [str(p) for p in frame.loc[frame["parent"].isna(), "path"]]
+    assert len(tops) == 1
+    pd.testing.assert_frame_equal(by_table.named(tops[0]), frame[frame["path"] == tops[0]])
+    assert by_table.children("/no/such/directory").empty
+    assert list(by_table.children("/no/such/directory").columns) == list(frame.columns)
     assert (
         views.treemap_nodes(frame, str(tricky_tree / "wide"), children=10)["label"] == "(50 more)"
     ).any()
     with pytest.raises(ValueError, match="another frame"):
         views.treemap_nodes(frame.copy(), str(tricky_tree), index=index)
+    with pytest.raises(ValueError, match="another frame"):
+        views.treemap_nodes(frame, str(tricky_tree), index=by_table)
+    with pytest.raises(ValueError, match="a frame or an index"):
+        views.treemap_nodes(None, str(tricky_tree))

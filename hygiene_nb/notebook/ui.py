@@ -13,8 +13,9 @@ A click costs what it touches, not the size of the tree or of the ledger: the pl
 kept as a tally (``plan.tally.PlanTally``) that a decision updates by the rows it covers, the
 ledger is read again only when another connection wrote to it (``Ledger.data_version``), a
 decision's digest is hashed from the row on screen (``scan.digests.SnapshotDigests``), a
-directory's rows come from an index by parent (``views.FrameIndex``), and the listed rows are
-widgets made once, shown again for each directory, and redrawn where a decision changed them.
+directory's rows are taken from the snapshot table through an index by parent
+(``views.TableIndex``: no frame of the whole snapshot is kept), and the listed rows are widgets
+made once, shown again for each directory, and redrawn where a decision changed them.
 """
 
 from __future__ import annotations
@@ -77,23 +78,33 @@ _ALL = "all"
 _NS_PER_DAY = 86_400 * 10**9
 
 
+# the verdict's text columns: a few distinct values each, so the widget holds them
+# dictionary-encoded (1M entries: about 105 MB less, 75 MB of it the claims)
+_ENCODED = ("risk", "rule", "group", "claim", "content_risk")
+
+
 def _one_chunk_with_paths(table: pa.Table) -> pa.Table:
     """``table`` with its ``path`` column (``entry_paths``), each column in one chunk.
 
+    The same values; the verdict's text columns (``_ENCODED``) dictionary-encoded.
     Combined a column at a time, each column's chunks dropped as soon as it is combined, so
     the snapshot is never held twice (1M entries: about 300 MB less at the peak than
     combining the whole table at once). The caller passes its only reference to ``table``.
     """
-    schema = table.schema
+    fields = [*table.schema, pa.field("path", pa.string())]
     paths = entry_paths(table)
     columns: list[Any] = [*table.columns, paths]
     del table, paths  # from here on each column's chunks are held only by ``columns``
-    for i in range(len(columns)):
-        columns[i] = columns[i].combine_chunks()  # its chunks go as soon as it is combined
+    for i, field in enumerate(fields):
+        column = columns[i].combine_chunks()  # its chunks go as soon as it is combined
+        if field.name in _ENCODED and pa.types.is_string(field.type):
+            column = pc.dictionary_encode(column)
+            fields[i] = field.with_type(column.type)
+        columns[i] = column
     # what the chunks held goes back to the system: Arrow's allocator would keep it, and the
     # frames built next (Python objects) could not use it
     pa.default_memory_pool().release_unused()
-    return pa.Table.from_arrays(columns, schema=schema.append(pa.field("path", pa.string())))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 class _Row:
@@ -303,13 +314,17 @@ class Annotator:
         self._raw: dict[int, bytes] = {
             int(i): raw_path(row) for i, row in zip(odd_rows, odd, strict=True)
         }
-        self.frame = views.browse_frame(self.table)
-        self._by_parent = views.FrameIndex(self.frame)  # a directory's rows, at each drill-in
+        self._paths = self.table.column("path")
+        self._kinds = self.table.column("kind")
+        # a directory's rows, as a browse frame, at each drill-in
+        self._by_parent = views.TableIndex(self.table)
         # display text → every row showing it, where one of them is not valid UTF-8
-        texts = {row["path"] for row in odd}
+        texts = sorted({row["path"] for row in odd})
         self._rows_of_text: dict[str, list[int]] = {}
-        for i in self.frame.index[self.frame["path"].isin(texts)] if texts else ():
-            self._rows_of_text.setdefault(str(self.frame["path"].iat[i]), []).append(int(i))
+        if texts:
+            shown = pc.is_in(self._paths, value_set=pa.array(texts, pa.string()))
+            for i in np.flatnonzero(pc.fill_null(shown, False).to_numpy(zero_copy_only=False)):
+                self._rows_of_text.setdefault(self._path_at(int(i)), []).append(int(i))
         self.now_ns = api.scan_time_ns(self.info)
         self.page = page
         self.cwd = self.root  # the text shown; the exact bytes are ``cwd_raw``
@@ -349,7 +364,9 @@ class Annotator:
         self.risk = W.Dropdown(
             options=(_ALL, *RISKS), value=_ALL, description="risk", layout=W.Layout(width="170px")
         )
-        groups = sorted(g for g in self.frame["group"].dropna().unique())
+        groups = sorted(
+            g for g in pc.unique(self.table.column("group")).to_pylist() if g is not None
+        )
         self.group = W.Dropdown(
             options=(_ALL, *groups), value=_ALL, description="group", layout=W.Layout(width="220px")
         )
@@ -440,7 +457,11 @@ class Annotator:
     def exact_of_row(self, row: int) -> bytes:
         """The exact path bytes of the snapshot row ``row``."""
         found = self._raw.get(row)
-        return found if found is not None else str(self.frame["path"].iat[row]).encode()
+        return found if found is not None else self._path_at(row).encode()
+
+    def _path_at(self, row: int) -> str:
+        """The display text of the path of snapshot row ``row``."""
+        return str(self._paths[row].as_py())
 
     def _row_of(self, path: str | bytes) -> int | None:
         """The row of ``path`` (exact bytes, or a display text only one entry shows)."""
@@ -520,7 +541,7 @@ class Annotator:
         browser; the browser test pins it).
         """
         if self._nodes is None or self._nodes[0] != self.cwd:  # boxes: once per directory
-            nodes = views.treemap_nodes(self.frame, self.cwd, index=self._by_parent, levels=1)
+            nodes = views.treemap_nodes(None, self.cwd, index=self._by_parent, levels=1)
             self._nodes = self.cwd, nodes
         key = (self.cwd, self._version)
         if self._decided_nodes is None or self._decided_nodes[0] != key:  # borders: per decision
@@ -557,10 +578,10 @@ class Annotator:
             )
             return
         row = self._row_of(directory)
-        if row is None or self.frame["kind"].iat[row] != "dir":
+        if row is None or self._kinds[row].as_py() != "dir":
             self.status.value = f"{shown} is not a directory of this snapshot"
             return
-        self.cwd = str(self.frame["path"].iat[row])
+        self.cwd = self._path_at(row)
         self.cwd_raw = self.exact_of_row(row)
         self.selected.clear()
         self.select_all_box.value = False
@@ -875,7 +896,9 @@ class Annotator:
     def tidy_suggestions(self) -> pd.DataFrame:
         """Organization suggestions for kept files under the current directory (suggestions)."""
         if self._organized is None:
-            self._organized = organize(self.table, self.frame, self.decisions, self.root)
+            # the whole frame, made for this and not kept
+            frame = views.browse_frame(self.table)
+            self._organized = organize(self.table, frame, self.decisions, self.root)
         inside = self.cwd.rstrip("/") + "/"
         found = self._organized
         return found[found["path"].str.startswith(inside)]

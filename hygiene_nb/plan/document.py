@@ -106,12 +106,16 @@ class SnapshotIndex:
         # One chunk: a take on chunked dictionary columns re-unifies them every time. (No copy
         # when the table has one chunk already, as the widget's has.)
         self.table = table.combine_chunks()
-        paths = entry_paths(self.table)
+        paths = entry_paths(self.table)  # the table's own column where it has one (the widget)
         order = pc.sort_indices(paths).to_numpy()
         self.order = order
-        self.sorted = paths.take(pa.array(order)).to_pylist()
-        # the sorted copy's buffers go back to the system: Arrow's allocator would keep them
-        # (1M paths: about 110 MB), and what is built next is Python objects
+        # the texts made once, in row order, then put in sorted order (the same objects): no
+        # sorted copy of the column (1M paths: about 110 MB) is ever made
+        texts = paths.to_pylist()
+        self.sorted = [texts[i] for i in order.tolist()]
+        del texts, paths
+        # paths made here go back to the system: Arrow's allocator would keep them (1M paths:
+        # about 110 MB), and what is built next is Python objects
         pa.default_memory_pool().release_unused()
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)

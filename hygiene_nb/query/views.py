@@ -18,9 +18,10 @@ live in ``hygiene_nb.query`` by noun:
 - ``review``: ``review_coverage`` (a ``Coverage``), ``decided_rows``, ``human_decisions``,
   ``pending_decisions``, ``pending_counts``, ``executions``, ``plans``, ``plan_preview``,
   ``ledger_state``.
-- ``frames``: ``browse_frame``, ``FrameIndex``, ``treemap_nodes``, ``treemap_of`` (coloured
-  by risk, owner or type), ``treemap_holders``, ``totals_frame``, ``entries_frame``,
-  ``groups_frame``, ``risk_frame``, ``owners_frame``, ``owners_line``, ``types_frame``.
+- ``frames``: ``browse_frame``, ``FrameIndex``, ``TableIndex``, ``treemap_nodes``,
+  ``treemap_of`` (coloured by risk, owner or type), ``treemap_holders``, ``totals_frame``,
+  ``entries_frame``, ``groups_frame``, ``risk_frame``, ``owners_frame``, ``owners_line``,
+  ``types_frame``.
 - ``provenance``: ``provenance`` and ``rules_digest``.
 - ``breakdowns``: ``by_owner``, ``by_type``, ``age_histogram`` (who, what kind, how old).
 """
@@ -35,6 +36,7 @@ from hygiene_nb.query.changes import DiffBy as DiffBy
 from hygiene_nb.query.frames import BROWSE_COLUMNS as BROWSE_COLUMNS
 from hygiene_nb.query.frames import (
     FrameIndex,
+    TableIndex,
     browse_frame,
     entries_frame,
     groups_frame,
@@ -73,6 +75,7 @@ __all__ = [
     "DIFF_BY",
     "Coverage",
     "FrameIndex",
+    "TableIndex",
     "age_histogram",
     "browse_frame",
     "by_owner",
