@@ -21,7 +21,7 @@ from hygiene_nb import api
 from hygiene_nb.ledger import Annotation, display_path
 from hygiene_nb.pathnames import raw_path
 from hygiene_nb.plan.document import SnapshotIndex, select_candidates, selection_summary
-from hygiene_nb.plan.tally import PlanTally
+from hygiene_nb.plan.tally import TALLY_COLUMNS, PlanTally, tally_table
 from hygiene_nb.scan.snapshot import entry_paths
 from tests.helpers import write
 
@@ -113,6 +113,8 @@ def test_the_tally_equals_the_summary_from_scratch_after_any_decisions(
     }
     tally = PlanTally(table, list(state.values()), root=root, index=index)
     assert tally.summary() == _from_scratch(scanned, state)
+    narrow = PlanTally(_narrow(table), list(state.values()), root=root)  # the preview's
+    assert narrow.summary() == tally.summary()
     for chosen, decision, by, whole in data.draw(_steps(paths)):
         written = [a for raw in chosen if (a := _annotation(raw, decision, by)) is not None]
         for raw in chosen:
@@ -120,11 +122,32 @@ def test_the_tally_equals_the_summary_from_scratch_after_any_decisions(
         state.update((a.path_raw, a) for a in written)
         if whole:
             tally.resync(list(state.values()))
+            narrow.resync(list(state.values()))
         else:
             tally.update(written, gone=chosen)
+            narrow.update(written, gone=chosen)
         assert tally.summary() == _from_scratch(scanned, state)
+        assert narrow.summary() == tally.summary()
         assert dict(tally.annotations) == state
         _same_reasons(scanned, state, tally)
+        _same_reasons(scanned, state, narrow)
+
+
+def _narrow(table: pa.Table) -> pa.Table:
+    """What ``preview_plan`` tallies: the columns a tally reads (``tally_table``)."""
+    return tally_table(table)
+
+
+def test_a_classified_snapshot_holds_every_column_a_tally_reads(scanned: Scanned) -> None:
+    """So ``tally_table`` never leaves a check without its column (they skip a missing one)."""
+    _, table, _, _ = scanned
+    assert set(TALLY_COLUMNS) <= set(table.column_names)
+    narrow = tally_table(table)
+    assert narrow.column_names == list(TALLY_COLUMNS)
+    assert all(
+        narrow.column(c) is table.column(c) or narrow.column(c).equals(table.column(c))
+        for c in TALLY_COLUMNS
+    )
 
 
 def _same_reasons(scanned: Scanned, state: dict[bytes, Annotation], tally: PlanTally) -> None:

@@ -33,7 +33,7 @@ from hygiene_nb.plan.document import (
 )
 from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.plan.schema import DEFAULT_TTL
-from hygiene_nb.plan.tally import PlanTally
+from hygiene_nb.plan.tally import PlanTally, tally_table
 from hygiene_nb.recheck import Rechecker, Reviewed, acting_protection
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import find_scan
@@ -189,7 +189,8 @@ def preview_plan(
     info = find_scan(st, root=path if scan_id is None else None, scan_id=scan_id)
     # a preview authorizes nothing: the kept verdicts (the same as classifying afresh under
     # the same key) are enough; make_plan classifies afresh
-    table = stored_classification(st, info, rules, now_ns=time.time_ns()).table
+    # only the columns the tally reads: the others' memory goes at once
+    table = tally_table(stored_classification(st, info, rules, now_ns=time.time_ns()).table)
     with Ledger.open(st) as ledger:
         found = ledger.annotations(under=info.root)
     # the widget's tally: the same summary as selection_summary (tests/test_plan_tally.py),

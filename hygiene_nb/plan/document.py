@@ -27,6 +27,7 @@ from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
 from hygiene_nb.scan.snapshot import entry_paths
 
 __all__ = [
+    "INDEX_FLAGS",
     "Exclusion",
     "Selection",
     "SnapshotIndex",
@@ -175,6 +176,8 @@ class SnapshotIndex:
 
 
 _INCOMPLETE = ("partial", "budget_cut", "excluded", "mount_point")
+# what a ``SnapshotIndex`` reads of each row to tell whether the scan read it whole
+INDEX_FLAGS = ("error", *_INCOMPLETE)
 
 
 def _incomplete_rows(table: pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:

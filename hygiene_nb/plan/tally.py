@@ -31,15 +31,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from hygiene_nb.ledger import Annotation
-from hygiene_nb.plan.document import Exclusion, SnapshotIndex, check_entry, first_kept_inside
+from hygiene_nb.plan.document import (
+    INDEX_FLAGS,
+    Exclusion,
+    SnapshotIndex,
+    check_entry,
+    first_kept_inside,
+)
 
-__all__ = ["PlanTally"]
+__all__ = ["TALLY_COLUMNS", "PlanTally", "tally_table"]
 
 Rows = npt.NDArray[np.int64]
 # delete decisions checked together: their rows are made Python objects at once (the first
 # count of 100k decisions would otherwise hold 100k row dictionaries, about 90 MB)
 _CHECK_AT_ONCE = 8192
 _CHECKED = ("parent", "name", "parent_raw", "name_raw", "kind", "protected", "claim", "rule")
+# every column a tally reads: its checks, its bytes and hard links, and its index's paths and
+# what the scan did not read whole
+TALLY_COLUMNS = (*_CHECKED, "depth", "size", "alloc", "nlink", "dev", "inode", *INDEX_FLAGS)
+
+
+def tally_table(table: pa.Table) -> pa.Table:
+    """The columns of ``table`` a ``PlanTally`` reads (``TALLY_COLUMNS``), no copy made.
+
+    A tally of it gives what a tally of ``table`` gives; the index it builds then combines
+    (copies) only these (1M entries: about 170 MB of the 307 MB a classified table holds).
+    """
+    return table.select([c for c in TALLY_COLUMNS if c in table.column_names])
 
 
 def _ancestors(raw: bytes) -> Iterable[bytes]:
