@@ -14,8 +14,8 @@ that gained a ``thesis.tex`` after it was marked delete has another digest, and 
   nor anything above it. An excluded directory is unseen in the same way (and so is everything
   above it); an excluded file was stat-ed, and its line is hashed like any other.
 
-Directory digests are computed once per snapshot, the first time they are asked for, with one
-DuckDB query per depth level, and kept beside the snapshot in ``digests/host=…/root=…/scan=…/``
+Directory digests are computed once per snapshot, the first time they are asked for, one
+depth level at a time, and kept beside the snapshot in ``digests/host=…/root=…/scan=…/``
 (never a cache that authorizes anything: the plan and the executor still re-check the disk).
 Paths are compared on their exact bytes (``parent_raw``/``name_raw`` where present).
 """
@@ -27,6 +27,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -64,38 +65,139 @@ def _snapshot_file(store: Store, info: ScanInfo) -> str:
     return str(partition_dir(store, info) / "part-0.parquet")
 
 
+# A level's children, each with the line its parent hashes (its own digest appended), in the
+# order the parent hashes them. DuckDB sorts (and spills); Python hashes each parent's run.
+_CHILD_LINES = """
+    SELECT c.p, c.line || ':' || coalesce(cd.digest, '') AS l,
+           c.kind = 'dir' AND cd.digest IS NULL AND c.self IS NOT NULL AS bad
+    FROM e c LEFT JOIN d cd ON cd.self = c.self AND cd.depth = $depth
+    WHERE c.depth = $depth
+    ORDER BY c.p, c.line
+"""
+# A level's directories: NULL (unknown) when the directory or any child directory was not seen
+# whole; the digest of no lines when it has no children.
+_LEVEL = """
+    INSERT INTO d
+    SELECT e.self,
+           CASE WHEN bool_or(e.unseen) OR bool_or(coalesce(g.bad, false))
+                     OR (bool_or(e.holds) AND count(g.p) = 0)
+                THEN NULL
+                ELSE coalesce(any_value(g.digest), sha256(''))
+           END,
+           $depth
+    FROM e LEFT JOIN hashed g ON g.p = e.self
+    WHERE e.depth = $depth AND e.kind = 'dir'
+    GROUP BY e.self
+"""
+_BATCH_ROWS = 65_536  # rows of a level's children Python holds at once
+
+
+class _Runs:
+    """Hashes of the runs of equal parents in a sorted stream of (parent, line, bad) batches.
+
+    Each parent's lines are joined with newlines and hashed (what ``sha256(string_agg(...,
+    chr(10) ORDER BY line))`` gives); a run may span batches, and is hashed as it comes.
+    """
+
+    def __init__(self) -> None:
+        self.parents: list[pa.Array] = []
+        self.digests: list[str] = []
+        self.bad: list[np.ndarray[Any, np.dtype[np.bool_]]] = []
+        self._open: tuple[bytes, Any, bool] | None = None  # parent, hasher, bad so far
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        parents, lines = batch.column(0), batch.column(1).cast(pa.large_string())
+        bad = pc.fill_null(batch.column(2), False).to_numpy(zero_copy_only=False)
+        n = len(parents)
+        if not n:
+            return
+        change = pc.not_equal(parents.slice(1), parents.slice(0, n - 1))
+        starts = np.concatenate(
+            [[0], np.flatnonzero(pc.fill_null(change, True).to_numpy(zero_copy_only=False)) + 1]
+        ).astype(np.int64)
+        ends = np.append(starts[1:], n)
+        joined = pc.binary_join(
+            pa.LargeListArray.from_arrays(pa.array(np.append(starts, n)), lines),
+            pa.scalar("\n", pa.large_string()),
+        ).cast(pa.large_binary())
+        first = 0
+        if self._open is not None:
+            parent, hasher, was_bad = self._open
+            if parents[0].as_py() == parent:  # the open run goes on in this batch
+                hasher.update(b"\n" + joined[0].as_py())
+                was_bad = was_bad or bool(bad[: ends[0]].any())
+                if len(starts) == 1:
+                    self._open = parent, hasher, was_bad
+                    return
+                first = 1
+            self._close(parent, hasher, was_bad)
+        last = len(starts) - 1  # the batch's last run may go on in the next one
+        whole = slice(first, last)
+        texts = joined.slice(first, last - first).to_pylist()
+        self.digests.extend(hashlib.sha256(t).hexdigest() for t in texts)
+        self.parents.append(parents.take(pa.array(starts[whole])))
+        self.bad.append(
+            np.maximum.reduceat(bad[: starts[last]], starts[whole]).astype(bool)
+            if last > first
+            else np.zeros(0, dtype=bool)
+        )
+        if last >= first:
+            tail = joined[last].as_py()
+            self._open = (
+                parents[int(starts[last])].as_py(),
+                hashlib.sha256(tail),
+                bool(bad[starts[last] :].any()),
+            )
+
+    def _close(self, parent: bytes, hasher: Any, bad: bool) -> None:
+        self.parents.append(pa.array([parent], pa.binary()))
+        self.digests.append(hasher.hexdigest())
+        self.bad.append(np.array([bad]))
+        self._open = None
+
+    def table(self) -> pa.Table:
+        """One row per parent: ``p``, ``digest``, ``bad`` (a child directory has no digest)."""
+        if self._open is not None:
+            self._close(*self._open)
+        return pa.table(
+            {
+                "p": pa.concat_arrays(self.parents) if self.parents else pa.array([], pa.binary()),
+                "digest": pa.array(self.digests, pa.string()),
+                "bad": pa.array(np.concatenate(self.bad) if self.bad else [], pa.bool_()),
+            }
+        )
+
+
 def _directory_digests(store: Store, info: ScanInfo) -> pa.Table:
-    """``(self, digest)`` of every directory of the snapshot, computed once and kept."""
+    """``(self, digest)`` of every directory of the snapshot, computed once and kept.
+
+    One level at a time, deepest first: a level's children sorted by DuckDB (which spills to
+    disk beyond its memory limit), each directory's lines hashed in Python as they stream
+    (an ordered ``string_agg`` keeps every directory's lines in memory at once: 5M entries
+    needed more than the 512 MB limit).
+    """
     target = digest_dir(store, info) / _FILE
     if target.exists():
         return read_parquet(target)
     with query_engine() as con:
-        con.execute(f"CREATE TEMP TABLE e AS {_ENTRIES}", [_snapshot_file(store, info)])
+        # a view, read again at each level: a table of every entry's line would be most of
+        # the query memory (1M entries: about 250 MB), spilled to disk and read back
+        quoted = "'" + _snapshot_file(store, info).replace("'", "''") + "'"
+        con.execute(
+            "CREATE TEMP VIEW e AS "
+            + _ENTRIES.replace("read_parquet(?", "read_parquet(" + quoted, 1)
+        )
         con.execute("CREATE TEMP TABLE d (self BLOB, digest VARCHAR, depth INTEGER)")
-        deepest = con.execute("SELECT coalesce(max(depth), 0) FROM e").fetchone()
-        for level in range(int(deepest[0] if deepest else 0), -1, -1):
-            # NULL (unknown) when the directory or any child directory was not seen whole
-            con.execute(
-                """
-                INSERT INTO d
-                SELECT e.self,
-                       CASE WHEN bool_or(e.unseen) OR bool_or(c.kind = 'dir'
-                                 AND cd.digest IS NULL AND c.self IS NOT NULL)
-                                 OR (bool_or(e.holds) AND count(c.self) = 0)
-                            THEN NULL
-                            ELSE sha256(coalesce(string_agg(
-                                c.line || ':' || coalesce(cd.digest, ''), chr(10) ORDER BY c.line
-                            ), ''))
-                       END,
-                       ?
-                FROM e
-                LEFT JOIN e c ON c.p = e.self AND c.depth = ?
-                LEFT JOIN d cd ON cd.self = c.self AND cd.depth = ?
-                WHERE e.depth = ? AND e.kind = 'dir'
-                GROUP BY e.self
-                """,
-                [level, level + 1, level + 1, level],
-            )
+        deepest = con.execute("SELECT coalesce(max(depth), 0) FROM e").fetchall()
+        for level in range(int(deepest[0][0] if deepest else 0), -1, -1):
+            runs = _Runs()
+            lines = con.sql(_CHILD_LINES, params={"depth": level + 1})
+            for batch in lines.to_arrow_reader(_BATCH_ROWS):
+                runs.add(batch)
+            hashed = runs.table()
+            con.register("hashed", hashed)
+            con.execute(_LEVEL, {"depth": level})
+            con.unregister("hashed")
         table = con.sql("SELECT self, digest FROM d").to_arrow_table()
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="zstd")
