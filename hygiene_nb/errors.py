@@ -29,6 +29,7 @@
     │   └── FleetUnusable             code fleet-unusable       exit 1
     ├── SnapshotNotFound (LookupError) code snapshot-not-found  exit 2
     ├── ReportFailed                  code report-failed        exit 1
+    ├── QueryMemoryExceeded           code query-memory-exceeded exit 1
     └── Refused                       code refused              exit 3
         ├── PlanUntrusted             code plan-untrusted       exit 3
         ├── PlanDigestMismatch        code plan-digest-mismatch exit 3
@@ -85,6 +86,7 @@ __all__ = [
     "PlanUnreadable",
     "PlanUntrusted",
     "PublishedDifferently",
+    "QueryMemoryExceeded",
     "ReceiptTampered",
     "Refused",
     "ReportFailed",
@@ -180,6 +182,12 @@ class StoreFull(StoreError):
     """Raised when the disk holding the store has no space left for a write the store needs."""
 
     code = "store-full"
+
+
+class QueryMemoryExceeded(HygieneError):
+    """Raised when a query over snapshots needs more working memory than it may use."""
+
+    code = "query-memory-exceeded"
 
 
 class SnapshotNotFound(HygieneError, LookupError):

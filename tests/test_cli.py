@@ -145,6 +145,36 @@ def test_unexpected_errors_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
         cli.main(["snapshots"])
 
 
+def test_a_query_out_of_memory_is_a_coded_error_and_writes_nothing(
+    tmp_path: Path, store: Path
+) -> None:
+    """A limit no query fits in: every command that queries says so, with what to do next."""
+    root = tmp_path / "r"
+    write(root / "a" / "f", 7)
+    assert run_json("scan", str(root), "--store", str(store))[0] == 0
+    env = {**os.environ, "HYGIENE_NB_QUERY_MEMORY": "1MB"}
+    for command in (
+        ["summary", str(root)],
+        ["annotate", str(root / "a"), "--decision", "keep"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "hygiene_nb", *command, "--store", str(store), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr
+        error = json.loads(result.stdout)["error"]
+        assert error["code"] == "query-memory-exceeded"
+        assert "HYGIENE_NB_QUERY_MEMORY=1MB" in error["message"]
+        assert "larger" in error["message"]
+    from hygiene_nb import api
+
+    assert api.annotations_at([str(root / "a")], store=store) == []  # nothing was written
+
+
 def test_cli_maps_hygiene_errors_to_their_exit_code(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

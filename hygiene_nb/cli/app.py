@@ -182,4 +182,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     except KeyboardInterrupt:
         code = _fail(as_json, "error", "interrupted", "interrupted; nothing was changed.", 130)
+    except Exception as exc:  # a query over snapshots that ran out of its memory gets a code
+        if "duckdb" not in sys.modules:
+            raise
+        from hygiene_nb.scan.snapshot import query_memory_error
+
+        known = query_memory_error(exc)
+        if known is None:
+            raise
+        code = _fail(as_json, "error", known.code, known.message, known.exit_code)
     sys.exit(code)

@@ -15,6 +15,7 @@ import errno as errno_mod
 import functools
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from hygiene_nb.errors import SnapshotTooNew, StoreError, UsageError
+from hygiene_nb.errors import QueryMemoryExceeded, SnapshotTooNew, StoreError, UsageError
 from hygiene_nb.scan.arrays import int_scalar, string_array, string_scalar
 from hygiene_nb.scan.index import ScanInfo, append_scan, find_scan, partition_dir
 from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
@@ -47,6 +48,7 @@ __all__ = [
     "named_rows",
     "parquet_writer",
     "query_engine",
+    "query_memory_error",
     "read_parquet",
     "read_row_groups",
     "snapshot_file",
@@ -485,6 +487,23 @@ def snapshot_rows(info: ScanInfo) -> int:
 QUERY_MEMORY = "512MB"  # DuckDB's working memory per connection; past it, it spills
 
 
+def query_memory_error(exc: BaseException) -> QueryMemoryExceeded | None:
+    """``exc`` as the error a person can act on, when it is DuckDB running out of memory.
+
+    None for anything else (and without importing DuckDB where nothing has).
+    """
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is None or not isinstance(exc, duckdb.OutOfMemoryException):
+        return None
+    limit = os.environ.get("HYGIENE_NB_QUERY_MEMORY") or QUERY_MEMORY
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return QueryMemoryExceeded(
+        f"a query needed more than its working memory, HYGIENE_NB_QUERY_MEMORY={limit} "
+        f"(DuckDB: {first}); nothing was changed. Run the command again with a larger "
+        "HYGIENE_NB_QUERY_MEMORY (such as 2GB), or on a machine with more memory."
+    )
+
+
 @functools.cache
 def _spill_dir() -> tempfile.TemporaryDirectory[str]:
     """A private directory (0700) for what queries spill, removed when the process exits.
@@ -538,7 +557,7 @@ def named_rows(info: ScanInfo, names: Sequence[str]) -> pa.Table:
                 params={"file": str(snapshot_file(info)), "names": list(names)},
             ).to_arrow_table()
     except duckdb.Error as exc:
-        raise StoreError(
+        raise query_memory_error(exc) or StoreError(
             f"cannot read snapshot {info.scan_id} at {info.path}: {exc}; "
             "scan again, or prune the damaged snapshot."
         ) from exc
