@@ -22,6 +22,7 @@ Paths are compared on their exact bytes (``parent_raw``/``name_raw`` where prese
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 from collections.abc import Mapping, Sequence
@@ -267,16 +268,18 @@ class SnapshotDigests:
 
     def __init__(self, store: Store, info: ScanInfo) -> None:
         self.info = info
-        # held as Arrow columns, looked up a click's few paths at a time (1M entries: 100k
-        # directories, about 15 MB here where a dictionary of Python objects took about 60 MB)
-        self._selves = pa.array([], pa.binary())
+        # held as Arrow columns sorted by path, a click's few directories found by binary
+        # search (1M entries: 100k directories, about 15 MB here where a dictionary of Python
+        # objects took about 60 MB; a hash lookup would hash all of them at every click)
+        self._selves = _Sorted(pa.array([], pa.binary()))
         self._digests = pa.array([], pa.string())
         if info.format_version >= FORMAT_VERSION:
             dirs = _directory_digests(store, info)
-            dirs = dirs.filter(pc.is_valid(dirs.column("digest"))).combine_chunks()
-            selves = dirs.column("self").cast(pa.binary())
-            self._selves = selves.chunk(0) if dirs.num_rows else self._selves
-            self._digests = dirs.column("digest").chunk(0) if dirs.num_rows else self._digests
+            dirs = dirs.filter(pc.is_valid(dirs.column("digest")))
+            dirs = dirs.take(pc.sort_indices(dirs.column("self"))).combine_chunks()
+            if dirs.num_rows:
+                self._selves = _Sorted(dirs.column("self").cast(pa.binary()).chunk(0))
+                self._digests = dirs.column("digest").chunk(0)
 
     def of_rows(self, rows: pa.Table) -> dict[bytes, str]:
         """The digest of each of ``rows`` (rows of this snapshot), by exact path bytes.
@@ -296,9 +299,26 @@ class SnapshotDigests:
                 out[raw] = "sha256:" + hashlib.sha256(_file_line(row).encode()).hexdigest()
             else:
                 dirs.append(raw)
-        if dirs:
-            at = pc.index_in(pa.array(dirs, pa.binary()), value_set=self._selves)
-            for raw, i in zip(dirs, at.to_pylist(), strict=True):
-                if i is not None:  # no digest: the subtree was not read whole
-                    out[raw] = "sha256:" + str(self._digests[i].as_py())
+        for raw in dirs:
+            i = self._selves.find(raw)
+            if i is not None:  # else no digest: the subtree was not read whole
+                out[raw] = "sha256:" + str(self._digests[i].as_py())
         return out
+
+
+class _Sorted:
+    """An Arrow binary array in byte order, searched without making Python objects of it."""
+
+    def __init__(self, values: pa.Array) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(self.values[i].as_py())
+
+    def find(self, raw: bytes) -> int | None:
+        """The position of ``raw`` (None when it is not there)."""
+        i = bisect.bisect_left(self, raw)
+        return i if i < len(self) and self[i] == raw else None
