@@ -125,32 +125,16 @@ def browse_frame(table: pa.Table) -> pd.DataFrame:
     return frame[BROWSE_COLUMNS]
 
 
-# the columns ``browse_frame`` reads
-_BROWSE_READS = frozenset(
-    {
-        "path",
-        "parent",
-        "name",
-        "kind",
-        "excluded",
-        "size",
-        "alloc",
-        "mtime_ns",
-        "tree_bytes",
-        "tree_alloc",
-        "tree_files",
-        "tree_latest_mtime_ns",
-        "risk",
-        "rule",
-        "group",
-        "claim",
-        "confidence",
-        "error",
-        "partial",
-        "content_risk",
-        *CONTENT_COLUMNS,
-    }
-)
+# the columns ``browse_frame`` reads: what it shows as it is, and what it derives the rest from
+_BROWSE_READS = frozenset(BROWSE_COLUMNS) | {
+    "excluded",
+    "size",
+    "mtime_ns",
+    "tree_bytes",
+    "tree_alloc",
+    "tree_files",
+    "tree_latest_mtime_ns",
+}
 
 
 def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -169,39 +153,65 @@ def content_split(row: Any) -> str:
     return " · ".join(f"{r} {percent(b / total)}" for r, b in parts)
 
 
-class FrameIndex:
+class _ParentIndex:
+    """Rows by parent directory: ``codes`` (each row's parent, -1 for none) over ``texts``.
+
+    Rows come in row order, so what is read through it is exactly what filtering every row by
+    parent gives. ``rows`` makes the frame of the rows at some positions.
+    """
+
+    def __init__(self, codes: np.ndarray[Any, Any], texts: Sequence[str | None]) -> None:
+        order = np.argsort(codes, kind="stable")
+        self._order = order
+        self._bounds = np.searchsorted(codes[order], np.arange(-1, len(texts) + 1))
+        self._top = order[self._bounds[0] : self._bounds[1]]
+        # a text stands for two codes only where the parents repeat it (Arrow's dictionary may)
+        self._codes: dict[str, list[int]] = {}
+        for code, text in enumerate(texts):
+            if text is not None:
+                self._codes.setdefault(str(text), []).append(code)
+
+    def _positions(self, parents: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
+        bounds = self._bounds
+        found = [
+            self._order[bounds[c + 1] : bounds[c + 2]]
+            for p in parents
+            for c in self._codes.get(p, ())
+        ]
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
+
+    def rows(self, positions: np.ndarray[Any, np.dtype[np.intp]]) -> pd.DataFrame:
+        """The browse frame of the rows at ``positions``, indexed by them."""
+        raise NotImplementedError
+
+    def children(self, *parents: str) -> pd.DataFrame:
+        """The rows whose parent is one of ``parents`` (``frame["parent"].isin(parents)``)."""
+        return self.rows(self._positions(parents))
+
+    def named(self, path: str) -> pd.DataFrame:
+        """The rows whose path is ``path`` (``frame[frame["path"] == path]``)."""
+        near = np.union1d(self._positions([os.path.dirname(path)]), self._top)
+        rows = self.rows(near)
+        return rows[rows["path"] == path]
+
+
+class FrameIndex(_ParentIndex):
     """A browse frame's rows by parent directory: one directory's rows without a pass over all.
 
-    Rows come in the frame's order, so what is read through it is exactly what filtering the
-    whole frame gives (the widget's listing and ``treemap_nodes`` read it at every drill-in).
+    The widget's listing and ``treemap_nodes`` read one at every drill-in.
     """
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self.frame = frame
         codes, parents = pd.factorize(frame["parent"])  # -1: no parent (the root's row)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(-1, len(parents) + 1))
-        self._top = order[bounds[0] : bounds[1]]
-        self._rows: dict[str, np.ndarray[Any, np.dtype[np.intp]]] = {
-            str(parent): order[bounds[i + 1] : bounds[i + 2]] for i, parent in enumerate(parents)
-        }
+        super().__init__(codes, list(parents))
 
-    def _positions(self, parents: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
-        found = [self._rows[p] for p in parents if p in self._rows]
-        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
-
-    def children(self, *parents: str) -> pd.DataFrame:
-        """The rows whose parent is one of ``parents`` (``frame["parent"].isin(parents)``)."""
-        return self.frame.iloc[self._positions(parents)]
-
-    def named(self, path: str) -> pd.DataFrame:
-        """The rows whose path is ``path`` (``frame[frame["path"] == path]``)."""
-        near = np.union1d(self._positions([os.path.dirname(path)]), self._top)
-        rows = self.frame.iloc[near]
-        return rows[rows["path"] == path]
+    def rows(self, positions: np.ndarray[Any, np.dtype[np.intp]]) -> pd.DataFrame:
+        """The rows of the frame at ``positions``."""
+        return self.frame.iloc[positions]
 
 
-class TableIndex:
+class TableIndex(_ParentIndex):
     """A classified table's rows by parent directory, each directory's read as a frame when asked.
 
     What ``FrameIndex(browse_frame(table))`` gives (``children``, ``named``: the same rows, the
@@ -222,41 +232,13 @@ class TableIndex:
             parents = pc.dictionary_encode(parents)
         encoded = parents.combine_chunks() if parents.num_chunks != 1 else parents.chunk(0)
         codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        texts = encoded.dictionary.cast(pa.string()).to_pylist()
-        order = np.argsort(codes, kind="stable")
-        self._order = order
-        self._bounds = np.searchsorted(codes[order], np.arange(-1, len(texts) + 1))
-        self._top = order[self._bounds[0] : self._bounds[1]]
-        # a text may stand for two dictionary entries only if the dictionary repeats it
-        self._codes: dict[str, list[int]] = {}
-        for code, text in enumerate(texts):
-            if text is not None:
-                self._codes.setdefault(text, []).append(code)
-
-    def _positions(self, parents: Iterable[str]) -> np.ndarray[Any, np.dtype[np.intp]]:
-        bounds = self._bounds
-        found = [
-            self._order[bounds[c + 1] : bounds[c + 2]]
-            for p in parents
-            for c in self._codes.get(p, ())
-        ]
-        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
+        super().__init__(codes, encoded.dictionary.cast(pa.string()).to_pylist())
 
     def rows(self, positions: np.ndarray[Any, np.dtype[np.intp]]) -> pd.DataFrame:
         """The browse frame of the rows at ``positions``, indexed by them."""
         frame = browse_frame(self._read.take(pa.array(positions, type=pa.int64())))
         frame.index = pd.Index(positions, dtype=np.int64)
         return frame
-
-    def children(self, *parents: str) -> pd.DataFrame:
-        """The rows whose parent is one of ``parents``, in row order."""
-        return self.rows(self._positions(parents))
-
-    def named(self, path: str) -> pd.DataFrame:
-        """The rows whose path is ``path``."""
-        near = np.union1d(self._positions([os.path.dirname(path)]), self._top)
-        rows = self.rows(near)
-        return rows[rows["path"] == path]
 
 
 def _other_id(parent: str) -> str:

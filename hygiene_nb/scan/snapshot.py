@@ -499,7 +499,7 @@ def query_memory_error(exc: BaseException) -> QueryMemoryExceeded | None:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return QueryMemoryExceeded(
         f"a query needed more than its working memory, HYGIENE_NB_QUERY_MEMORY={limit} "
-        f"(DuckDB: {first}); nothing was changed. Run the command again with a larger "
+        f"(DuckDB: {first}); the command stopped there. Run it again with a larger "
         "HYGIENE_NB_QUERY_MEMORY (such as 2GB), or on a machine with more memory."
     )
 
