@@ -89,6 +89,9 @@ VERDICT_SCHEMA = pa.schema(
         # what a directory holds, by risk (classify.content); a non-directory: its own risk
         ("content_risk", pa.dictionary(pa.int32(), pa.string())),
         *((name, pa.int64()) for name in CONTENT_COLUMNS),
+        # a directory's largest counted child (its tree bytes, else its own): "largest
+        # directories" leaves out one that a single child holds half of (``summary.chain_dirs``)
+        ("largest_child", pa.int64()),
     ]
 )
 VERDICT_COLUMNS = tuple(VERDICT_SCHEMA.names)
@@ -674,7 +677,28 @@ def classify_verdicts(
         np.asarray(down.up[:-1], dtype=np.int64),
         _column(table, "depth").astype(np.int64),
     )
+    content.append(_largest_child(table, pidx, down.slot, ~excluded))
     return _verdict_columns(verdict, group_root, protected, t, content)
+
+
+def _largest_child(
+    table: pa.Table, pidx: npt.NDArray[np.int64], slot: npt.NDArray[np.int64], counted: Mask
+) -> pa.Array:
+    """Per directory, the largest bytes of one of its counted children (tree bytes, else own).
+
+    Null for anything but a directory, and for a directory no counted child of which has a
+    size. ``pidx``: per row, its parent's slot (-1: the root); ``slot``: a directory's own.
+    """
+    tree = arrays.numbers(table.column("tree_bytes"), null=-1).astype(np.int64)
+    own = arrays.numbers(table.column("size"), null=-1).astype(np.int64)
+    ranked = np.where(tree >= 0, tree, own)
+    largest = np.full(int(slot.max(initial=-1)) + 1, -1, dtype=np.int64)
+    at = counted & (pidx >= 0) & (ranked >= 0)
+    np.maximum.at(largest, pidx[at], ranked[at])
+    out = np.full(table.num_rows, -1, dtype=np.int64)
+    has_slot = slot >= 0
+    out[has_slot] = largest[slot[has_slot]]
+    return arrays.numeric_array(out, valid=out >= 0)
 
 
 def _walk_directories(

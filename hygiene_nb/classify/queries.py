@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from hygiene_nb.classify.classification import VERDICT_COLUMNS
@@ -27,9 +28,19 @@ from hygiene_nb.classify.summary import (
     STALE_BUCKETS,
     STALE_DAYS,
     entries_of,
-    group_index,
+    group_stats,
+    outermost_by_group,
+    ranked_candidates,
+    sorted_groups,
 )
-from hygiene_nb.models import Cleanliness, RiskStats, StaleBucket, Summary
+from hygiene_nb.models import (
+    Cleanliness,
+    GroupStats,
+    RiskStats,
+    SizedEntry,
+    StaleBucket,
+    Summary,
+)
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.snapshot import FORMAT_2_COLUMNS, PATH_SQL
 
@@ -122,11 +133,29 @@ SUMMARY_QUERIES: dict[str, str] = {
               AND (\"group\" IS NULL OR \"group\" NOT IN ({dependencies}))
         GROUP BY risk
     """,
+    # the matches of each group: what nesting and the sums need (the rest for the largest only)
     "group_roots": f"""
-        SELECT {_ENTRY_COLUMNS}, \"group\" FROM entries
+        SELECT row_no, \"group\", kind, tree_bytes, size, tree_files, {PATH_SQL} AS path
+        FROM entries
         WHERE coalesce(group_root, false) AND \"group\" IS NOT NULL AND {_COUNTED}
     """,
-    # the largest entries of one kind of ranking, ties by path (paths made for the few only)
+    # the rows of one ranking as large as its top-th (ties at the edge too), numbers only
+    "ranked": f"""
+        WITH ranked AS (
+            SELECT row_no, coalesce(tree_bytes, size) AS ranked_bytes
+            FROM entries e WHERE ({{where}}) AND {_COUNTED}),
+        edge AS (
+            SELECT min(ranked_bytes) AS ranked_bytes FROM (
+                SELECT ranked_bytes FROM ranked ORDER BY ranked_bytes DESC LIMIT {{top}}) t)
+        SELECT row_no FROM ranked WHERE ranked_bytes >= (SELECT ranked_bytes FROM edge)
+        LIMIT {{cap}}
+    """,
+    # what the rankings show, for the rows they chose (a list of row numbers)
+    "shown": f"""
+        SELECT row_no, {_ENTRY_COLUMNS} FROM entries WHERE row_no IN ({{rows}})
+    """,
+    # the largest entries of one kind of ranking, ties by path: where ties are too many to
+    # fetch by row (``_TIES``), the ranking is made whole in one query
     "largest": f"""
         WITH ranked AS (
             SELECT {_ENTRY_COLUMNS}, coalesce(tree_bytes, size) AS ranked_bytes
@@ -142,14 +171,7 @@ SUMMARY_QUERIES: dict[str, str] = {
 
 # "largest directories" leaves out a directory whose largest child holds half of it or more
 # (that child, or one further down, is the one to show: dust collapses such chains too)
-_CHAIN = """
-    NOT EXISTS (
-        SELECT 1 FROM entries c
-        WHERE c.parent = CASE WHEN e.parent = '/' THEN concat('/', e.name)
-                              ELSE concat(e.parent, '/', e.name) END
-              AND NOT coalesce(c.excluded, false)
-              AND 2 * coalesce(c.tree_bytes, c.size) >= e.tree_bytes)
-"""
+_CHAIN = "NOT coalesce(2 * largest_child >= tree_bytes, false)"
 _RANKINGS = {
     "largest": "depth > 0",
     "largest_files": "kind = 'file'",
@@ -272,11 +294,7 @@ def summarize_entries(
         for i, (label, low) in enumerate(STALE_BUCKETS)
     ]
 
-    groups = group_index(con.sql(q["group_roots"]).to_arrow_table(), shown=top)
-    ranked = {}
-    for name, where in _RANKINGS.items():
-        rows = con.sql(q["largest"].format(where=where, top=int(top))).to_arrow_table()
-        ranked[name] = entries_of(rows, top)
+    groups, ranked = _rankings(con, top)
     return Summary(
         root=info.root,
         scan_id=info.scan_id,
@@ -305,3 +323,51 @@ def summarize_entries(
         largest_dirs=ranked["largest_dirs"],
         children=ranked["children"],
     )
+
+
+# A ranking whose ties at the edge are more than this is made whole in one query.
+_TIES = 50_000
+
+
+def _rankings(
+    con: duckdb.DuckDBPyConnection, top: int
+) -> tuple[list[GroupStats], dict[str, list[SizedEntry]]]:
+    """The pattern index and the rankings: chosen on numbers, then shown in full by row.
+
+    Each ranking's rows as large as its top-th, and each group's (outermost) rows, are chosen
+    on the few columns that choose them; what is shown of the chosen rows is read in one
+    query (``shown``). ``entries_of`` of those rows is what it is of all rows.
+    """
+    q = SUMMARY_QUERIES
+    chosen: dict[str, pa.Array] = {}
+    whole: dict[str, pa.Table] = {}
+    for name, where in _RANKINGS.items():
+        text = q["ranked"].format(where=where, top=int(top), cap=_TIES + 1)
+        rows = con.sql(text).to_arrow_table().column("row_no")
+        if len(rows) > _TIES:
+            whole[name] = con.sql(q["largest"].format(where=where, top=int(top))).to_arrow_table()
+        else:
+            chosen[name] = rows.combine_chunks()
+    by_group = outermost_by_group(con.sql(q["group_roots"]).to_arrow_table())
+    for group, rows in by_group:
+        chosen[f"group:{group}"] = ranked_candidates(rows, top).column("row_no").combine_chunks()
+    wanted = sorted({n for rows in chosen.values() for n in rows.to_pylist()})
+    if len(wanted) <= _TIES:
+        text = q["shown"].format(rows=", ".join(str(int(n)) for n in wanted) or "NULL")
+        shown = con.sql(text).to_arrow_table()
+    else:  # too many to name: the chosen rows as a table, joined
+        con.register("summary_rows", pa.table({"row_no": pa.array(wanted, pa.int64())}))
+        try:
+            shown = con.sql(q["shown"].format(rows="SELECT row_no FROM summary_rows"))
+            shown = shown.to_arrow_table()
+        finally:
+            con.unregister("summary_rows")
+
+    def of(name: str) -> list[SizedEntry]:
+        if name in whole:
+            return entries_of(whole[name], top)
+        rows = shown.filter(pc.is_in(shown.column("row_no"), value_set=chosen[name]))
+        return entries_of(rows.drop_columns(["row_no"]), top)
+
+    groups = [group_stats(g, rows, of(f"group:{g}")) for g, rows in by_group]
+    return sorted_groups(groups), {name: of(name) for name in _RANKINGS}

@@ -45,10 +45,14 @@ __all__ = [
     "entries_of",
     "freed_bytes",
     "group_index",
+    "group_stats",
     "kept_bytes",
+    "outermost_by_group",
     "pattern_index",
+    "ranked_candidates",
     "reclaimable",
     "risk_mix",
+    "sorted_groups",
     "staleness",
     "summarize_table",
 ]
@@ -178,17 +182,29 @@ def _exact(columns: dict[str, list[Any]], i: int) -> str | None:
     return path_b64(columns["path"][i], raw_path(row))
 
 
-def entries_of(rows: pa.Table, n: int) -> list[SizedEntry]:
-    """The ``n`` largest rows as ranked entries (largest first, ties by path)."""
-    if rows.num_rows == 0 or n <= 0:
-        return []
+def ranked_candidates(rows: pa.Table, n: int) -> pa.Table:
+    """The rows ``entries_of(rows, n)`` chooses among: every row as large as the n-th largest.
+
+    With a ``bytes`` column (``tree_bytes``, else ``size``). Ties at the edge are all kept, so
+    that ``entries_of`` breaks them by path; ``entries_of`` of these rows is that of ``rows``.
+    """
     rows = rows.append_column("bytes", pc.coalesce(rows.column("tree_bytes"), rows.column("size")))
+    if rows.num_rows == 0 or n <= 0:
+        return rows.slice(0, 0)
     k = min(n, rows.num_rows)
-    # every row as large as the k-th largest, so that ties at the edge are broken by path
     top_k = rows.take(pc.select_k_unstable(rows, k=k, sort_keys=[("bytes", "descending")]))
     edge = pc.min(top_k.column("bytes"))
     if edge.is_valid:
         rows = rows.filter(pc.fill_null(pc.greater_equal(rows.column("bytes"), edge), _FALSE))
+    return rows
+
+
+def entries_of(rows: pa.Table, n: int) -> list[SizedEntry]:
+    """The ``n`` largest rows as ranked entries (largest first, ties by path)."""
+    if rows.num_rows == 0 or n <= 0:
+        return []
+    k = min(n, rows.num_rows)
+    rows = ranked_candidates(rows, n)
     rows = rows.append_column("path", entry_paths(rows))
     rows = rows.sort_by([("bytes", "descending"), ("path", "ascending")]).slice(0, k)
     get = {c: rows.column(c).to_pylist() for c in rows.column_names}
@@ -223,32 +239,51 @@ def pattern_index(table: pa.Table, *, shown: int = 200) -> list[GroupStats]:
 
 def group_index(roots: pa.Table, *, shown: int) -> list[GroupStats]:
     """``pattern_index`` of the rows that are a match of their group (``group_root``)."""
-    out = []
-    for group in sorted(set(roots.column("group").to_pylist())):
-        rows = _outermost(
-            roots.filter(pc.equal(roots.column("group"), arrays.string_scalar(group)))
+    out = [
+        group_stats(group, rows, entries_of(rows, shown))
+        for group, rows in outermost_by_group(roots)
+    ]
+    return sorted_groups(out)
+
+
+def outermost_by_group(roots: pa.Table) -> list[tuple[str, pa.Table]]:
+    """Per group (in name order), its rows that lie inside no other row of the same group.
+
+    ``roots`` holds ``group``, ``kind``, and ``path`` or the columns ``entry_paths`` reads.
+    """
+    return [
+        (
+            group,
+            _outermost(roots.filter(pc.equal(roots.column("group"), arrays.string_scalar(group)))),
         )
-        is_file = pc.cast(pc.equal(rows.column("kind").cast(pa.string()), _FILE), pa.int64())
-        files = pc.coalesce(rows.column("tree_files"), is_file)
-        out.append(
-            GroupStats(
-                group=group,
-                count=rows.num_rows,
-                bytes=int(
-                    pc.sum(pc.coalesce(rows.column("tree_bytes"), rows.column("size"))).as_py() or 0
-                ),
-                files=int(pc.sum(files).as_py() or 0),
-                entries=entries_of(rows, shown),
-            )
-        )
-    return sorted(out, key=lambda g: (-g.bytes, g.group))
+        for group in sorted(set(roots.column("group").to_pylist()))
+    ]
+
+
+def group_stats(group: str, rows: pa.Table, entries: list[SizedEntry]) -> GroupStats:
+    """One group's figures from its outermost rows, with ``entries``, its largest ones."""
+    is_file = pc.cast(pc.equal(rows.column("kind").cast(pa.string()), _FILE), pa.int64())
+    files = pc.coalesce(rows.column("tree_files"), is_file)
+    return GroupStats(
+        group=group,
+        count=rows.num_rows,
+        bytes=int(pc.sum(pc.coalesce(rows.column("tree_bytes"), rows.column("size"))).as_py() or 0),
+        files=int(pc.sum(files).as_py() or 0),
+        entries=entries,
+    )
+
+
+def sorted_groups(groups: list[GroupStats]) -> list[GroupStats]:
+    """The pattern index's order: most bytes first, ties by group name."""
+    return sorted(groups, key=lambda g: (-g.bytes, g.group))
 
 
 def _outermost(rows: pa.Table) -> pa.Table:
     """Drop rows that lie inside another row of the table (a photo inside ~/Pictures)."""
     if not pc.any(pc.equal(rows.column("kind").cast(pa.string()), _DIR)).as_py():
         return rows  # only directories hold anything
-    paths = entry_paths(rows).to_pylist()
+    column = rows.column("path") if "path" in rows.column_names else entry_paths(rows)
+    paths = column.to_pylist()
     order = sorted(range(len(paths)), key=lambda i: paths[i])
     keep: list[int] = []
     last = None
