@@ -257,29 +257,29 @@ def _dir_verdict(
 class _PassedDown:
     """What each directory with children passes down, by its slot in the parent dictionary.
 
-    Lists one longer than the dictionary: the last slot (index -1, the root's missing parent)
+    Arrays one longer than the dictionary: the last slot (index -1, the root's missing parent)
     passes nothing down.
     """
 
-    absorb: list[int]  # verdict id of the outermost absorbing rule covering it
-    protect: list[int]  # verdict id of a protection that covers everything inside
-    personal: list[bool]
-    in_worktree: list[bool]  # inside a git work tree whose tracked files are known
-    project: list[bool]  # inside a project (a marker in it or above), outside dependencies
-    package: list[bool]  # inside an evidenced dependency or build directory (PACKAGE_RULES)
-    up: list[int]  # its own parent's slot (-1: none)
+    absorb: Ids  # verdict id of the outermost absorbing rule covering it
+    protect: Ids  # verdict id of a protection that covers everything inside
+    personal: Mask
+    in_worktree: Mask  # inside a git work tree whose tracked files are known
+    project: Mask  # inside a project (a marker in it or above), outside dependencies
+    package: Mask  # inside an evidenced dependency or build directory (PACKAGE_RULES)
+    up: npt.NDArray[np.int64]  # its own parent's slot (-1: none)
     slot: npt.NDArray[np.int64]  # per row: the directory's own slot (-1: not one, or no children)
 
     @classmethod
     def empty(cls, slots: int, rows: int) -> _PassedDown:
         return cls(
-            [-1] * (slots + 1),
-            [-1] * (slots + 1),
-            [False] * (slots + 1),
-            [False] * (slots + 1),
-            [False] * (slots + 1),
-            [False] * (slots + 1),
-            [-1] * (slots + 1),
+            np.full(slots + 1, -1, dtype=np.int32),
+            np.full(slots + 1, -1, dtype=np.int32),
+            np.zeros(slots + 1, dtype=bool),
+            np.zeros(slots + 1, dtype=bool),
+            np.zeros(slots + 1, dtype=bool),
+            np.zeros(slots + 1, dtype=bool),
+            np.full(slots + 1, -1, dtype=np.int64),
             np.full(rows, -1, dtype=np.int64),
         )
 
@@ -623,11 +623,8 @@ def classify_verdicts(
     down = _walk_directories(table, is_dir, pidx, parents, own, prot, ctx, siblings, regular, t)
 
     # What each distinct parent passes down, then per row through the parent index.
-    absorb_p = np.array(down.absorb, np.int32)
-    protect_p = np.array(down.protect, np.int32)
-    personal_p = np.array(down.personal, dtype=bool)
-    tracked_tree = np.array(down.in_worktree, dtype=bool)
-    project_p = np.array(down.project, dtype=bool)
+    absorb_p, protect_p, personal_p = down.absorb, down.protect, down.personal
+    tracked_tree, project_p = down.in_worktree, down.project
     inherited_absorb = absorb_p[pidx]
     inherited_protect = protect_p[pidx]
 
@@ -636,7 +633,7 @@ def classify_verdicts(
     file_own = _file_rules(table, pidx, in_project, t)
     own[files] = file_own[files]
     home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
-    in_package = np.array(down.package, dtype=bool)[pidx]
+    in_package = down.package[pidx]
     key = _key_like(table) & files
     file_prot = _file_protection(table, home_parent[pidx], in_package, key, ctx, t)
     prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
@@ -713,73 +710,93 @@ def _walk_directories(
     regular: dict[str, set[str]],
     t: _Table,
 ) -> _PassedDown:
-    """One pass over directories, shallowest first: own verdicts, what children inherit.
+    """One pass over directories, a level at a time, shallowest first: verdicts, inheritance.
 
     A directory's state is kept at its path's slot in the parent dictionary (only directories
-    with children have one); a directory reads its parent's at ``pidx``.
+    with children have one); a directory reads its parent's at ``pidx``. What depends on a
+    directory alone (its protection, whether a rule or a cache tag could match it) is found
+    first; a level then reads its parents' states at once, asks the rules of the few that need
+    it, and writes its own states for the level below.
     """
     rows = np.flatnonzero(is_dir)
     dirs = table.select(["parent", "name", "depth"]).take(arrays.numeric_array(rows))
-    order = np.argsort(arrays.numbers(dirs.column("depth")), kind="stable")
+    depth = arrays.numbers(dirs.column("depth")).astype(np.int64)
     dir_parents = dirs.column("parent").to_pylist()
     names = dirs.column("name").to_pylist()
-    paths = entry_paths(dirs).to_pylist()
-    candidate = _dir_rule_candidates(dirs, ctx)
-    up_slots = pidx[rows].tolist()
-    slot_of = {path: i for i, path in enumerate(parents)}
-    down = _PassedDown.empty(len(parents), table.num_rows)
-    absorb, protect, personal, worktree, project, package, up = (
-        down.absorb,
-        down.protect,
-        down.personal,
-        down.in_worktree,
-        down.project,
-        down.package,
-        down.up,
-    )
-    slot = down.slot
-    passes_down = PASSES_DOWN
+    path_array = entry_paths(dirs)
+    paths = path_array.to_pylist()
+    candidate = np.asarray(_dir_rule_candidates(dirs, ctx), dtype=bool)
+    above = pidx[rows]  # -1 for the root: the last slot, which holds what nothing passes down
+    own_slot = arrays.numbers(
+        pc.index_in(path_array, value_set=arrays.string_array(parents)), null=-1
+    ).astype(np.int64)
     trees = frozenset(ctx.git.worktrees)
+    is_root = np.array([p is None for p in dir_parents], dtype=bool)
+    root_in_tree = np.zeros(len(paths), dtype=bool)
+    for i in np.flatnonzero(is_root).tolist():
+        root_in_tree[i] = _under(paths[i], trees)
+    in_trees = arrays.mask(pc.is_in(path_array, value_set=arrays.string_array(sorted(trees))))
+    found: list[Protection | None] = [
+        protect_dir(p, n, ctx) for p, n in zip(paths, names, strict=True)
+    ]
+    if ctx.above_root is not None:
+        for i in np.flatnonzero(is_root).tolist():
+            found[i] = ctx.above_root  # the root sits inside something protected
+    has_found = np.array([f is not None for f in found], dtype=bool)
+    passes = np.array([f is not None and f.rule in PASSES_DOWN for f in found], dtype=bool)
     tags = dict(ctx.cache_tags)
-    for i in order.tolist():
-        parent, name, row, above = dir_parents[i], names[i], int(rows[i]), up_slots[i]
-        path = paths[i]
-        # above is -1 for the root: the last slot, which holds what nothing passes down
-        s_absorb, s_protect, s_personal = absorb[above], protect[above], personal[above]
-        s_package = package[above]
-        in_tree = worktree[above] or path in trees or (parent is None and _under(path, trees))
-        s_project = project[above] or (parent is None and _under(path, trees))
-        found = protect_dir(path, name, ctx)
-        if parent is None and ctx.above_root is not None:
-            found = ctx.above_root  # the root sits inside something protected
-        if s_protect >= 0:
-            prot[row] = s_protect
-        elif found is not None:
-            prot[row] = t.protection(found)
-            if found.rule in passes_down:
-                s_protect = int(prot[row])
-        tool = tags.get(path) if tags else None
-        if s_absorb < 0 and parent is not None and (candidate[i] or tool is not None):
+    tool_of = {i: tags[p] for i, p in enumerate(paths) if p in tags} if tags else {}
+    has_tool = np.zeros(len(paths), dtype=bool)
+    has_tool[list(tool_of)] = True
+    marked = sorted(p for p, ns in siblings.items() if not ns.isdisjoint(_MARKER_NAMES))
+    has_marker = arrays.mask(pc.is_in(path_array, value_set=arrays.string_array(marked)))
+
+    down = _PassedDown.empty(len(parents), table.num_rows)
+    order = np.argsort(depth, kind="stable")
+    bounds = np.flatnonzero(np.diff(depth[order])) + 1
+    for level in np.split(order, bounds):
+        a, r = above[level], rows[level]
+        s_absorb, s_protect = down.absorb[a], down.protect[a]
+        s_personal, s_package = down.personal[a], down.package[a]
+        in_tree = down.in_worktree[a] | in_trees[level] | root_in_tree[level]
+        s_project = down.project[a] | root_in_tree[level]
+        inherits = s_protect >= 0
+        prot[r[inherits]] = s_protect[inherits]
+        for j in np.flatnonzero(~inherits & has_found[level]).tolist():
+            prot[r[j]] = t.protection(found[level[j]])
+        s_protect = np.where(~inherits & passes[level], prot[r], s_protect).astype(np.int32)
+        asks = (s_absorb < 0) & ~is_root[level] & (candidate[level] | has_tool[level])
+        for j in np.flatnonzero(asks).tolist():
+            i, row = int(level[j]), int(r[j])
             verdict, absorbs = -1, False
             if candidate[i]:
-                verdict, absorbs, s_package = _dir_verdict(name, parent, ctx, siblings, regular, t)
+                verdict, absorbs, package = _dir_verdict(
+                    names[i], dir_parents[i], ctx, siblings, regular, t
+                )
+                s_package[j] = package
+            tool = tool_of.get(i)
             # a protected directory's tag counts for nothing (a home's would cover the home)
             if tool is not None and prot[row] < 0 and _tag_wins(verdict, t):
-                verdict, absorbs, s_package = t.id(_tag_verdict(tool)), True, False
+                verdict, absorbs = t.id(_tag_verdict(tool)), True
+                s_package[j] = False
             own[row] = verdict
             if absorbs:
-                s_absorb = verdict
+                s_absorb[j] = verdict
             if verdict >= 0 and t.verdicts[verdict].risk is Risk.PERSONAL:
-                s_personal = True
-        k = slot_of.get(path)
-        if k is not None:  # it has children: they read this
-            if s_absorb >= 0:
-                s_project = False  # nothing inside a dependency or build directory is a project
-            elif not s_project and not siblings.get(path, _NONE).isdisjoint(_MARKER_NAMES):
-                s_project = True
-            absorb[k], protect[k], personal[k] = s_absorb, s_protect, s_personal
-            worktree[k], project[k], package[k], up[k] = in_tree, s_project, s_package, above
-            slot[row] = k
+                s_personal[j] = True
+        # nothing inside a dependency or build directory is a project; a marker starts one
+        s_project = (s_absorb < 0) & (s_project | has_marker[level])
+        k = own_slot[level]
+        has = k >= 0  # it has children: they read this
+        k = k[has]
+        down.absorb[k], down.protect[k], down.personal[k] = (
+            s_absorb[has],
+            s_protect[has],
+            s_personal[has],
+        )
+        down.in_worktree[k], down.project[k] = in_tree[has], s_project[has]
+        down.package[k], down.up[k] = s_package[has], a[has]
+        down.slot[r[has]] = k
     return down
 
 
