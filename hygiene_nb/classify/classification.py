@@ -345,40 +345,60 @@ def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
     return names
 
 
-def _file_rules(table: pa.Table, pidx: npt.NDArray[np.int64], in_project: Mask, t: _Table) -> Ids:
+class _Endings:
+    """The names of a table, lower-cased, with each one's last extension found once.
+
+    A rule's extensions are many (22 for media files): testing a plain one (``.log``, one dot)
+    is then a lookup in the few distinct extensions, not a pass over every name.
+    """
+
+    def __init__(self, name: pa.ChunkedArray) -> None:
+        self.name = name
+        self.lower = pc.utf8_lower(name)
+        last = pc.struct_field(pc.extract_regex(self.lower, r"(?P<ext>\.[^.]*)$"), [0])
+        self._ext = pc.dictionary_encode(last).combine_chunks()
+
+    def lower_ends_with_any(self, endings: Sequence[str]) -> Mask:
+        """Per name, whether its lower-case text ends with one of ``endings`` (lower case)."""
+        plain = [e for e in endings if e.startswith(".") and e.count(".") == 1]
+        others = [e for e in endings if e not in plain]
+        out = _ends_with_any(self.lower, others) if others else np.zeros(len(self.name), bool)
+        if plain:
+            known = arrays.mask(pc.is_in(self._ext.dictionary, arrays.string_array(plain)))
+            codes = arrays.numbers(self._ext.indices, null=-1).astype(np.int64)
+            out |= np.append(known, False)[codes]  # no extension (-1): the appended False
+        return out
+
+
+def _file_rules(
+    table: pa.Table, endings: _Endings, pidx: npt.NDArray[np.int64], in_project: Mask, t: _Table
+) -> Ids:
     """Own built-in verdicts of non-directories by name, extension and suffix (rule order).
 
     ``in_project``: per row, whether it lies in a project (for ``in_project`` rules).
     """
-    name = table.column("name")
-    lower = pc.utf8_lower(name)
+    name, lower = endings.name, endings.lower
     out = np.full(table.num_rows, -1, dtype=np.int32)
     for rule in BUILTIN_RULES:
         if rule.kind != "file":
             continue
         if rule.in_project:
-            rows = np.flatnonzero(in_project & (out < 0))
-            out[rows[_ends_with_any(lower.take(arrays.numeric_array(rows)), rule.extensions)]] = (
-                t.id(_strong(rule))
-            )
+            hits = in_project & (out < 0) & endings.lower_ends_with_any(rule.extensions)
+            out[hits] = t.id(_strong(rule))
             continue
         if rule.same_stem is not None:
             rows = _beside_same_stem(name, lower, pidx, rule.extensions, rule.same_stem)
             rows = rows[out[rows] < 0]
             out[rows] = t.id(_strong(rule))
             continue
-        mask = None
-        if rule.names:
-            mask = pc.is_in(name, arrays.string_array(rule.names))
-        for ext in rule.extensions:
-            hit = pc.ends_with(lower, ext)
-            mask = hit if mask is None else pc.or_(mask, hit)
-        for suffix in rule.suffixes:
-            hit = pc.ends_with(name, suffix)
-            mask = hit if mask is None else pc.or_(mask, hit)
-        if mask is None:
+        if not (rule.names or rule.extensions or rule.suffixes):
             continue
-        hits = arrays.mask(mask) & (out < 0)
+        mask = endings.lower_ends_with_any(rule.extensions)
+        if rule.names:
+            mask |= arrays.mask(pc.is_in(name, arrays.string_array(rule.names)))
+        for suffix in rule.suffixes:
+            mask |= arrays.mask(pc.ends_with(name, suffix))
+        hits = mask & (out < 0)
         out[hits] = t.id(_strong(rule))
     return out
 
@@ -630,11 +650,12 @@ def classify_verdicts(
 
     files = ~is_dir
     in_project = project_p[pidx] & files
-    file_own = _file_rules(table, pidx, in_project, t)
+    endings = _Endings(table.column("name"))
+    file_own = _file_rules(table, endings, pidx, in_project, t)
     own[files] = file_own[files]
     home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
     in_package = down.package[pidx]
-    key = _key_like(table) & files
+    key = _key_like(endings) & files
     file_prot = _file_protection(table, home_parent[pidx], in_package, key, ctx, t)
     prot[files & (prot < 0)] = file_prot[files & (prot < 0)]
     tracked = _git_tracked(table, pidx, tracked_tree, ctx) & files
@@ -800,13 +821,9 @@ def _walk_directories(
     return down
 
 
-def _key_like(table: pa.Table) -> Mask:
+def _key_like(endings: _Endings) -> Mask:
     """Per row, whether its name has a key's extension (``CREDENTIAL_EXTENSIONS``)."""
-    lower = pc.utf8_lower(table.column("name"))
-    out = np.zeros(table.num_rows, dtype=bool)
-    for ext in CREDENTIAL_EXTENSIONS:
-        out |= arrays.mask(pc.ends_with(lower, ext))
-    return out
+    return endings.lower_ends_with_any(CREDENTIAL_EXTENSIONS)
 
 
 def _package_key_material(verdict: Ids, rows: Mask, t: _Table) -> None:
