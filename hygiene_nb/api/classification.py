@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from hygiene_nb.api.snapshots import StoreArg, existing_store, scan_time_ns
 from hygiene_nb.classify.classification import (
     CLASSIFY_COLUMNS,
     CLASSIFY_INPUTS,
+    VERDICT_COLUMNS,
     classify_table,
     classify_verdicts,
     with_verdicts,
@@ -48,6 +51,7 @@ from hygiene_nb.scan.snapshot import (
     load_snapshot,
     named_rows,
     query_engine,
+    read_row_groups,
     snapshot_file,
     snapshot_rows,
 )
@@ -158,6 +162,28 @@ class StoredClassification:
             return self.path
         assert self.computed is not None
         return self.computed
+
+    def columns(self, names: Sequence[str]) -> pa.Table:
+        """The classified rows with only the columns ``names`` (the snapshot's, the verdicts').
+
+        The verdicts' strings decoded, as in ``table``; what is not asked for is never read.
+        """
+        mine = [n for n in names if n in VERDICT_COLUMNS]
+        rows = load_snapshot(
+            self.store, scan_id=self.info.scan_id, columns=[n for n in names if n not in mine]
+        )
+        if self.computed is not None:
+            verdicts = self.computed.select(mine)
+        else:
+            assert self.path is not None
+            with pq.ParquetFile(self.path) as parquet:
+                verdicts = read_row_groups(parquet, mine)
+        for name in mine:
+            column = verdicts.column(name)
+            if pa.types.is_dictionary(column.type):
+                column = column.cast(column.type.value_type)
+            rows = rows.append_column(name, column)
+        return rows.select(list(names))
 
     @property
     def table(self) -> pa.Table:
