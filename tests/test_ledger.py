@@ -205,6 +205,25 @@ def test_annotations_under_a_root_are_matched_case_sensitively(ledger: Ledger) -
     assert [a.path for a in ledger.annotations(under="/tmp/r")] == ["/tmp/r", "/tmp/r/b"]
 
 
+def test_decisions_are_the_reviewed_annotations_of_one_author_in_path_order(
+    ledger: Ledger,
+) -> None:
+    ledger.annotate(["/tmp/r/b", "/tmp/r/a%"], decision="delete")
+    ledger.annotate(["/tmp/r"], decision="keep")
+    ledger.annotate(["/tmp/r/n"], note="only a note")  # not reviewed
+    ledger.annotate(["/tmp/r/u"], decision="unsure", by="rule", rule="python-cache")
+    ledger.annotate(["/tmp/R/a", "/tmp/r_x/c", "/tmp/rr"], decision="keep")  # not under /tmp/r
+    expected = {
+        a.path: a.decision
+        for a in ledger.annotations(under="/tmp/r")
+        if a.is_reviewed and a.by == "human"
+    }
+    found = ledger.decisions(under="/tmp/r", by="human")
+    assert found == {"/tmp/r": "keep", "/tmp/r/a%": "delete", "/tmp/r/b": "delete"}
+    assert list(found.items()) == list(expected.items())
+    assert ledger.decisions(under="/tmp/r", by="rule") == {"/tmp/r/u": "unsure"}
+
+
 def test_a_damaged_ledger_is_a_clear_store_error(store: Path) -> None:
     from hygiene_nb.errors import StoreError
 

@@ -129,11 +129,7 @@ def _covering_sorted(
 def human_decisions(store: api.StoreArg, root: str) -> dict[str, str]:
     """Path → decision of every keep/delete/unsure a person made at or under ``root``."""
     with Ledger.open(api.open_store(store)) as ledger:
-        return {
-            a.path: str(a.decision)
-            for a in ledger.annotations(under=root)
-            if a.is_reviewed and a.by == "human"
-        }
+        return ledger.decisions(under=root, by="human")
 
 
 # Per decision (NULL: not reviewed), entries and bytes three ways: a hard-linked inode counted
