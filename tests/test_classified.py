@@ -205,6 +205,22 @@ def test_a_store_that_cannot_keep_them_still_gives_the_summary(tmp_path: Path, s
     assert (store / "classified").read_text() == "not a directory"
 
 
+def test_a_store_that_cannot_keep_them_still_gives_the_plan_preview(
+    tmp_path: Path, store: Path
+) -> None:
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    api.annotate([str(root / "web" / "app.log")], store=store, decision="delete")
+    kept = api.preview_plan(root, store=store)  # from the kept file
+    for path in kept_files(store, root):
+        path.unlink()
+    (store / "classified").rename(store / "classified.away")
+    (store / "classified").write_text("not a directory")
+    assert api.preview_plan(root, store=store) == kept  # from the verdicts computed now
+    assert kept["delete_count"] == 1 and kept["candidates"] == 1
+    assert (store / "classified").read_text() == "not a directory"
+
+
 def test_an_age_rule_measures_ages_at_the_time_asked(tmp_path: Path, store: Path) -> None:
     root = tmp_path / "r"
     write(root / "old.dat", 100)

@@ -178,12 +178,7 @@ class StoredClassification:
             assert self.path is not None
             with pq.ParquetFile(self.path) as parquet:
                 verdicts = read_row_groups(parquet, mine)
-        for name in mine:
-            column = verdicts.column(name)
-            if pa.types.is_dictionary(column.type):
-                column = column.cast(column.type.value_type)
-            rows = rows.append_column(name, column)
-        return rows.select(list(names))
+        return with_verdicts(rows, verdicts, mine).select(list(names))
 
     @property
     def table(self) -> pa.Table:

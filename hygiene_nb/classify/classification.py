@@ -895,12 +895,14 @@ def _verdict_columns(
     return pa.Table.from_arrays(columns, schema=VERDICT_SCHEMA)
 
 
-def with_verdicts(table: pa.Table, verdicts: pa.Table) -> pa.Table:
-    """``table`` with the columns of ``verdicts`` (row for row), their strings decoded."""
+def with_verdicts(
+    table: pa.Table, verdicts: pa.Table, names: Sequence[str] = VERDICT_COLUMNS
+) -> pa.Table:
+    """``table`` with the columns ``names`` of ``verdicts`` (row for row), strings decoded."""
     out = table
-    for field in VERDICT_SCHEMA:
-        column = verdicts.column(field.name)
-        if pa.types.is_dictionary(field.type):
+    for name in names:
+        column = verdicts.column(name)
+        if pa.types.is_dictionary(VERDICT_SCHEMA.field(name).type):
             column = column.cast(pa.string())
-        out = out.append_column(field.name, column)
+        out = out.append_column(name, column)
     return out
