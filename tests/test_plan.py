@@ -518,7 +518,7 @@ def test_a_kept_snapshot_index_gives_the_same_selection(tree: Path, store: Path)
     # every path once, in the order of their UTF-8 bytes (what the binary searches assume)
     from hygiene_nb.scan.snapshot import entry_paths
 
-    assert index.sorted == sorted(entry_paths(table).to_pylist())
+    assert list(index.sorted) == sorted(entry_paths(table).to_pylist())
     assert [index.sorted[i] for i in range(len(index.sorted))] == [
         entry_paths(table)[int(row)].as_py() for row in index.order
     ]

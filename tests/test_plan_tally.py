@@ -11,6 +11,8 @@ does not hold must leave the two equal after every step.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from unittest import mock
 
 import pyarrow as pa
 import pytest
@@ -20,16 +22,26 @@ from hypothesis import strategies as st
 from hygiene_nb import api
 from hygiene_nb.ledger import Annotation, display_path
 from hygiene_nb.pathnames import raw_path
+from hygiene_nb.plan import document
 from hygiene_nb.plan.document import SnapshotIndex, select_candidates, selection_summary
 from hygiene_nb.plan.tally import TALLY_COLUMNS, PlanTally, tally_table
+from hygiene_nb.scan import snapshot
 from hygiene_nb.scan.snapshot import entry_paths
 from tests.helpers import write
 
 Scanned = tuple[str, pa.Table, SnapshotIndex, list[bytes]]
 
 
-@pytest.fixture(scope="module")
-def scanned(tmp_path_factory: pytest.TempPathFactory) -> Scanned:
+@pytest.fixture(scope="module", params=["undecodable", "utf-8"])
+def scanned(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Scanned]:
+    """A tree with every edge; in ``utf-8`` every name is valid UTF-8 and look-alike.
+
+    Without undecodable names no two text paths collide, so paths are looked up many at once
+    (a hash of them) and sorted by DuckDB: here from the first one, not only at 64 and 20,000.
+    """
+    utf8 = request.param == "utf-8"
     base = tmp_path_factory.mktemp("tally")
     root = base / "r"
     write(root / "a" / "f1", 5000)
@@ -50,9 +62,17 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> Scanned:
     write(root / "cache" / "c2.tmp", 3000)
     twins = os.fsencode(root / "twins")
     os.makedirs(twins)
-    for name, size in ((b"caf\\xe9", 20), (b"caf\xe9", 30)):  # display alike
+    alike = (
+        (b"caf\\xe9", "café".encode(), "cafe\u0301".encode(), b"a-b", b"a b", b"a0")
+        if utf8
+        else (b"caf\\xe9", b"caf\xe9")  # display alike
+    )
+    for size, name in enumerate(alike, start=20):
         with open(twins + b"/" + name, "wb") as handle:
             handle.write(b"x" * size)
+    os.makedirs(twins + b"/a")
+    with open(twins + b"/a/inside", "wb") as handle:
+        handle.write(b"x" * 9)
     store = base / "store"
     api.scan_root(root, store=store, excludes=("skipme/",))
     table = api.classify_snapshot(str(root), store=store)
@@ -66,7 +86,17 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> Scanned:
         os.fsencode(root / "a" / "gone"),
         os.fsencode(root / "a" / "b" / "c" / "gone"),
     ]
-    return str(root), table, SnapshotIndex(table), raws + gone
+    if utf8:  # shown as the literal "caf\\xe9" the snapshot holds, but other bytes
+        gone.append(twins + b"/caf\xe9")
+    at_once = 0 if utf8 else document._LOOK_UP_ONE_BY_ONE
+    in_sql = 0 if utf8 else snapshot._PATHS_IN_SQL
+    with (
+        mock.patch.object(document, "_LOOK_UP_ONE_BY_ONE", at_once),
+        mock.patch.object(snapshot, "_PATHS_IN_SQL", in_sql),
+    ):
+        index = SnapshotIndex(table)
+        assert index.undecodable is not utf8
+        yield str(root), table, index, raws + gone
 
 
 def _from_scratch(scanned: Scanned, state: dict[bytes, Annotation]) -> dict[str, int]:
@@ -205,17 +235,36 @@ def test_an_index_of_another_table_is_refused(scanned: Scanned) -> None:
     assert PlanTally(table, [], root=root).summary() == _from_scratch(scanned, {})
 
 
-def test_delete_decisions_checked_in_several_takes_count_as_in_one(
-    scanned: Scanned, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every path deleted at once (the first count), its rows checked 3 at a time."""
+def test_every_path_deleted_at_once_counts_as_from_scratch(scanned: Scanned) -> None:
+    """The first count of many decisions: every path of the tree (and some it lacks) deleted."""
     root, table, index, paths = scanned
     state = {
         raw: Annotation(display_path(raw), raw, "delete", None, "human", None, "t") for raw in paths
     }
-    whole = PlanTally(table, list(state.values()), root=root, index=index).summary()
-    monkeypatch.setattr("hygiene_nb.plan.tally._CHECK_AT_ONCE", 3)
-    assert len(paths) > 3 * 3
-    taken = PlanTally(table, list(state.values()), root=root, index=index)
-    assert taken.summary() == whole == _from_scratch(scanned, state)
-    assert whole["excluded"] > 0 and whole["candidates"] > 0  # both outcomes are in the takes
+    whole = PlanTally(table, list(state.values()), root=root, index=index)
+    assert whole.summary() == _from_scratch(scanned, state)
+    assert whole.summary()["excluded"] > 0 and whole.summary()["candidates"] > 0
+    _same_reasons(scanned, state, whole)
+
+
+def test_paths_looked_up_many_at_once_are_found_as_one_by_one(scanned: Scanned) -> None:
+    _, table, index, paths = scanned
+    texts = [display_path(raw) for raw in paths]
+    with mock.patch.object(document, "_LOOK_UP_ONE_BY_ONE", 0):
+        many = index.rows_of(texts, paths)
+    assert many == [index.row_of(text, raw) for text, raw in zip(texts, paths, strict=True)]
+    assert None in many and set(many) - {None} == set(range(table.num_rows))
+
+
+def test_the_index_holds_every_path_in_code_point_order(scanned: Scanned) -> None:
+    """What the binary searches assume, from DuckDB's sort as from Arrow's, column or not."""
+    _, table, index, _ = scanned
+    texts = entry_paths(table).to_pylist()
+    assert list(index.sorted) == sorted(texts)
+    assert [texts[row] for row in index.order] == list(index.sorted)
+    for in_sql in (0, 10**9):
+        with mock.patch.object(snapshot, "_PATHS_IN_SQL", in_sql):
+            for given in (table, table.drop_columns(["path"])):
+                order, paths = snapshot.sorted_paths(given)
+                assert paths.to_pylist() == sorted(texts)
+                assert order.tolist() == index.order.tolist()

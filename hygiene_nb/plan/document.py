@@ -13,7 +13,7 @@ import bisect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,7 @@ from hygiene_nb.fs.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
 from hygiene_nb.pathnames import path_b64, raw_path, shown
 from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
-from hygiene_nb.scan.snapshot import entry_paths
+from hygiene_nb.scan.snapshot import sorted_paths
 
 __all__ = [
     "INDEX_FLAGS",
@@ -32,7 +32,7 @@ __all__ = [
     "Selection",
     "SnapshotIndex",
     "assemble_plan",
-    "check_entry",
+    "check_entries",
     "decided_by_text",
     "first_kept_inside",
     "plan_markdown",
@@ -95,11 +95,42 @@ def _exclude(sel: Selection, ann: Annotation, code: str, detail: str = "") -> No
     sel.excluded.append(Exclusion.of(ann.path, ann.path_raw, code, detail))
 
 
+class _SortedTexts(Sequence[str]):
+    """An Arrow string array in sorted order, read one text at a time (``bisect`` searches it).
+
+    A look-up makes about 20 Python strings; the whole array as Python strings would be about
+    110 MB for 1M paths and half a second to make.
+    """
+
+    def __init__(self, values: pa.Array) -> None:
+        self.values = values
+        self._size = len(values)
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return _SortedTexts(self.values[i])
+        text: str = self.values[i].as_py()
+        return text
+
+
+# below this many paths, ``SnapshotIndex.rows_of`` looks each one up by itself (no hash table
+# of every path is built)
+_LOOK_UP_ONE_BY_ONE = 64
+
+
 class SnapshotIndex:
     """Snapshot rows addressable by path, with subtrees as ranges of the sorted paths.
 
-    Building one sorts every path (about a second for 1M rows); the widget keeps one for its
-    snapshot and passes it to ``select_candidates`` each time a decision changes.
+    Building one sorts every path (1M rows: about 0.5 s); the widget keeps one for its snapshot
+    and passes it to ``select_candidates`` each time a decision changes. The sorted paths stay
+    an Arrow array: a look-up reads the few it compares.
     """
 
     def __init__(self, table: pa.Table) -> None:
@@ -107,17 +138,9 @@ class SnapshotIndex:
         # One chunk: a take on chunked dictionary columns re-unifies them every time. (No copy
         # when the table has one chunk already, as the widget's has.)
         self.table = table.combine_chunks()
-        paths = entry_paths(self.table)  # the table's own column where it has one (the widget)
-        order = pc.sort_indices(paths).to_numpy()
-        self.order = order
-        # the texts made once, in row order, then put in sorted order (the same objects): no
-        # sorted copy of the column (1M paths: about 110 MB) is ever made
-        texts = paths.to_pylist()
-        self.sorted = [texts[i] for i in order.tolist()]
-        del texts, paths
-        # paths made here go back to the system: Arrow's allocator would keep them (1M paths:
-        # about 110 MB), and what is built next is Python objects
-        pa.default_memory_pool().release_unused()
+        # from the table's own path column where it has one (the widget)
+        self.order, ordered = sorted_paths(self.table)
+        self.sorted = _SortedTexts(ordered)
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
         self.mount_points = _flag_rows(self.table, "mount_point")
@@ -141,6 +164,24 @@ class SnapshotIndex:
                     return hit
         return hits[0] if hits else None
 
+    def rows_of(self, paths: Sequence[str], raws: Sequence[bytes]) -> list[int | None]:
+        """``[row_of(p, r) for p, r in zip(paths, raws)]``, many at once.
+
+        Where no text path collides (every name is valid UTF-8), one hash look-up of them all
+        of every sorted path among them (100k paths in 1M: about 0.1 s against 0.3 s one by one).
+        """
+        if self.undecodable or len(paths) < _LOOK_UP_ONE_BY_ONE:
+            return [self.row_of(p, r) for p, r in zip(paths, raws, strict=True)]
+        # the paths looked for are hashed, and every sorted path looked up among them
+        asked = pa.array(paths, type=pa.string())
+        at = pc.index_in(self.sorted.values, value_set=asked)
+        where = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+        # a path asked for twice: index_in names its first place in ``paths`` only
+        row_of = dict(
+            zip(asked.take(at.drop_null()).to_pylist(), self.order[where].tolist(), strict=True)
+        )
+        return [row_of.get(p) for p in paths]
+
     def named(self, path: str) -> list[int]:
         """Every row whose text path is ``path`` (more than one only for undecodable names)."""
         i = bisect.bisect_left(self.sorted, path)
@@ -154,7 +195,7 @@ class SnapshotIndex:
         """The rows inside directory ``path`` (only those below the exact bytes ``raw``)."""
         prefix = path.rstrip("/") + "/"
         lo = bisect.bisect_left(self.sorted, prefix)
-        hi = bisect.bisect_left(self.sorted, prefix[:-1] + "0")  # "0" sorts right after "/"
+        hi = bisect.bisect_left(self.sorted, prefix[:-1] + "0", lo)  # "0" sorts right after "/"
         found: np.ndarray[Any, np.dtype[np.int64]] = self.order[lo:hi].astype(np.int64)
         if raw is not None and self.undecodable and len(found):
             inside = raw.rstrip(b"/") + b"/"
@@ -254,14 +295,14 @@ def select_candidates(
     }
     kept_paths = sorted(a.path_raw for a in keeps)
     deletes = sorted(deletes, key=lambda a: a.path)
-    found = {a.path_raw: tree.row_of(a.path, a.path_raw) for a in deletes}
-    present = sorted({i for i in found.values() if i is not None})
+    found = tree.rows_of([a.path for a in deletes], [a.path_raw for a in deletes])
+    checks = check_entries(deletes, found, tree, root)
+    present = sorted({i for i in found if i is not None})
     rows = dict(zip(present, tree.rows(present), strict=True))  # one take for all of them
     ok: list[dict[str, Any]] = []
-    for ann in deletes:
-        at = found[ann.path_raw]
+    for ann, at, check in zip(deletes, found, checks, strict=True):
         row = rows.get(at) if at is not None else None
-        candidate = _check_one(ann, row, at, tree, root, kept_paths, sel, made_on)
+        candidate = _check_one(ann, row, at, check, tree, kept_paths, sel, made_on)
         if candidate is not None:
             ok.append(candidate)
     outer: list[tuple[bytes, str]] = []  # exact bytes: look-alike texts must not fold
@@ -282,58 +323,94 @@ def select_candidates(
 _DECIDERS = ("human", "rule")  # who may decide; an agent only proposes (a claim)
 
 
-def check_entry(
-    ann: Annotation,
-    row: Mapping[str, Any] | None,
-    index: int | None,
-    tree: SnapshotIndex,
-    root: str,
-) -> tuple[str, str, np.ndarray[Any, np.dtype[np.int64]] | None]:
-    """What a delete decision's entry alone says: (code, detail, the rows inside it).
+Check = tuple[str, str, "np.ndarray[Any, np.dtype[np.int64]] | None"]
+# what ``check_entries`` reads of each decision's row (the exact bytes only where a name is not
+# valid UTF-8)
+_FACTS = ("kind", "protected")
+_RAW_NAMES = ("parent", "name", "parent_raw", "name_raw")
 
-    The checks of ``select_candidates`` that need nothing but the decision and the snapshot,
-    in its order; ``code`` is "" when they all pass, and the rows inside are those of a
-    directory (None for anything else). The keep decisions inside it and what it was made on
-    are checked after these (``PlanTally`` keeps the results of these checks).
+
+def check_entries(
+    anns: Sequence[Annotation], at: Sequence[int | None], tree: SnapshotIndex, root: str
+) -> list[Check]:
+    """What each delete decision's entry alone says: (code, detail, the rows inside it).
+
+    ``at`` holds each decision's row (``tree.row_of``; None: not in the snapshot). The checks
+    of ``select_candidates`` that need nothing but the decision and the snapshot, in its order;
+    ``code`` is "" when they all pass, and the rows inside are those of a directory (None for
+    anything else). The keep decisions inside it and what it was made on are checked after
+    these (``PlanTally`` keeps the results of these checks). The rows' columns are read once
+    for all of them (100k decisions: about 0.3 s).
     """
-    if ann.by not in _DECIDERS:
-        return "decided-by-agent", f"written by {ann.by!r}, not by a person or rule", None
-    normal = os.path.normpath(ann.path)
-    if normal != ann.path or not _inside(normal, root):
-        return "outside-root", f"{ann.path} is outside {root}", None
-    if row is None or index is None:
-        return "not-in-snapshot", "", None
-    if raw_path(row) != ann.path_raw:
-        return "not-in-snapshot", "only a differently-encoded name matches", None
-    if row["protected"]:
-        return "protected", f"{row['claim']} ({row['rule']})", None
-    if row["kind"] == "symlink":
-        return "symlink", "", None
-    if row["kind"] == "other":
-        return "special-file", "", None
-    inside = tree.below(ann.path, ann.path_raw) if row["kind"] == "dir" else None
-    if tree.mount_points[index] or (inside is not None and tree.mount_points[inside].any()):
-        return "contains-mount", "the scan recorded a mount point there", None
-    if tree.incomplete[index] or (inside is not None and tree.incomplete[inside].any()):
-        return "incomplete-scan", "", None
-    return "", "", inside
+    slots: list[int | None] = []
+    rows: list[int] = []
+    for i in at:
+        slots.append(None if i is None else len(rows))
+        if i is not None:
+            rows.append(i)
+    present = np.array(rows, dtype=np.int64)
+    t = tree.table
+    names = [*_FACTS, *(_RAW_NAMES if tree.undecodable else ())]
+    taken = t.select([c for c in names if c in t.column_names]).take(pa.array(present))
+    kind = taken.column("kind")
+    kinds: list[str] = (
+        kind.cast(pa.string()) if pa.types.is_dictionary(kind.type) else kind
+    ).to_pylist()
+    protected: list[bool] = taken.column("protected").to_pylist()
+    mounts: list[bool] = tree.mount_points[present].tolist()
+    incomplete: list[bool] = tree.incomplete[present].tolist()
+    raws = [raw_path(r) for r in taken.select(_RAW_NAMES).to_pylist()] if tree.undecodable else []
+    out: list[Check] = []
+    for ann, slot in zip(anns, slots, strict=True):
+        if ann.by not in _DECIDERS:
+            out.append(
+                ("decided-by-agent", f"written by {ann.by!r}, not by a person or rule", None)
+            )
+            continue
+        normal = os.path.normpath(ann.path)
+        if normal != ann.path or not _inside(normal, root):
+            out.append(("outside-root", f"{ann.path} is outside {root}", None))
+            continue
+        if slot is None:
+            out.append(("not-in-snapshot", "", None))
+            continue
+        # where every name is valid UTF-8, a row's exact bytes are its text path's
+        raw = raws[slot] if tree.undecodable else ann.path.encode("utf-8", "surrogatepass")
+        if raw != ann.path_raw:
+            out.append(("not-in-snapshot", "only a differently-encoded name matches", None))
+            continue
+        if protected[slot]:
+            claim, rule = (t.column(c)[rows[slot]].as_py() for c in ("claim", "rule"))
+            out.append(("protected", f"{claim} ({rule})", None))
+            continue
+        if kinds[slot] in ("symlink", "other"):
+            out.append(("symlink" if kinds[slot] == "symlink" else "special-file", "", None))
+            continue
+        inside = tree.below(ann.path, ann.path_raw) if kinds[slot] == "dir" else None
+        if mounts[slot] or (inside is not None and tree.mount_points[inside].any()):
+            out.append(("contains-mount", "the scan recorded a mount point there", None))
+        elif incomplete[slot] or (inside is not None and tree.incomplete[inside].any()):
+            out.append(("incomplete-scan", "", None))
+        else:
+            out.append(("", "", inside))
+    return out
 
 
 def _check_one(
     ann: Annotation,
     row: dict[str, Any] | None,
     index: int | None,
+    check: Check,
     tree: SnapshotIndex,
-    root: str,
     kept_paths: list[bytes],
     sel: Selection,
     made_on: tuple[str, Mapping[bytes, str]] | None = None,
 ) -> dict[str, Any] | None:
-    code, detail, inside = check_entry(ann, row, index, tree, root)
+    code, detail, inside = check
     if code:
         _exclude(sel, ann, code, detail)
         return None
-    assert row is not None and index is not None  # check_entry found it
+    assert row is not None and index is not None  # check_entries found it
     row = dict(row)
     below = tree.rows(inside) if inside is not None else []
     kept = first_kept_inside(ann.path_raw, kept_paths)

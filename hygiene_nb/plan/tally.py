@@ -7,7 +7,7 @@ the snapshot and the ledger. It keeps the state the summary is made of:
 
 - per decision: the counts, and the text paths reviewed (``unreviewed``);
 - per ``keep``: the rows it covers (itself and its subtree); per row, how many keeps cover it;
-- per ``delete``: what its entry alone says (``check_entry``, computed once), whether it is a
+- per ``delete``: what its entry alone says (``check_entries``, computed once), whether it is a
   candidate now (nothing inside it is kept), and the rows a candidate covers; per row, how many
   candidates cover it. A candidate whose own row is covered by another is folded into it.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,16 +34,14 @@ from hygiene_nb.plan.document import (
     INDEX_FLAGS,
     Exclusion,
     SnapshotIndex,
-    check_entry,
+    check_entries,
     first_kept_inside,
 )
 
 __all__ = ["TALLY_COLUMNS", "PlanTally", "tally_table"]
 
 Rows = npt.NDArray[np.int64]
-# delete decisions checked together: their rows are made Python objects at once (the first
-# count of 100k decisions would otherwise hold 100k row dictionaries, about 90 MB)
-_CHECK_AT_ONCE = 8192
+# what the checks of a delete decision read (``check_entries``)
 _CHECKED = ("parent", "name", "parent_raw", "name_raw", "kind", "protected", "claim", "rule")
 # every column a tally reads: its checks, its bytes and hard links, and its index's paths and
 # what the scan did not read whole
@@ -280,25 +277,24 @@ class PlanTally:
     # -- the state ---------------------------------------------------------------------------
 
     def _apply(self, changes: Mapping[bytes, Annotation | None]) -> None:
-        kept_plus: list[Rows] = []
         kept_minus: list[Rows] = []
+        kept_new: list[Annotation] = []
         affected: set[bytes] = set()  # delete decisions whose candidacy may have changed
         fresh: list[Annotation] = []  # new delete decisions, checked together below
+        flips: dict[str, int] = {}  # text paths that became reviewed (1) or not (-1)
         for raw, new in changes.items():
             old = self._annotations.get(raw)
             if old == new:
                 continue
-            self._count(old, -1)
-            self._count(new, 1)
+            self._count(old, -1, flips)
+            self._count(new, 1, flips)
             if old is not None and old.decision == "keep":
                 del self._kept[bisect.bisect_left(self._kept, raw)]
                 kept_minus.append(self._keep_rows.pop(raw))
                 affected.update(_ancestors(raw))
             if new is not None and new.decision == "keep":
                 bisect.insort(self._kept, raw)
-                rows = self._kept_rows_of(new)
-                self._keep_rows[raw] = rows
-                kept_plus.append(rows)
+                kept_new.append(new)
                 affected.update(_ancestors(raw))
             if old is not None and old.decision == "delete":
                 del self._checked[raw]
@@ -310,6 +306,11 @@ class PlanTally:
                 del self._annotations[raw]
             else:
                 self._annotations[raw] = new
+        self._recount_reviewed(flips)
+        kept_plus = self._kept_rows_of(kept_new)
+        self._keep_rows.update(
+            (a.path_raw, rows) for a, rows in zip(kept_new, kept_plus, strict=True)
+        )
         self._check(fresh)
         self._kept_cover.change(kept_plus, kept_minus)
         freed_plus: list[Rows] = []
@@ -325,7 +326,7 @@ class PlanTally:
                 self._candidates[raw] = covers
         self._move_candidates(freed_plus, freed_minus)
 
-    def _count(self, ann: Annotation | None, step: int) -> None:
+    def _count(self, ann: Annotation | None, step: int, flips: dict[str, int]) -> None:
         if ann is None or not ann.is_reviewed:
             return
         self._counts[str(ann.decision)] += step
@@ -334,51 +335,48 @@ class PlanTally:
         if self._reviewed[ann.path] == 0:
             del self._reviewed[ann.path]
         if (before == 0) != (before + step == 0):  # the text path became (un)reviewed
-            hits = sum(1 for i in self.tree.named(ann.path) if i not in self.tree.top)
-            self._reviewed_rows += step * hits
+            flips[ann.path] = flips.get(ann.path, 0) + step
 
-    def _kept_rows_of(self, ann: Annotation) -> Rows:
-        """The rows a keep decision covers: its entry and everything below it."""
-        index = self.tree.row_of(ann.path, ann.path_raw)
-        if index is None:
-            return np.zeros(0, dtype=np.int64)
-        below = self.tree.below(ann.path, ann.path_raw)
-        return np.concatenate([np.array([index], dtype=np.int64), below])
+    def _recount_reviewed(self, flips: Mapping[str, int]) -> None:
+        """Count in (or out) the rows (not at depth 0) of text paths that flipped."""
+        flipped = [(path, step) for path, step in flips.items() if step]
+        tree = self.tree
+        if tree.undecodable:  # a text path may name more than one row
+            for path, step in flipped:
+                self._reviewed_rows += step * sum(1 for i in tree.named(path) if i not in tree.top)
+            return
+        paths = [path for path, _ in flipped]
+        rows = tree.rows_of(paths, [b""] * len(paths))  # no collisions: the text alone finds it
+        for (_, step), row in zip(flipped, rows, strict=True):
+            if row is not None and row not in tree.top:
+                self._reviewed_rows += step
+
+    def _kept_rows_of(self, keeps: Sequence[Annotation]) -> list[Rows]:
+        """The rows each keep decision covers: its entry and everything below it."""
+        found = self.tree.rows_of([a.path for a in keeps], [a.path_raw for a in keeps])
+        out = []
+        for ann, index in zip(keeps, found, strict=True):
+            if index is None:
+                out.append(np.zeros(0, dtype=np.int64))
+                continue
+            below = self.tree.below(ann.path, ann.path_raw)
+            out.append(np.concatenate([np.array([index], dtype=np.int64), below]))
+        return out
 
     def _check(self, deletes: list[Annotation]) -> None:
-        """What each new delete decision's entry alone says (``check_entry``), kept."""
-        for start in range(0, len(deletes), _CHECK_AT_ONCE):
-            self._check_some(deletes[start : start + _CHECK_AT_ONCE])
-
-    def _check_some(self, deletes: list[Annotation]) -> None:
-        found = {a.path_raw: self.tree.row_of(a.path, a.path_raw) for a in deletes}
-        present = sorted({i for i in found.values() if i is not None})
-        rows = dict(zip(present, self._rows(present), strict=True))
-        for ann in deletes:
-            at = found[ann.path_raw]
-            code, detail, inside = check_entry(
-                ann, rows.get(at) if at is not None else None, at, self.tree, self.root
-            )
-            if code or at is None:
+        """What each new delete decision's entry alone says (``check_entries``), kept."""
+        tree = self.tree
+        at = tree.rows_of([a.path for a in deletes], [a.path_raw for a in deletes])
+        checks = check_entries(deletes, at, tree, self.root)
+        for ann, index, (code, detail, inside) in zip(deletes, at, checks, strict=True):
+            if code or index is None:
                 self._checked[ann.path_raw] = None
                 self._why[ann.path_raw] = (code or "not-in-snapshot", detail)
             else:
-                own = np.array([at], dtype=np.int64)
+                own = np.array([index], dtype=np.int64)
                 self._checked[ann.path_raw] = (
                     own if inside is None else np.concatenate([own, inside])
                 )
-
-    def _rows(self, indices: list[int]) -> list[dict[str, Any]]:
-        """The columns ``check_entry`` reads, of the rows at ``indices`` (one take)."""
-        t = self.tree.table
-        taken = t.select([c for c in _CHECKED if c in t.column_names])
-        taken = taken.take(pa.array(indices, type=pa.int64()))
-        plain = [  # decoded first: Arrow makes Python strings of plain ones faster
-            c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c
-            for c in taken.columns
-        ]
-        rows: list[dict[str, Any]] = pa.table(plain, names=taken.column_names).to_pylist()
-        return rows
 
     def _move_candidates(self, plus: list[Rows], minus: list[Rows]) -> None:
         """Cover the new candidates' rows and uncover the old ones'; recount the folded."""

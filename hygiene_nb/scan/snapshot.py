@@ -19,7 +19,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +33,7 @@ from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, re
 
 if TYPE_CHECKING:
     import duckdb
+    import numpy as np
 
 __all__ = [
     "FORMAT_2_COLUMNS",
@@ -54,6 +55,7 @@ __all__ = [
     "snapshot_file",
     "snapshot_format",
     "snapshot_rows",
+    "sorted_paths",
 ]
 
 KINDS = ("file", "dir", "symlink", "other")
@@ -388,6 +390,38 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
     if paths.type != pa.string():
         paths = paths.cast(pa.string())
     return paths
+
+
+def sorted_paths(table: pa.Table) -> tuple[np.ndarray[Any, np.dtype[np.int64]], pa.Array]:
+    """The rows in the order of their paths (code point order, as Python compares text).
+
+    Returns ``(order, paths)``: ``order[k]`` is the row whose path is ``paths[k]``. Rows
+    with the same path (only undecodable names can collide) stay in row order. A large
+    table's are sorted by DuckDB (1M paths: about 0.4 s, against 1 s for Arrow's sort and take).
+    """
+    import numpy as np  # a scan never needs it
+
+    if table.num_rows < _PATHS_IN_SQL:
+        paths = entry_paths(table).combine_chunks()
+        order = pc.sort_indices(paths)
+        return order.to_numpy().astype(np.int64), paths.take(order)
+    rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    if "path" in table.column_names:
+        named = pa.table({"path": table.column("path"), "i": rows})
+        made = "path"
+    else:
+        named = pa.table(
+            {"parent": table.column("parent"), "name": table.column("name"), "i": rows}
+        )
+        made = f"CASE WHEN name IS NULL THEN NULL ELSE {PATH_SQL} END"
+    with query_engine() as con:
+        con.register("named", named)
+        query = f"SELECT i, {made} AS path FROM named ORDER BY path NULLS LAST, i"
+        found = con.sql(query).to_arrow_table()
+    paths = found.column("path").combine_chunks()
+    if paths.type != pa.string():
+        paths = paths.cast(pa.string())
+    return found.column("i").to_numpy().astype(np.int64), paths
 
 
 def load_snapshot(
