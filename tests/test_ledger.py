@@ -224,6 +224,27 @@ def test_decisions_are_the_reviewed_annotations_of_one_author_in_path_order(
     assert ledger.decisions(under="/tmp/r", by="rule") == {"/tmp/r/u": "unsure"}
 
 
+def test_waiting_is_what_a_person_marked_delete_or_unsure_in_path_order(ledger: Ledger) -> None:
+    ledger.annotate(["/tmp/r/b", "/tmp/r/a%"], decision="delete", note="old logs")
+    ledger.annotate(["/tmp/r/c"], decision="unsure")
+    ledger.annotate(["/tmp/r"], decision="keep")
+    ledger.annotate(["/tmp/r/n"], note="only a note")
+    ledger.annotate(["/tmp/r/u"], decision="unsure", by="rule", rule="python-cache")
+    ledger.annotate(["/tmp/R/a", "/tmp/r_x/c", "/tmp/rr"], decision="delete")  # not under /tmp/r
+    expected = [
+        (a.path, a.decision, a.note, a.at)
+        for a in ledger.annotations(under="/tmp/r")
+        if a.decision in ("delete", "unsure") and a.by == "human"
+    ]
+    found = ledger.waiting(under="/tmp/r")
+    assert [(p, d, n) for p, d, n, _ in found] == [
+        ("/tmp/r/a%", "delete", "old logs"),
+        ("/tmp/r/b", "delete", "old logs"),
+        ("/tmp/r/c", "unsure", None),
+    ]
+    assert found == expected
+
+
 def test_a_damaged_ledger_is_a_clear_store_error(store: Path) -> None:
     from hygiene_nb.errors import StoreError
 

@@ -269,30 +269,25 @@ def pending_decisions(
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
     with Ledger.open(api.open_store(store)) as ledger:
-        waiting = [
-            a
-            for a in ledger.annotations(under=info.root)
-            if a.decision in ("unsure", "delete") and a.by == "human"
-        ]
-    size = _sizes_of({a.path for a in waiting}, info, store)
+        waiting = ledger.waiting(under=info.root)
+    size = _sizes_of({path for path, *_ in waiting}, info, store)
+    paths, decisions, notes, ats = zip(*waiting, strict=True) if waiting else ((), (), (), ())
     frame = pd.DataFrame(
-        [
-            {
-                "path": a.path,
-                "decision": a.decision,
-                "note": a.note or "",
-                "at": a.at,
-                "bytes": size.get(a.path),
-            }
-            for a in waiting
-            if a.decision == "unsure" or a.path in size
-        ],
-        columns=["path", "decision", "note", "at", "bytes"],
+        {
+            "path": pd.array(paths, dtype="str"),
+            "decision": pd.array(decisions, dtype="str"),
+            "note": pd.array([n or "" for n in notes], dtype="str"),
+            "at": pd.array(ats, dtype="str"),
+            "bytes": pd.array([size.get(p) for p in paths], dtype="Int64"),
+        }
     )
-    frame["bytes"] = frame["bytes"].astype("Int64")
-    return frame.sort_values(
+    # a delete decision whose entry the snapshot no longer holds is not waiting
+    held = np.fromiter((p in size for p in paths), dtype=bool, count=len(paths))
+    frame = frame[(frame["decision"] == "unsure").to_numpy() | held]
+    ordered: pd.DataFrame = frame.sort_values(
         ["decision", "bytes", "path"], ascending=[True, False, True], ignore_index=True
     )
+    return ordered
 
 
 def _sizes_of(paths: set[str], info: ScanInfo, store: api.StoreArg) -> dict[str, int | None]:
@@ -307,8 +302,8 @@ def _sizes_of(paths: set[str], info: ScanInfo, store: api.StoreArg) -> dict[str,
     if not paths:
         return {}
     names = {p.rsplit("/", 1)[-1] for p in paths} | paths
-    wanted = pa.table({"path": pa.array(sorted(paths), pa.string())})
-    leaves = pa.table({"name": pa.array(sorted(names), pa.string())})
+    wanted = pa.table({"path": pa.array(list(paths), pa.string())})
+    leaves = pa.table({"name": pa.array(list(names), pa.string())})
     with query_engine() as con:
         api.open_entries(con, info, store=store, classified=False)
         con.register("wanted", wanted)
