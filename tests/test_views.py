@@ -201,6 +201,15 @@ def test_each_path_gets_the_decision_of_its_nearest_decided_ancestor(
     shuffled = paths[::-1]
     got = views.decided_rows(pa.array(shuffled), decided)
     assert list(got) == [nearest(p) for p in shuffled]
+    # the decisions that can cover them: on one of them, or on a directory above one
+    parents = {p.rsplit("/", 1)[0] for p in paths}
+    over = views.decisions_above(decided, parents, exact=set(paths))
+    assert set(over) <= set(decided)
+    assert list(views.decided_rows(pa.array(shuffled), over)) == list(got)
+    # and only those: what could cover no path asked about is left out
+    for key in over:
+        base = key.rstrip("/")
+        assert key in paths or any(p == base or p.startswith(base + "/") for p in parents)
 
 
 def _covering(path: str, decided: dict[str, str]) -> str | None:

@@ -428,11 +428,13 @@ def _tidy(
 
     ``maybe`` has ``path``, ``parent``, ``name`` and ``latest_mtime_ns``.
     """
-    decided = views.decided_rows(pa.array(maybe["path"], pa.string()), decisions)
+    paths = maybe["path"].tolist()
+    over = views.decisions_above(decisions, set(maybe["parent"].tolist()), exact=set(paths))
+    decided = views.decided_rows(pa.array(paths, pa.string()), over)
     rows = []
     workspaces: dict[str, str] = {}  # many candidates share a directory
     for path, parent, name, mtime, decision in zip(
-        maybe["path"].tolist(),
+        paths,
         maybe["parent"].tolist(),
         maybe["name"].tolist(),
         maybe["latest_mtime_ns"].tolist(),

@@ -60,6 +60,7 @@ from hygiene_nb.query.provenance import provenance, rules_digest
 from hygiene_nb.query.review import (
     Coverage,
     decided_rows,
+    decisions_above,
     executions,
     human_decisions,
     ledger_state,
@@ -84,6 +85,7 @@ __all__ = [
     "child_growth",
     "classified_as_of_scan",
     "decided_rows",
+    "decisions_above",
     "diff",
     "entries_frame",
     "executions",
