@@ -8,6 +8,7 @@ loaded are read back afterwards. ``annotate`` and ``summary`` read snapshots and
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -195,3 +196,33 @@ def _entries_found(root: Path, *, skipped: str) -> int:
         if Path(top) == root:
             dirs.remove(skipped)
     return count
+
+
+_IRI_PROBE = """
+import importlib.util, sys
+{first}
+import nbformat
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+nbformat.validate(nb)  # the notebook schema still checks what a report's notebook holds
+print(sys.modules.get("rfc3987_syntax", "absent") is None)
+"""
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("rfc3987_syntax") is None,
+    reason="rfc3987_syntax is not installed here (it comes with jupyter_server's jsonschema)",
+)
+def test_the_command_skips_the_iri_grammar_a_library_user_keeps() -> None:
+    """The command records rfc3987_syntax as absent (0.9 s of each report).
+
+    ``import hygiene_nb`` in a notebook leaves it importable.
+    """
+
+    def probe(first: str) -> str:
+        code = _IRI_PROBE.format(first=first)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert probe("import hygiene_nb.cli") == "True"
+    assert probe("import hygiene_nb, hygiene_nb.api") == "False"
