@@ -335,9 +335,11 @@ class Annotator:
         self.exact_decisions: dict[bytes, str] = {}  # by exact bytes: what the rows show
         self.exact_notes: dict[bytes, str] = {}
         self._organized: pd.DataFrame | None = None
-        # built once, then kept: the paths in order, as text (about 170 MB for 1M entries), to
-        # find a path's row and its subtree by binary search
+        # built once, then kept: the rows in the order of their paths (the table's own path
+        # column, read where a binary search compares), to find a path's row and its subtree;
+        # sorted now, so that no click waits for it
         self._index = SnapshotIndex(self.table)
+        _ = self._index.order
         # kept open for the widget's life: every write goes through it, so its data_version
         # changes only when someone else writes (then the tally reads the ledger again)
         self._ledger = Ledger.open(self.store)

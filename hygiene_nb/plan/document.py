@@ -10,6 +10,7 @@ A plan carries no authority: its risk fields are evidence; the executor re-check
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,7 @@ from hygiene_nb.fs.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
 from hygiene_nb.pathnames import path_b64, raw_path, shown
 from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
-from hygiene_nb.scan.snapshot import sorted_paths
+from hygiene_nb.scan.snapshot import entry_paths, path_order
 
 __all__ = [
     "INDEX_FLAGS",
@@ -96,18 +97,18 @@ def _exclude(sel: Selection, ann: Annotation, code: str, detail: str = "") -> No
 
 
 class _SortedTexts(Sequence[str]):
-    """An Arrow string array in sorted order, read one text at a time (``bisect`` searches it).
+    """Paths read in the order of their texts, one at a time (``bisect`` searches them).
 
-    A look-up makes about 20 Python strings; the whole array as Python strings would be about
-    110 MB for 1M paths and half a second to make.
+    A look-up makes about 20 Python strings; every path as a Python string would be about
+    110 MB for 1M paths and half a second to make, and a sorted copy of the paths 70 MB.
     """
 
-    def __init__(self, values: pa.Array) -> None:
-        self.values = values
-        self._size = len(values)
+    def __init__(self, paths: pa.Array, order: np.ndarray[Any, np.dtype[np.int64]]) -> None:
+        self.paths = paths
+        self.order = order
 
     def __len__(self) -> int:
-        return self._size
+        return len(self.order)
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -115,22 +116,22 @@ class _SortedTexts(Sequence[str]):
     def __getitem__(self, i: slice) -> Sequence[str]: ...
     def __getitem__(self, i: int | slice) -> str | Sequence[str]:
         if isinstance(i, slice):
-            return _SortedTexts(self.values[i])
-        text: str = self.values[i].as_py()
+            return _SortedTexts(self.paths, self.order[i])
+        text: str = self.paths[int(self.order[i])].as_py()
         return text
 
 
 # below this many paths, ``SnapshotIndex.rows_of`` looks each one up by itself (no hash table
-# of every path is built)
+# of them is built)
 _LOOK_UP_ONE_BY_ONE = 64
 
 
 class SnapshotIndex:
     """Snapshot rows addressable by path, with subtrees as ranges of the sorted paths.
 
-    Building one sorts every path (1M rows: about 0.5 s); the widget keeps one for its snapshot
-    and passes it to ``select_candidates`` each time a decision changes. The sorted paths stay
-    an Arrow array: a look-up reads the few it compares.
+    The paths stay an Arrow array (the table's own column where it has one, as the widget's
+    does); a look-up reads the few it compares. The order of the paths is made when a look-up
+    first needs it (1M rows: about 0.5 s); many exact paths at once (``rows_of``) need none.
     """
 
     def __init__(self, table: pa.Table) -> None:
@@ -138,9 +139,7 @@ class SnapshotIndex:
         # One chunk: a take on chunked dictionary columns re-unifies them every time. (No copy
         # when the table has one chunk already, as the widget's has.)
         self.table = table.combine_chunks()
-        # from the table's own path column where it has one (the widget)
-        self.order, ordered = sorted_paths(self.table)
-        self.sorted = _SortedTexts(ordered)
+        self.paths = entry_paths(self.table).combine_chunks()
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
         self.mount_points = _flag_rows(self.table, "mount_point")
@@ -150,6 +149,16 @@ class SnapshotIndex:
             for c in ("parent_raw", "name_raw")
             if c in self.table.column_names
         )
+
+    @functools.cached_property
+    def order(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """The rows in the order of their paths (``scan.snapshot.path_order``)."""
+        return path_order(self.paths)
+
+    @functools.cached_property
+    def sorted(self) -> Sequence[str]:
+        """The paths in that order, read one at a time."""
+        return _SortedTexts(self.paths, self.order)
 
     def row_of(self, path: str, raw: bytes | None = None) -> int | None:
         """The row of ``path``; where text paths collide, the one whose exact bytes are ``raw``.
@@ -167,19 +176,17 @@ class SnapshotIndex:
     def rows_of(self, paths: Sequence[str], raws: Sequence[bytes]) -> list[int | None]:
         """``[row_of(p, r) for p, r in zip(paths, raws)]``, many at once.
 
-        Where no text path collides (every name is valid UTF-8), one hash look-up of them all
-        of every sorted path among them (100k paths in 1M: about 0.1 s against 0.3 s one by one).
+        Where no text path collides (every name is valid UTF-8), one hash look-up of every
+        path of the snapshot among them (100k paths in 1M: about 0.1 s, no sort needed).
         """
         if self.undecodable or len(paths) < _LOOK_UP_ONE_BY_ONE:
             return [self.row_of(p, r) for p, r in zip(paths, raws, strict=True)]
-        # the paths looked for are hashed, and every sorted path looked up among them
+        # the paths looked for are hashed, and every path of the snapshot looked up among them
         asked = pa.array(paths, type=pa.string())
-        at = pc.index_in(self.sorted.values, value_set=asked)
+        at = pc.index_in(self.paths, value_set=asked)
         where = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
         # a path asked for twice: index_in names its first place in ``paths`` only
-        row_of = dict(
-            zip(asked.take(at.drop_null()).to_pylist(), self.order[where].tolist(), strict=True)
-        )
+        row_of = dict(zip(asked.take(at.drop_null()).to_pylist(), where.tolist(), strict=True))
         return [row_of.get(p) for p in paths]
 
     def named(self, path: str) -> list[int]:

@@ -48,6 +48,7 @@ __all__ = [
     "load_snapshot",
     "named_rows",
     "parquet_writer",
+    "path_order",
     "query_engine",
     "query_memory_error",
     "read_parquet",
@@ -55,7 +56,6 @@ __all__ = [
     "snapshot_file",
     "snapshot_format",
     "snapshot_rows",
-    "sorted_paths",
 ]
 
 KINDS = ("file", "dir", "symlink", "other")
@@ -392,36 +392,25 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
     return paths
 
 
-def sorted_paths(table: pa.Table) -> tuple[np.ndarray[Any, np.dtype[np.int64]], pa.Array]:
-    """The rows in the order of their paths (code point order, as Python compares text).
+def path_order(paths: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The rows of ``paths`` in the order of their texts (code point order, as Python compares).
 
-    Returns ``(order, paths)``: ``order[k]`` is the row whose path is ``paths[k]``. Rows
-    with the same path (only undecodable names can collide) stay in row order. A large
-    table's are sorted by DuckDB (1M paths: about 0.4 s, against 1 s for Arrow's sort and take).
+    ``paths[order[k]]`` is the k-th path in that order; rows with the same path (only
+    undecodable names can collide) stay in row order. Many paths are sorted by DuckDB (1M:
+    about 0.4 s, against 0.65 s for Arrow's sort), which hands back only the row numbers.
     """
     import numpy as np  # a scan never needs it
 
-    if table.num_rows < _PATHS_IN_SQL:
-        paths = entry_paths(table).combine_chunks()
-        order = pc.sort_indices(paths)
-        return order.to_numpy().astype(np.int64), paths.take(order)
-    rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    if "path" in table.column_names:
-        named = pa.table({"path": table.column("path"), "i": rows})
-        made = "path"
-    else:
-        named = pa.table(
-            {"parent": table.column("parent"), "name": table.column("name"), "i": rows}
-        )
-        made = f"CASE WHEN name IS NULL THEN NULL ELSE {PATH_SQL} END"
+    order: np.ndarray[Any, np.dtype[np.int64]]
+    if len(paths) < _PATHS_IN_SQL:
+        order = pc.sort_indices(paths).to_numpy().astype(np.int64)
+        return order
+    named = pa.table({"path": paths, "i": pa.array(np.arange(len(paths), dtype=np.int64))})
     with query_engine() as con:
         con.register("named", named)
-        query = f"SELECT i, {made} AS path FROM named ORDER BY path NULLS LAST, i"
-        found = con.sql(query).to_arrow_table()
-    paths = found.column("path").combine_chunks()
-    if paths.type != pa.string():
-        paths = paths.cast(pa.string())
-    return found.column("i").to_numpy().astype(np.int64), paths
+        found = con.sql("SELECT i FROM named ORDER BY path NULLS LAST, i").to_arrow_table()
+    order = found.column("i").to_numpy().astype(np.int64)
+    return order
 
 
 def load_snapshot(
