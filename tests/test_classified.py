@@ -142,6 +142,22 @@ def test_verdicts_are_kept_once_and_read_back_equal_to_a_fresh_classification(
     assert read_back.column("risk").type == pa.string()
 
 
+def test_encoded_verdicts_hold_the_same_values_as_the_decoded(tmp_path: Path, store: Path) -> None:
+    """What the widget reads: the text columns as kept, the same rows and values."""
+    root = project(tmp_path / "r")
+    api.scan_root(root, store=store)
+    now = time.time_ns()
+    for _ in range(2):  # computed now (and kept), then read back from the kept file
+        encoded = api.classify_snapshot(str(root), store=store, now_ns=now, encoded=True)
+        plain = api.classify_snapshot(str(root), store=store, now_ns=now)
+        assert encoded.column_names == plain.column_names
+        for name in ("risk", "rule", "group", "claim", "content_risk"):
+            assert pa.types.is_dictionary(encoded.column(name).type)
+            assert plain.column(name).type == pa.string()
+        assert encoded.to_pylist() == plain.to_pylist()
+        assert encoded.num_rows > 5
+
+
 def test_a_changed_rules_file_gives_a_new_key_and_removes_the_old_file(
     tmp_path: Path, store: Path
 ) -> None:

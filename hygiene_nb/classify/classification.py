@@ -896,13 +896,20 @@ def _verdict_columns(
 
 
 def with_verdicts(
-    table: pa.Table, verdicts: pa.Table, names: Sequence[str] = VERDICT_COLUMNS
+    table: pa.Table,
+    verdicts: pa.Table,
+    names: Sequence[str] = VERDICT_COLUMNS,
+    *,
+    decode: bool = True,
 ) -> pa.Table:
-    """``table`` with the columns ``names`` of ``verdicts`` (row for row), strings decoded."""
+    """``table`` with the columns ``names`` of ``verdicts`` (row for row).
+
+    ``decode``: the text columns as plain strings (else dictionary-encoded, as kept).
+    """
     out = table
     for name in names:
         column = verdicts.column(name)
-        if pa.types.is_dictionary(VERDICT_SCHEMA.field(name).type):
+        if decode and pa.types.is_dictionary(VERDICT_SCHEMA.field(name).type):
             column = column.cast(pa.string())
         out = out.append_column(name, column)
     return out

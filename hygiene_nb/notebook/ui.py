@@ -54,6 +54,7 @@ from hygiene_nb.plan.tally import PlanTally
 from hygiene_nb.query import views
 from hygiene_nb.query.frames import content_split
 from hygiene_nb.query.suggest import organize
+from hygiene_nb.scan.arrays import one_chunk
 from hygiene_nb.scan.digests import SnapshotDigests
 from hygiene_nb.scan.snapshot import entry_paths
 
@@ -86,7 +87,8 @@ _ENCODED = ("risk", "rule", "group", "claim", "content_risk")
 def _one_chunk_with_paths(table: pa.Table) -> pa.Table:
     """``table`` with its ``path`` column (``entry_paths``), each column in one chunk.
 
-    The same values; the verdict's text columns (``_ENCODED``) dictionary-encoded.
+    The same values; the verdict's text columns (``_ENCODED``) dictionary-encoded (where the
+    classification does not give them so already).
     Combined a column at a time, each column's chunks dropped as soon as it is combined, so
     the snapshot is never held twice (1M entries: about 300 MB less at the peak than
     combining the whole table at once). The caller passes its only reference to ``table``.
@@ -96,7 +98,7 @@ def _one_chunk_with_paths(table: pa.Table) -> pa.Table:
     columns: list[Any] = [*table.columns, paths]
     del table, paths  # from here on each column's chunks are held only by ``columns``
     for i, field in enumerate(fields):
-        column = columns[i].combine_chunks()  # its chunks go as soon as it is combined
+        column = one_chunk(columns[i])  # its chunks go as soon as it is combined
         if field.name in _ENCODED and pa.types.is_string(field.type):
             column = pc.dictionary_encode(column)
             fields[i] = field.with_type(column.type)
@@ -302,7 +304,7 @@ class Annotator:
         self.root = self.info.root
         # paths computed once; one chunk, so the plan summary's index shares its buffers
         self.table = _one_chunk_with_paths(
-            api.classify_snapshot(store=self.store, scan_id=self.info.scan_id)
+            api.classify_snapshot(store=self.store, scan_id=self.info.scan_id, encoded=True)
         )
         # row → exact bytes, for the few names that are not valid UTF-8 (the ledger is keyed by
         # the bytes; the text shows them escaped, so it may read like another, literal name)

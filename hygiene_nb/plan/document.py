@@ -25,6 +25,7 @@ from hygiene_nb.fs.fingerprint import Fingerprint, fingerprint
 from hygiene_nb.ledger import Annotation
 from hygiene_nb.pathnames import path_b64, raw_path, shown
 from hygiene_nb.plan.schema import EXCLUSIONS, PLAN_SCHEMA, plan_digest
+from hygiene_nb.scan.arrays import one_chunk
 from hygiene_nb.scan.snapshot import entry_paths, path_order
 
 __all__ = [
@@ -139,7 +140,7 @@ class SnapshotIndex:
         # One chunk: a take on chunked dictionary columns re-unifies them every time. (No copy
         # when the table has one chunk already, as the widget's has.)
         self.table = table.combine_chunks()
-        self.paths = entry_paths(self.table).combine_chunks()
+        self.paths = one_chunk(entry_paths(self.table))  # the table's own: no copy
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
         self.mount_points = _flag_rows(self.table, "mount_point")

@@ -30,6 +30,7 @@ from hygiene_nb.models import GroupStats, SizedEntry, Summary
 from hygiene_nb.query.breakdowns import id_names, owner_label
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import decided_rows, human_decisions
+from hygiene_nb.scan.arrays import one_chunk
 from hygiene_nb.scan.owners import UNKNOWN_OWNER
 from hygiene_nb.scan.snapshot import entry_paths, query_engine
 
@@ -230,7 +231,7 @@ class TableIndex(_ParentIndex):
         parents = table.column("parent")
         if not pa.types.is_dictionary(parents.type):
             parents = pc.dictionary_encode(parents)
-        encoded = parents.combine_chunks() if parents.num_chunks != 1 else parents.chunk(0)
+        encoded = one_chunk(parents)
         codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         super().__init__(codes, encoded.dictionary.cast(pa.string()).to_pylist())
 

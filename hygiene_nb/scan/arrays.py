@@ -29,6 +29,7 @@ __all__ = [
     "mask",
     "numbers",
     "numeric_array",
+    "one_chunk",
     "string_array",
     "string_scalar",
 ]
@@ -98,6 +99,16 @@ def numeric_array(
     bitmap, nulls = _validity(valid)
     type_ = pa.from_numpy_dtype(flat.dtype)
     return pa.Array.from_buffers(type_, flat.size, [bitmap, pa.py_buffer(flat)], null_count=nulls)
+
+
+def one_chunk(values: Arrow) -> pa.Array:
+    """``values`` as one array: a chunked array of one chunk gives that chunk, with no copy.
+
+    (``ChunkedArray.combine_chunks`` copies even a single chunk: 1M paths, about 110 MB.)
+    """
+    if isinstance(values, pa.Array):
+        return values
+    return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
 
 
 def _chunks(values: Arrow) -> list[pa.Array]:
