@@ -268,3 +268,16 @@ def test_the_index_holds_every_path_in_code_point_order(scanned: Scanned) -> Non
                 order = snapshot.path_order(entry_paths(given).combine_chunks())
                 assert order.tolist() == index.order.tolist()
                 assert SnapshotIndex(given).order.tolist() == index.order.tolist()
+                soon = SnapshotIndex(given)
+                soon.sort_soon()  # in another thread, found done by the first look-up
+                assert list(soon.sorted) == sorted(texts)
+                assert soon.order.tolist() == index.order.tolist()
+
+
+def test_a_sort_that_failed_in_its_thread_fails_the_look_up(scanned: Scanned) -> None:
+    _, table, _, _ = scanned
+    broken = SnapshotIndex(table)
+    with mock.patch.object(document, "path_order", side_effect=MemoryError("no room")):
+        broken.sort_soon()
+        with pytest.raises(MemoryError, match="no room"):
+            broken.row_of(table.column("path")[0].as_py())

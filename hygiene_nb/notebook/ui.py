@@ -339,9 +339,9 @@ class Annotator:
         self._organized: pd.DataFrame | None = None
         # built once, then kept: the rows in the order of their paths (the table's own path
         # column, read where a binary search compares), to find a path's row and its subtree;
-        # sorted now, so that no click waits for it
+        # sorted while the ledger is read and tallied, so that no click waits for it
         self._index = SnapshotIndex(self.table)
-        _ = self._index.order
+        self._index.sort_soon()
         # kept open for the widget's life: every write goes through it, so its data_version
         # changes only when someone else writes (then the tally reads the ledger again)
         self._ledger = Ledger.open(self.store)
@@ -438,6 +438,7 @@ class Annotator:
         if figure_widget:
             self.fig.data[0].on_click(self.on_tree_click)
         self.refresh()
+        _ = self._index.order  # the sort started above is done before the widget is shown
 
     # -- state -------------------------------------------------------------------------------
 

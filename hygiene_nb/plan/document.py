@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
@@ -141,6 +142,7 @@ class SnapshotIndex:
         # when the table has one chunk already, as the widget's has.)
         self.table = table.combine_chunks()
         self.paths = one_chunk(entry_paths(self.table))  # the table's own: no copy
+        self._sorting: tuple[threading.Thread, dict[str, Any]] | None = None
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
         self.mount_points = _flag_rows(self.table, "mount_point")
@@ -151,10 +153,39 @@ class SnapshotIndex:
             if c in self.table.column_names
         )
 
+    def sort_soon(self) -> None:
+        """Start sorting the paths in another thread, for a look-up later to find done.
+
+        DuckDB sorts without holding the interpreter, so what the caller does meanwhile (the
+        widget reads the ledger and tallies it) runs beside it; it sorts with one thread,
+        leaving the caller a core. ``order`` waits for it (and raises what it raised).
+        """
+        if "order" in self.__dict__ or self._sorting is not None:
+            return
+        done: dict[str, Any] = {}
+
+        def sort() -> None:
+            try:
+                done["order"] = path_order(self.paths, threads=1)
+            except BaseException as exc:  # noqa: BLE001 (handed to the thread reading ``order``)
+                done["error"] = exc
+
+        thread = threading.Thread(target=sort, name="hygiene-nb-path-order", daemon=True)
+        self._sorting = (thread, done)
+        thread.start()
+
     @functools.cached_property
     def order(self) -> np.ndarray[Any, np.dtype[np.int64]]:
         """The rows in the order of their paths (``scan.snapshot.path_order``)."""
-        return path_order(self.paths)
+        if self._sorting is None:
+            return path_order(self.paths)
+        thread, done = self._sorting
+        thread.join()
+        self._sorting = None
+        if "error" in done:
+            raise done["error"]
+        order: np.ndarray[Any, np.dtype[np.int64]] = done["order"]
+        return order
 
     @functools.cached_property
     def sorted(self) -> Sequence[str]:
