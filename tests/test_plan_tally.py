@@ -32,7 +32,7 @@ from tests.helpers import write
 Scanned = tuple[str, pa.Table, SnapshotIndex, list[bytes]]
 
 
-@pytest.fixture(scope="module", params=["undecodable", "utf-8"])
+@pytest.fixture(scope="module", params=["undecodable", "utf-8", "utf-8, paths read"])
 def scanned(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Scanned]:
@@ -40,8 +40,11 @@ def scanned(
 
     Without undecodable names no two text paths collide, so paths are looked up many at once
     (a hash of them) and sorted by DuckDB: here from the first one, not only at 64 and 20,000.
+    An index answers its first look-ups by reading every path, then sorts: with undecodable
+    names it does both, in ``utf-8`` it sorts at once, and in ``paths read`` never.
     """
-    utf8 = request.param == "utf-8"
+    utf8 = request.param.startswith("utf-8")
+    scans = {"undecodable": 16, "utf-8": 0}.get(request.param, 10**9)
     base = tmp_path_factory.mktemp("tally")
     root = base / "r"
     write(root / "a" / "f1", 5000)
@@ -93,6 +96,7 @@ def scanned(
     with (
         mock.patch.object(document, "_LOOK_UP_ONE_BY_ONE", at_once),
         mock.patch.object(snapshot, "_PATHS_IN_SQL", in_sql),
+        mock.patch.object(document, "_SCANS_BEFORE_SORTING", scans),
     ):
         index = SnapshotIndex(table)
         assert index.undecodable is not utf8
@@ -281,3 +285,17 @@ def test_a_sort_that_failed_in_its_thread_fails_the_look_up(scanned: Scanned) ->
         broken.sort_soon()
         with pytest.raises(MemoryError, match="no room"):
             broken.row_of(table.column("path")[0].as_py())
+
+
+def test_look_ups_that_read_every_path_give_what_the_sorted_paths_give(scanned: Scanned) -> None:
+    _, table, _, paths = scanned
+    with mock.patch.object(document, "_SCANS_BEFORE_SORTING", 10**9):
+        read = SnapshotIndex(table)
+        found = [(read.named(display_path(r)), read.below(display_path(r), r)) for r in paths]
+        assert "order" not in read.__dict__  # answered without a sort
+    with mock.patch.object(document, "_SCANS_BEFORE_SORTING", 0):
+        ordered = SnapshotIndex(table)
+        for raw, (named, below) in zip(paths, found, strict=True):
+            assert ordered.named(display_path(raw)) == named
+            assert ordered.below(display_path(raw), raw).tolist() == below.tolist()
+    assert any(len(below) > 1 for _, below in found)

@@ -128,12 +128,19 @@ class _SortedTexts(Sequence[str]):
 _LOOK_UP_ONE_BY_ONE = 64
 
 
+# look-ups an index answers by reading every path (1M paths: about 7 ms each) before it sorts
+# them (about 0.5 s): a tally of a few directory decisions needs no sort
+_SCANS_BEFORE_SORTING = 16
+
+
 class SnapshotIndex:
     """Snapshot rows addressable by path, with subtrees as ranges of the sorted paths.
 
     The paths stay an Arrow array (the table's own column where it has one, as the widget's
-    does); a look-up reads the few it compares. The order of the paths is made when a look-up
-    first needs it (1M rows: about 0.5 s); many exact paths at once (``rows_of``) need none.
+    does); a look-up reads the few it compares. The order of the paths is made when look-ups
+    need it (1M rows: about 0.5 s): the first few read every path instead, and many exact
+    paths at once (``rows_of``) need none. Either way a look-up gives the same rows, in the
+    order of their paths.
     """
 
     def __init__(self, table: pa.Table) -> None:
@@ -143,6 +150,7 @@ class SnapshotIndex:
         self.table = table.combine_chunks()
         self.paths = one_chunk(entry_paths(self.table))  # the table's own: no copy
         self._sorting: tuple[threading.Thread, dict[str, Any]] | None = None
+        self._scans = 0  # look-ups answered by reading every path, before any sort
         self.top = frozenset(np.flatnonzero(pc.equal(self.table.column("depth"), 0)).tolist())
         self.incomplete = _incomplete_rows(self.table)
         self.mount_points = _flag_rows(self.table, "mount_point")
@@ -221,8 +229,18 @@ class SnapshotIndex:
         row_of = dict(zip(asked.take(at.drop_null()).to_pylist(), where.tolist(), strict=True))
         return [row_of.get(p) for p in paths]
 
+    def _sorted_yet(self) -> bool:
+        """Whether a look-up searches the order (made, being made, or the scans spent)."""
+        if "order" in self.__dict__ or self._sorting is not None:
+            return True
+        self._scans += 1
+        return self._scans > _SCANS_BEFORE_SORTING
+
     def named(self, path: str) -> list[int]:
         """Every row whose text path is ``path`` (more than one only for undecodable names)."""
+        if not self._sorted_yet():  # every path read; the rows in order (as the sort keeps ties)
+            hits = pc.fill_null(pc.equal(self.paths, path), False)
+            return np.flatnonzero(hits.to_numpy(zero_copy_only=False)).tolist()
         i = bisect.bisect_left(self.sorted, path)
         hits = []
         while i < len(self.sorted) and self.sorted[i] == path:
@@ -233,9 +251,19 @@ class SnapshotIndex:
     def below(self, path: str, raw: bytes | None = None) -> np.ndarray[Any, np.dtype[np.int64]]:
         """The rows inside directory ``path`` (only those below the exact bytes ``raw``)."""
         prefix = path.rstrip("/") + "/"
-        lo = bisect.bisect_left(self.sorted, prefix)
-        hi = bisect.bisect_left(self.sorted, prefix[:-1] + "0", lo)  # "0" sorts right after "/"
-        found: np.ndarray[Any, np.dtype[np.int64]] = self.order[lo:hi].astype(np.int64)
+        found: np.ndarray[Any, np.dtype[np.int64]]
+        if not self._sorted_yet():
+            # every path read, and the rows inside put in the order of their paths (rows with
+            # the same path in row order), as the range of the sorted paths below gives them
+            inside = pc.fill_null(pc.starts_with(self.paths, prefix), False)
+            rows = np.flatnonzero(inside.to_numpy(zero_copy_only=False))
+            keys = pa.table({"path": self.paths.take(pa.array(rows)), "row": pa.array(rows)})
+            by_path = pc.sort_indices(keys, sort_keys=[("path", "ascending"), ("row", "ascending")])
+            found = rows[by_path.to_numpy()].astype(np.int64)
+        else:
+            lo = bisect.bisect_left(self.sorted, prefix)
+            hi = bisect.bisect_left(self.sorted, prefix[:-1] + "0", lo)  # "0": right after "/"
+            found = self.order[lo:hi].astype(np.int64)
         if raw is not None and self.undecodable and len(found):
             inside = raw.rstrip(b"/") + b"/"
             mine = [raw_path(r).startswith(inside) for r in self.rows(found)]
