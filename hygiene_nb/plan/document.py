@@ -230,10 +230,12 @@ class SnapshotIndex:
         return [row_of.get(p) for p in paths]
 
     def _sorted_yet(self) -> bool:
-        """Whether a look-up searches the order (made, being made, or the scans spent)."""
-        if "order" in self.__dict__ or self._sorting is not None:
+        """Whether a look-up searches the order: it is made (or the scans are spent)."""
+        if "order" in self.__dict__:
             return True
-        self._scans += 1
+        if self._sorting is not None and not self._sorting[0].is_alive():
+            return True  # sorted in the other thread: ``order`` takes it
+        self._scans += 1  # (while it sorts, a look-up need not wait for it)
         return self._scans > _SCANS_BEFORE_SORTING
 
     def named(self, path: str) -> list[int]:
