@@ -393,7 +393,7 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
 
 
 def path_order(
-    paths: pa.Array, *, threads: int | None = None
+    paths: pa.ChunkedArray | pa.Array, *, threads: int | None = None
 ) -> np.ndarray[Any, np.dtype[np.int64]]:
     """The rows of ``paths`` in the order of their texts (code point order, as Python compares).
 
