@@ -147,6 +147,10 @@ def test_the_tally_equals_the_summary_from_scratch_after_any_decisions(
     }
     tally = PlanTally(table, list(state.values()), root=root, index=index)
     assert tally.summary() == _from_scratch(scanned, state)
+    stepwise = PlanTally(table, [], root=root, index=index)  # the same state, as one change
+    stepwise.update(list(state.values()))
+    assert stepwise.summary() == tally.summary()
+    assert all(stepwise.left_out(raw) == tally.left_out(raw) for raw in paths)
     narrow = PlanTally(_narrow(table), list(state.values()), root=root)  # the preview's
     assert narrow.summary() == tally.summary()
     for chosen, decision, by, whole in data.draw(_steps(paths)):
