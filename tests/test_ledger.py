@@ -267,3 +267,18 @@ def test_data_version_changes_only_when_another_connection_writes(store: Path) -
     again = watching.data_version()
     assert watching.data_version() == again  # nothing more was written
     watching.close()
+
+
+def test_columns_read_some_fields_of_the_annotations_under_a_path(ledger: Ledger) -> None:
+    ledger.annotate(["/tmp/r/b", "/tmp/r/a%"], decision="delete", note="old logs")
+    ledger.annotate(["/tmp/r/n"], note="only a note")
+    ledger.annotate(["/tmp/R/a", "/tmp/rr"], decision="keep")  # not under /tmp/r
+    names = ("path_raw", "decision", "note", "by", "at")
+    found = ledger.columns(names, under="/tmp/r")
+    assert found == [
+        (a.path_raw, a.decision, a.note, a.by, a.at) for a in ledger.annotations(under="/tmp/r")
+    ]
+    assert [row[0] for row in found] == [b"/tmp/r/a%", b"/tmp/r/b", b"/tmp/r/n"]
+    for bad in (("path; DROP TABLE annotations",), ()):
+        with pytest.raises(ValueError, match="not columns"):
+            ledger.columns(bad, under="/tmp/r")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+from collections import Counter
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -441,12 +442,13 @@ def plans(root: str | None = None, *, store: api.StoreArg = None) -> pd.DataFram
 def ledger_state(*, store: api.StoreArg = None, root: str) -> dict[str, object]:
     """A fingerprint of the ledger's decisions under ``root``: counts and a digest of every row."""
     with Ledger.open(api.open_store(store)) as ledger:
-        found = ledger.annotations(under=root)
+        found = ledger.columns(("path_raw", "decision", "note", "by", "at"), under=root)
     digest = hashlib.sha256()
-    for a in found:
-        digest.update(repr((a.path_raw, a.decision, a.note, a.by, a.at)).encode())
+    for row in found:  # (path_raw, decision, note, by, at), in path order
+        digest.update(repr((bytes(row[0]), *row[1:])).encode())
+    decided = Counter(row[1] for row in found)
     return {
         "annotations": len(found),
-        "decisions": {d: sum(a.decision == d for a in found) for d in DECISIONS},
+        "decisions": {d: decided.get(d, 0) for d in DECISIONS},
         "digest": "sha256:" + digest.hexdigest(),
     }
