@@ -226,3 +226,17 @@ def test_the_command_skips_the_iri_grammar_a_library_user_keeps() -> None:
 
     assert probe("import hygiene_nb.cli") == "True"
     assert probe("import hygiene_nb, hygiene_nb.api") == "False"
+
+
+def test_a_report_in_manual_mode_loads_no_pandas_in_the_command(tmp_path: Path) -> None:
+    """The notebook's kernel loads pandas; the command that runs it needs none (0.3 s, ~50 MB).
+
+    Only automatic mode's suggestion, made beside the report, loads it in the command.
+    """
+    root, store, out = tmp_path / "r", tmp_path / "store", tmp_path / "out"
+    write(root / "a" / "junk.tmp", 10)
+    api.scan_root(root, store=store)
+    code, heavy, text = _loaded("report", str(root), "--store", str(store), "--out", str(out))
+    assert code == 0, text
+    assert "pandas" not in heavy, heavy
+    assert list(out.rglob("*.html"))  # the report was made

@@ -26,9 +26,9 @@ from nbconvert import HTMLExporter
 from traitlets.config import Config
 
 from hygiene_nb import api
+from hygiene_nb.config import load_root_config
 from hygiene_nb.errors import ReportFailed, UsageError
 from hygiene_nb.notebook.demo import REPORT_ENV
-from hygiene_nb.query import suggest
 from hygiene_nb.scan.index import ScanInfo, find_scan, root_slug
 from hygiene_nb.store import Store, write_private_file
 
@@ -185,6 +185,10 @@ def _write_suggestion(
     st: Store, info: ScanInfo, nb_path: Path, *, redact: bool, exclusive: bool
 ) -> str | None:
     """Automatic mode: the suggested plan's Markdown beside the report, when there is one."""
+    if not load_root_config(st, info.root).automatic:
+        return None  # manual mode (what suggested_plan says first), without loading pandas
+    from hygiene_nb.query import suggest
+
     found = suggest.suggested_plan(store=st, scan_id=info.scan_id)
     if found is None or not found.shown:
         return None
