@@ -74,6 +74,43 @@ def test_growth_and_pending_decisions_follow_the_tree_and_the_ledger(
     assert found.summary == api.summarize(str(one_scan.root), store=one_scan.store, as_of_scan=True)
 
 
+def test_the_ledger_read_once_gives_every_section_what_it_reads_itself(
+    one_scan: DemoStore,
+) -> None:
+    """A report reads the ledger once (the headline's ``annotations``) for all its sections."""
+    from hygiene_nb.ledger import Ledger
+    from hygiene_nb.query import suggest
+    from hygiene_nb.store import Store
+
+    root, store = str(one_scan.root), one_scan.store
+    cache, downloads = one_scan.root / ".cache", one_scan.root / "Downloads"
+    api.annotate([str(cache)], store=store, decision="delete", note="rebuilt on use")
+    api.annotate([str(downloads)], store=store, decision="keep")
+    api.annotate([str(one_scan.root / "gone.txt")], store=store, decision="delete")  # not on disk
+    some = sorted(p for p in downloads.rglob("*") if p.is_file())[:2]
+    api.annotate([str(p) for p in some], store=store, decision="unsure")
+    api.annotate([str(one_scan.root / "notes-only")], store=store, note="a note alone")
+    with Ledger.open(Store(store)) as ledger:  # proposals: no person's decisions
+        ledger.annotate([str(cache / "x")], decision="delete", by="agent")
+        ledger.annotate([str(cache / "y")], decision="delete", by="rule", rule="python-cache")
+    found = hl.headline(root, store=store)
+    anns = found.annotations
+    assert {a.decision for a in anns} == {"delete", "keep", "unsure", None}
+    assert found.waiting.equals(views.pending_decisions(root, store=store, annotations=anns))
+    assert found.waiting.equals(views.pending_decisions(root, store=store))
+    assert views.review_coverage(root, store=store, annotations=anns) == views.review_coverage(
+        root, store=store
+    )
+    assert views.plan_preview(root, store=store, annotations=anns) == views.plan_preview(
+        root, store=store
+    )
+    assert views.ledger_state(store=store, root=root, annotations=anns) == views.ledger_state(
+        store=store, root=root
+    )
+    tidy = suggest.organization_suggestions(root, store=store, annotations=anns)
+    assert tidy.equals(suggest.organization_suggestions(root, store=store))
+
+
 def test_a_redacted_headline_names_no_path(one_scan: DemoStore) -> None:
     found = hl.headline(str(one_scan.root), store=one_scan.store)
     page = hl.headline_html(found, redact=True)

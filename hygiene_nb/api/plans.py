@@ -25,7 +25,7 @@ from hygiene_nb.api.snapshots import StoreArg, existing_store, open_store
 from hygiene_nb.bulk import without_collection
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
-from hygiene_nb.ledger import IssuedPlan, Ledger
+from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
 from hygiene_nb.plan.document import (
     Exclusion,
     Selection,
@@ -176,6 +176,7 @@ def preview_plan(
     store: StoreArg = None,
     scan_id: str | None = None,
     rules: str | os.PathLike[str] | None = None,
+    annotations: Sequence[Annotation] | None = None,
 ) -> dict[str, int]:
     """The summary a plan exported now would start from, from the snapshot alone (pure read).
 
@@ -198,8 +199,11 @@ def preview_plan(
     # copy of it and keep both
     table = stored.columns(TALLY_COLUMNS).combine_chunks()
     pa.default_memory_pool().release_unused()  # the chunks read: given back, not kept
-    with Ledger.open(st) as ledger:
-        found = ledger.annotations(under=info.root)
+    if annotations is None:
+        with Ledger.open(st) as ledger:
+            found: Sequence[Annotation] = ledger.annotations(under=info.root)
+    else:  # read already (a report reads the ledger once for all its sections)
+        found = annotations
     # the widget's tally: the same summary as selection_summary (tests/test_plan_tally.py),
     # without the candidates' rows and subtree fingerprints, which only a plan file needs
     summary = PlanTally(table, found, root=info.root).summary()

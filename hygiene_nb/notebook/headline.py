@@ -18,6 +18,7 @@ import pandas as pd
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
 from hygiene_nb.classify.summary import NO_SCORE
+from hygiene_nb.ledger import Annotation, Ledger
 from hygiene_nb.models import Summary
 from hygiene_nb.notebook.figures import risk_badge_css
 from hygiene_nb.query import views
@@ -85,6 +86,8 @@ class Headline:
     # paths would show in a redacted report's repr)
     summary: Summary = field(compare=False, repr=False)  # the snapshot's, as of its scan
     waiting: pd.DataFrame = field(compare=False, repr=False)  # ``pending_decisions``'s frame
+    # the ledger's annotations under the root, read once for every section of a report
+    annotations: list[Annotation] = field(default_factory=list, compare=False, repr=False)
     growth: list[Growth] = field(default_factory=list)
     reclaim_safe: int = 0
     reclaim_caution: int = 0  # safe + caution
@@ -173,7 +176,11 @@ def headline(
         & executions["plan_id"].isin(ours)
         & (finished <= last["scanned_at"])
     ]
-    waiting = views.pending_decisions(info.root, store=store, scan_id=info.scan_id)
+    with Ledger.open(api.open_store(store)) as ledger:
+        annotations = ledger.annotations(under=info.root)
+    waiting = views.pending_decisions(
+        info.root, store=store, scan_id=info.scan_id, annotations=annotations
+    )
     pending = views.pending_counts(pending=waiting).set_index("decision")
     reclaim = summary.reclaimable
     clean = summary.cleanliness
@@ -195,6 +202,7 @@ def headline(
         free_change=free_change,
         summary=summary,
         waiting=waiting,
+        annotations=annotations,
         growth=_growth(hist),
         reclaim_safe=reclaim["safe"].bytes if "safe" in reclaim else 0,
         reclaim_caution=reclaim["caution"].bytes if "caution" in reclaim else 0,

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import html
 import numbers
+from collections.abc import Sequence
 
 import pandas as pd
 
 from hygiene_nb import api
 from hygiene_nb import formatting as fmt
+from hygiene_nb.ledger import Annotation
 from hygiene_nb.models import Summary
 from hygiene_nb.notebook import figures
 from hygiene_nb.notebook.tables import table, table_html
@@ -88,19 +90,27 @@ def compact_diff(diff: pd.DataFrame) -> pd.DataFrame:
 
 
 def review(
-    root: str, *, store: api.StoreArg = None, scan_id: str, pending: pd.DataFrame | None = None
+    root: str,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str,
+    pending: pd.DataFrame | None = None,
+    annotations: Sequence[Annotation] | None = None,
 ) -> None:
     """How much is reviewed, the decisions still waiting, and what a plan exported now holds.
 
-    ``pending``: ``pending_decisions`` of the same snapshot, when read already (the headline's).
+    ``pending``: ``pending_decisions`` of the same snapshot, when read already (the headline's);
+    ``annotations``: the ledger's annotations under the root, when read already (the same).
     """
-    coverage = views.review_coverage(root, store=store, scan_id=scan_id)
+    coverage = views.review_coverage(root, store=store, scan_id=scan_id, annotations=annotations)
     _say(
         f"Reviewed: {fmt.percent(coverage.share_bytes)} of bytes, "
         f"{fmt.percent(coverage.share_entries)} of entries."
     )
     if pending is None:
-        pending = views.pending_decisions(root, store=store, scan_id=scan_id)
+        pending = views.pending_decisions(
+            root, store=store, scan_id=scan_id, annotations=annotations
+        )
     # the largest of each kind: a report lists what a person reads, the notebook the rest
     shown = pending.groupby("decision", sort=False).head(REPORT_ROWS)
     table(
@@ -121,7 +131,7 @@ def review(
             f"{fmt.human_bytes(int(rest['bytes'].sum()))}): `views.pending_decisions(root)` "
             "or the annotation widget lists them all."
         )
-    preview = views.plan_preview(root, store=store, scan_id=scan_id)
+    preview = views.plan_preview(root, store=store, scan_id=scan_id, annotations=annotations)
     candidates = int(preview.get("candidates", 0))
     if candidates:
         freed = fmt.human_bytes(int(preview.get("reclaim_bytes", 0)))
@@ -134,9 +144,17 @@ def review(
         _say("A plan exported now would be empty: no *delete* decision can become a candidate.")
 
 
-def tidy_suggestions(root: str, *, store: api.StoreArg = None, scan_id: str) -> None:
-    """Files that could be organised (suggestions only)."""
-    tidy = suggest.organization_suggestions(root, store=store, scan_id=scan_id)
+def tidy_suggestions(
+    root: str,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str,
+    annotations: Sequence[Annotation] | None = None,
+) -> None:
+    """Files that could be organised (suggestions only); ``annotations`` as for ``review``."""
+    tidy = suggest.organization_suggestions(
+        root, store=store, scan_id=scan_id, annotations=annotations
+    )
     table(tidy.head(REPORT_ROWS), empty="No file looks out of place: nothing to tidy.", root=root)
     if len(tidy) > REPORT_ROWS:
         _say(
@@ -179,12 +197,21 @@ def provenance(
     scan_id: str | None = None,
     parameters: dict[str, object] | None = None,
     redact: bool = False,
+    annotations: Sequence[Annotation] | None = None,
 ) -> None:
-    """What the report was made from, one readable row per fact (``views.provenance``)."""
+    """What the report was made from, one readable row per fact (``views.provenance``).
+
+    ``annotations``: as for ``review``.
+    """
     from IPython.display import HTML, display
 
     frame = views.provenance(
-        root, store=store, scan_id=scan_id, parameters=parameters, redact=redact
+        root,
+        store=store,
+        scan_id=scan_id,
+        parameters=parameters,
+        redact=redact,
+        annotations=annotations,
     )
     display(HTML(provenance_html(frame)))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from hygiene_nb import api
 from hygiene_nb.classify.rules import rules_table_markdown
 from hygiene_nb.formatting import counted, human_datetime, thousands
+from hygiene_nb.ledger import Annotation
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.query.review import ledger_state
 
@@ -32,16 +34,18 @@ def provenance(
     scan_id: str | None = None,
     parameters: dict[str, object] | None = None,
     redact: bool = False,
+    annotations: Sequence[Annotation] | None = None,
 ) -> pd.DataFrame:
     """What a report was made from: snapshot, rules, ledger state, versions, parameters.
 
     One row per fact (``what``, ``value``), every value text for people: times as dates (UTC),
     the ledger's decisions counted by kind and its digest, each parameter on its own row (paths
     as they are: whatever shows them escapes them). With ``redact`` the root, the host and the
-    parameters (which hold paths) are left out.
+    parameters (which hold paths) are left out. ``annotations``: every annotation at or under
+    the root, in path order, when read already.
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    ledger = ledger_state(store=store, root=info.root)
+    ledger = ledger_state(store=store, root=info.root, annotations=annotations)
     versions = {name: _version(name) for name in _VERSIONED}
     rows: list[tuple[str, str]] = [
         ("snapshot", info.scan_id),

@@ -10,9 +10,10 @@ import hashlib
 import os
 import posixpath
 from collections import Counter
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ from hygiene_nb import api
 from hygiene_nb.bulk import without_collection
 from hygiene_nb.classify.summary import kept_bytes
 from hygiene_nb.errors import UsageError
-from hygiene_nb.ledger import DECISIONS, Ledger
+from hygiene_nb.ledger import DECISIONS, Annotation, Ledger
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.receipts import read_receipt
 from hygiene_nb.scan.index import ScanInfo
@@ -34,6 +35,7 @@ __all__ = [
     "Coverage",
     "decided_rows",
     "decisions_above",
+    "decisions_of",
     "executions",
     "human_decisions",
     "ledger_state",
@@ -161,6 +163,11 @@ def human_decisions(store: api.StoreArg, root: str) -> dict[str, str]:
         return ledger.decisions(under=root, by="human")
 
 
+def decisions_of(annotations: Sequence[Annotation]) -> dict[str, str]:
+    """What ``human_decisions`` gives, from annotations read already (in path order)."""
+    return {a.path: str(a.decision) for a in annotations if a.by == "human" and a.is_reviewed}
+
+
 # Per decision (NULL: not reviewed), entries and bytes three ways: a hard-linked inode counted
 # once among all rows, once among the reviewed ones, and once among those of its decision.
 COVERAGE = """
@@ -228,16 +235,24 @@ def _own_keys_one_by_one(own: dict[str, str], root: str) -> pa.Table:
 
 
 def review_coverage(
-    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    annotations: Sequence[Annotation] | None = None,
 ) -> Coverage:
     """Share of a snapshot's entries and bytes that carry a human decision (keep/delete/unsure).
 
     Decisions a remembered rule filled in (``by: rule``) do not count as reviewed. A query over
     the snapshot's file: an entry takes its own decision, else the one covering its directory
-    (``decided_rows`` over the distinct directories, a tenth of the rows).
+    (``decided_rows`` over the distinct directories, a tenth of the rows). ``annotations``:
+    every annotation at or under the root, in path order, when read already (a report reads
+    the ledger once for all its sections).
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    decided = human_decisions(store, info.root)
+    decided = (
+        human_decisions(store, info.root) if annotations is None else decisions_of(annotations)
+    )
     with query_engine() as con:
         api.open_entries(con, info, store=store, classified=False)
         parents = con.sql(
@@ -285,17 +300,28 @@ def _bytes(table: pa.Table, mask: np.ndarray) -> int:
 
 @without_collection
 def pending_decisions(
-    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    annotations: Sequence[Annotation] | None = None,
 ) -> pd.DataFrame:
     """Human decisions still waiting: every ``unsure``, and every ``delete`` still on disk.
 
     "On disk" means present in the snapshot (the latest of ``root`` by default). Columns:
     ``path``, ``decision``, ``note``, ``at``, ``bytes`` (recursive for a directory; missing
-    when the path is not in the snapshot).
+    when the path is not in the snapshot). ``annotations``: as for ``review_coverage``.
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    with Ledger.open(api.open_store(store)) as ledger:
-        waiting = ledger.waiting(under=info.root)
+    if annotations is None:
+        with Ledger.open(api.open_store(store)) as ledger:
+            waiting = ledger.waiting(under=info.root)
+    else:  # what Ledger.waiting reads
+        waiting = [
+            (a.path, str(a.decision), a.note, a.at)
+            for a in annotations
+            if a.by == "human" and a.decision in ("delete", "unsure")
+        ]
     size = _sizes_of({path for path, *_ in waiting}, info, store)
     paths, decisions, notes, ats = zip(*waiting, strict=True) if waiting else ((), (), (), ())
     frame = pd.DataFrame(
@@ -415,15 +441,20 @@ def _batch_present(receipt_path: str) -> bool | None:
 
 
 def plan_preview(
-    root: str | None = None, *, store: api.StoreArg = None, scan_id: str | None = None
+    root: str | None = None,
+    *,
+    store: api.StoreArg = None,
+    scan_id: str | None = None,
+    annotations: Sequence[Annotation] | None = None,
 ) -> dict[str, int]:
     """What ``make_plan`` would put in a plan now (counts and reclaimable bytes), without the disk.
 
     The same selection as the plan (nested deletes folded, keeps and protected entries left
     out), so its ``reclaim_bytes`` never double counts. Exporting re-checks the disk.
+    ``annotations``: as for ``review_coverage``.
     """
     info = resolve_scan(root, store=store, scan_id=scan_id)
-    return api.preview_plan(info.root, store=store, scan_id=info.scan_id)
+    return api.preview_plan(info.root, store=store, scan_id=info.scan_id, annotations=annotations)
 
 
 def plans(root: str | None = None, *, store: api.StoreArg = None) -> pd.DataFrame:
@@ -439,10 +470,19 @@ def plans(root: str | None = None, *, store: api.StoreArg = None) -> pd.DataFram
     return pd.DataFrame(rows, columns=columns)
 
 
-def ledger_state(*, store: api.StoreArg = None, root: str) -> dict[str, object]:
-    """A fingerprint of the ledger's decisions under ``root``: counts and a digest of every row."""
-    with Ledger.open(api.open_store(store)) as ledger:
-        found = ledger.columns(("path_raw", "decision", "note", "by", "at"), under=root)
+def ledger_state(
+    *, store: api.StoreArg = None, root: str, annotations: Sequence[Annotation] | None = None
+) -> dict[str, object]:
+    """A fingerprint of the ledger's decisions under ``root``: counts and a digest of every row.
+
+    ``annotations``: every annotation at or under ``root``, in path order, when read already.
+    """
+    found: Sequence[tuple[Any, ...]]
+    if annotations is None:
+        with Ledger.open(api.open_store(store)) as ledger:
+            found = ledger.columns(("path_raw", "decision", "note", "by", "at"), under=root)
+    else:
+        found = [(a.path_raw, a.decision, a.note, a.by, a.at) for a in annotations]
     digest = hashlib.sha256()
     for row in found:  # (path_raw, decision, note, by, at), in path order
         digest.update(repr((bytes(row[0]), *row[1:])).encode())

@@ -18,6 +18,7 @@ import html
 import json
 import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +33,7 @@ from hygiene_nb.classify.queries import PATH_SQL, sql_literal
 from hygiene_nb.classify.summary import cleanliness, freed_bytes
 from hygiene_nb.config import load_root_config
 from hygiene_nb.formatting import counted, exact_bytes, human_bytes, shown
-from hygiene_nb.ledger import Ledger
+from hygiene_nb.ledger import Annotation, Ledger
 from hygiene_nb.plan.references import PROJECT_MARKERS
 from hygiene_nb.query import views
 from hygiene_nb.scan.snapshot import entry_paths, query_engine
@@ -337,6 +338,7 @@ def organization_suggestions(
     store: api.StoreArg = None,
     scan_id: str | None = None,
     under: str | None = None,
+    annotations: Sequence[Annotation] | None = None,
 ) -> pd.DataFrame:
     """A tidy name and directory for each kept intermediate file that sits out of place.
 
@@ -345,12 +347,18 @@ def organization_suggestions(
     written), ``exports/<YYYY-MM>/…`` or ``scratch/…``. The workspace is the nearest directory
     holding a project marker (``pyproject.toml``, ``.git``…), else the root.
 
+    ``annotations``: every annotation at or under the root, in path order, when read already.
+
     Returns:
         Columns ``path``, ``suggested``, ``category``, ``reason``; suggestions only.
     """
     st = api.open_store(store)
     info = views.resolve_scan(root, store=st, scan_id=scan_id)
-    decisions = views.human_decisions(st, info.root)
+    decisions = (
+        views.human_decisions(st, info.root)
+        if annotations is None
+        else views.decisions_of(annotations)
+    )
     scope = (under or info.root).rstrip("/") or "/"
     prefixes = ORGANIZE["exports"][2] + ORGANIZE["scratch"][2]
     with query_engine() as con:
