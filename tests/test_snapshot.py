@@ -309,6 +309,8 @@ def test_entry_paths_are_the_same_text_made_either_way_on_a_real_snapshot(
         n if p is None else os.path.join(p, n) for p, n in zip(parents, names, strict=True)
     ]
     assert big == pieces == reference
+    whole = entry_paths(table, whole=True)  # the same, in one chunk (what the widget keeps)
+    assert whole.num_chunks == 1 and whole.to_pylist() == big
     assert big[parents.index(None)] == str(root)
     assert any(p.endswith("/odd/bad-\\xff") for p in big)  # the display text of the bad byte
     # a child of "/" is "/x", never "//x", either way

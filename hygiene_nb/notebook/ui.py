@@ -94,7 +94,7 @@ def _one_chunk_with_paths(table: pa.Table) -> pa.Table:
     combining the whole table at once). The caller passes its only reference to ``table``.
     """
     fields = [*table.schema, pa.field("path", pa.string())]
-    paths = entry_paths(table)
+    paths = entry_paths(table, whole=True)  # in one chunk already: not copied below
     columns: list[Any] = [*table.columns, paths]
     del table, paths  # from here on each column's chunks are held only by ``columns``
     for i, field in enumerate(fields):

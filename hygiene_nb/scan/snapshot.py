@@ -366,12 +366,14 @@ PATH_SQL = (
 _PATHS_IN_SQL = 20_000
 
 
-def entry_paths(table: pa.Table) -> pa.ChunkedArray:
+def entry_paths(table: pa.Table, *, whole: bool = False) -> pa.ChunkedArray:
     """Absolute path strings for snapshot rows (``parent`` + ``/`` + ``name``; root: ``name``).
 
     A table that already holds ``path`` (as ``load_snapshot`` adds it) gives that column back.
     A large table's are made by DuckDB (``PATH_SQL``) from the table's own buffers, in row
-    order; a small one's by Arrow, the same text.
+    order; a small one's by Arrow, the same text. ``whole``: made in one chunk (DuckDB with one
+    thread: 1M paths in about 0.12 s, where combining its chunks afterwards copies every path,
+    about 0.3 s).
     """
     if "path" in table.column_names:
         return table.column("path")
@@ -383,10 +385,14 @@ def entry_paths(table: pa.Table) -> pa.ChunkedArray:
         joined = pc.if_else(at_top, pc.binary_join_element_wise(parent, name, _EMPTY), joined)
         return pc.coalesce(joined, name)
     with query_engine() as con:
+        if whole:  # one thread hands its rows over as one batch
+            con.execute("SET threads = 1")
         con.register("named", table.select(["parent", "name"]))
         # a NULL name gives NULL, as Arrow's join does (concat would skip it)
         query = f"SELECT CASE WHEN name IS NULL THEN NULL ELSE {PATH_SQL} END AS path FROM named"
-        paths = con.sql(query).to_arrow_table().column(0)
+        made = con.sql(query)
+        found = made.to_arrow_table(max(table.num_rows, 1)) if whole else made.to_arrow_table()
+        paths = found.column(0)
     if paths.type != pa.string():
         paths = paths.cast(pa.string())
     return paths
