@@ -302,4 +302,9 @@ def test_look_ups_that_read_every_path_give_what_the_sorted_paths_give(scanned: 
         for raw, (named, below) in zip(paths, found, strict=True):
             assert ordered.named(display_path(raw)) == named
             assert ordered.below(display_path(raw), raw).tolist() == below.tolist()
+            # unordered: the same rows, read or sorted (a tally only covers them)
+            loose = ordered.below(display_path(raw), raw, ordered=False)
+            assert sorted(loose.tolist()) == sorted(below.tolist())
+            loose = read.below(display_path(raw), raw, ordered=False)
+            assert sorted(loose.tolist()) == sorted(below.tolist())
     assert any(len(below) > 1 for _, below in found)

@@ -289,13 +289,19 @@ class PlanTally:
         for decision, count in Counter(str(a.decision) for a in reviewed).items():
             self._counts[decision] += count
         self._reviewed = dict(Counter(a.path for a in reviewed))
-        self._recount_reviewed(dict.fromkeys(self._reviewed, 1))
+        # every reviewed path looked up once, for the three parts below, where a text path
+        # names one row (else each part finds its rows by their exact bytes)
+        at: dict[str, int | None] | None = None
+        if not self.tree.undecodable:
+            texts = list(self._reviewed)
+            at = dict(zip(texts, self.tree.rows_of(texts, [b""] * len(texts)), strict=True))
+        self._recount_reviewed(dict.fromkeys(self._reviewed, 1), at)
         keeps = [a for a in now.values() if a.decision == "keep"]
         self._kept = sorted(a.path_raw for a in keeps)
-        kept_rows = self._kept_rows_of(keeps)
+        kept_rows = self._kept_rows_of(keeps, None if at is None else [at[a.path] for a in keeps])
         self._keep_rows = {a.path_raw: rows for a, rows in zip(keeps, kept_rows, strict=True)}
         deletes = [a for a in now.values() if a.decision == "delete"]
-        self._check(deletes)
+        self._check(deletes, None if at is None else [at[a.path] for a in deletes])
         self._kept_cover.change(kept_rows, [])
         kept = self._kept
         for ann in deletes:
@@ -365,8 +371,13 @@ class PlanTally:
         if (before == 0) != (before + step == 0):  # the text path became (un)reviewed
             flips[ann.path] = flips.get(ann.path, 0) + step
 
-    def _recount_reviewed(self, flips: Mapping[str, int]) -> None:
-        """Count in (or out) the rows (not at depth 0) of text paths that flipped."""
+    def _recount_reviewed(
+        self, flips: Mapping[str, int], at: Mapping[str, int | None] | None = None
+    ) -> None:
+        """Count in (or out) the rows (not at depth 0) of text paths that flipped.
+
+        ``at``: the row of each of them, when looked up already (only where no text collides).
+        """
         flipped = [(path, step) for path, step in flips.items() if step]
         tree = self.tree
         if tree.undecodable:  # a text path may name more than one row
@@ -374,28 +385,38 @@ class PlanTally:
                 self._reviewed_rows += step * sum(1 for i in tree.named(path) if i not in tree.top)
             return
         paths = [path for path, _ in flipped]
-        rows = tree.rows_of(paths, [b""] * len(paths))  # no collisions: the text alone finds it
+        # no collisions: the text alone finds it
+        rows = tree.rows_of(paths, [b""] * len(paths)) if at is None else [at[p] for p in paths]
         for (_, step), row in zip(flipped, rows, strict=True):
             if row is not None and row not in tree.top:
                 self._reviewed_rows += step
 
-    def _kept_rows_of(self, keeps: Sequence[Annotation]) -> list[Rows]:
-        """The rows each keep decision covers: its entry and everything below it."""
-        found = self.tree.rows_of([a.path for a in keeps], [a.path_raw for a in keeps])
+    def _kept_rows_of(
+        self, keeps: Sequence[Annotation], at: Sequence[int | None] | None = None
+    ) -> list[Rows]:
+        """The rows each keep decision covers: its entry and everything below it.
+
+        ``at``: each one's row, when looked up already.
+        """
+        found = at if at is not None else self._rows_of(keeps)
         out = []
         for ann, index in zip(keeps, found, strict=True):
             if index is None:
                 out.append(np.zeros(0, dtype=np.int64))
                 continue
-            below = self.tree.below(ann.path, ann.path_raw)
+            below = self.tree.below(ann.path, ann.path_raw, ordered=False)
             out.append(np.concatenate([np.array([index], dtype=np.int64), below]))
         return out
 
-    def _check(self, deletes: list[Annotation]) -> None:
-        """What each new delete decision's entry alone says (``check_entries``), kept."""
+    def _check(self, deletes: list[Annotation], at: Sequence[int | None] | None = None) -> None:
+        """What each new delete decision's entry alone says (``check_entries``), kept.
+
+        ``at``: each one's row, when looked up already.
+        """
         tree = self.tree
-        at = tree.rows_of([a.path for a in deletes], [a.path_raw for a in deletes])
-        checks = check_entries(deletes, at, tree, self.root)
+        if at is None:
+            at = self._rows_of(deletes)
+        checks = check_entries(deletes, at, tree, self.root, ordered=False)
         for ann, index, (code, detail, inside) in zip(deletes, at, checks, strict=True):
             if code or index is None:
                 self._checked[ann.path_raw] = None
@@ -405,6 +426,9 @@ class PlanTally:
                 self._checked[ann.path_raw] = (
                     own if inside is None else np.concatenate([own, inside])
                 )
+
+    def _rows_of(self, anns: Sequence[Annotation]) -> list[int | None]:
+        return self.tree.rows_of([a.path for a in anns], [a.path_raw for a in anns])
 
     def _move_candidates(self, plus: list[Rows], minus: list[Rows]) -> None:
         """Cover the new candidates' rows and uncover the old ones'; recount the folded."""
