@@ -271,6 +271,29 @@ def test_pending_decisions_lists_unsure_and_deletes_still_present(
     assert frame.loc[1, "note"] == "ask Ana"
 
 
+def test_pending_decisions_find_the_root_and_odd_names_by_their_exact_text(
+    tmp_path: Path, store: Path
+) -> None:
+    """Each waiting path's bytes are its own row's: the root (a row without a parent), a name
+    with spaces, a decomposed and a composed accent, a name ending like a sibling's path."""
+    root = tmp_path / "t"
+    names = ["a b", "cafe\u0301", "caf\u00e9", "x", "y-x"]
+    for i, name in enumerate(names):
+        write(root / "d" / name, 100 * (i + 1))
+    write(root / "d" / "sub" / "x", 7)
+    scan(root, store)
+    asked = [root, root / "d", root / "d" / "sub", *(root / "d" / n for n in names)]
+    api.annotate([str(p) for p in asked], store=store, decision="unsure")
+    api.annotate([str(root / "d" / "nowhere")], store=store, decision="delete")  # not held
+    frame = views.pending_decisions(str(root), store=store)
+    browsed = views.browse_frame(api.classify_snapshot(str(root), store=store))
+    want = browsed.set_index("path")["bytes"]
+    assert sorted(frame["path"]) == sorted(str(p) for p in asked)
+    for path, size in zip(frame["path"], frame["bytes"], strict=True):
+        assert size == want[path], path
+    assert list(frame["bytes"]) == sorted(frame["bytes"], reverse=True)
+
+
 def test_plan_preview_matches_the_exported_plan(
     changed: tuple[Path, str, str], store: Path
 ) -> None:

@@ -307,53 +307,64 @@ def pending_decisions(
             for a in annotations
             if a.by == "human" and a.decision in ("delete", "unsure")
         ]
-    size = _sizes_of({path for path, *_ in waiting}, info, store)
     paths, decisions, notes, ats = zip(*waiting, strict=True) if waiting else ((), (), (), ())
-    frame = pd.DataFrame(
+    asked = pa.table(
         {
-            "path": pd.array(paths, dtype="str"),
-            "decision": pd.array(decisions, dtype="str"),
-            "note": pd.array([n or "" for n in notes], dtype="str"),
-            "at": pd.array(ats, dtype="str"),
-            "bytes": pd.array([size.get(p) for p in paths], dtype="Int64"),
+            "path": pa.array(paths, pa.string()),
+            "decision": pa.array(decisions, pa.string()),
+            "note": pa.array([n or "" for n in notes], pa.string()),
+            "at": pa.array(ats, pa.string()),
         }
     )
-    # a delete decision whose entry the snapshot no longer holds is not waiting
-    held = np.fromiter((p in size for p in paths), dtype=bool, count=len(paths))
-    frame = frame[(frame["decision"] == "unsure").to_numpy() | held]
-    ordered: pd.DataFrame = frame.sort_values(
-        ["decision", "bytes", "path"], ascending=[True, False, True], ignore_index=True
+    frame: pd.DataFrame = _waiting_on_disk(asked, info, store).to_pandas(
+        types_mapper={pa.int64(): pd.Int64Dtype()}.get
     )
-    return ordered
+    return frame
 
 
-def _sizes_of(paths: set[str], info: ScanInfo, store: api.StoreArg) -> dict[str, int | None]:
-    """The bytes of each of ``paths`` the snapshot holds (recursive for a directory).
+def _waiting_on_disk(asked: pa.Table, info: ScanInfo, store: api.StoreArg) -> pa.Table:
+    """``asked`` (path, decision, note, at) with each path's ``bytes`` in the snapshot, sorted.
 
-    A query that makes the path text only for the rows whose name is one of the paths' last
-    names (or, for the root, its whole path), then matches the paths exactly: the snapshot's
-    other rows are read as names only.
+    A ``delete`` whose path the snapshot does not hold is left out (it is not waiting); bytes
+    are recursive for a directory. One query, which joins each path's directory and last name
+    to the rows' ``parent`` and ``name`` (the root's row, which has no parent, to its whole
+    path): no row's path is made. Sorted by decision, bytes (largest first, unknown last) and
+    path.
     """
-    from hygiene_nb.classify.queries import PATH_SQL
-
-    if not paths:
-        return {}
-    names = {p.rsplit("/", 1)[-1] for p in paths} | paths
-    wanted = pa.table({"path": pa.array(list(paths), pa.string())})
-    leaves = pa.table({"name": pa.array(list(names), pa.string())})
+    parents, names = [], []
+    for path in asked.column("path").to_pylist():
+        head, slash, name = path.rpartition("/")
+        # a row's path is its parent, "/" and its name (no "/" in a name), or "/" and its name
+        # below "/" itself
+        parents.append((head or "/") if slash else None)
+        names.append(name)
+    split = asked.append_column("parent", pa.array(parents, pa.string()))
+    split = split.append_column("name", pa.array(names, pa.string()))
     with query_engine() as con:
         api.open_entries(con, info, store=store, classified=False)
-        con.register("wanted", wanted)
-        con.register("leaves", leaves)
-        rows = con.execute(
-            f"""
-            SELECT e.path, CASE WHEN e.kind = 'dir' THEN e.tree_bytes ELSE e.size END
-            FROM (SELECT {PATH_SQL} AS path, CAST(kind AS VARCHAR) AS kind, size, tree_bytes
-                  FROM entries WHERE name IN (SELECT name FROM leaves)) e
-            JOIN wanted w ON w.path = e.path
+        con.register("asked", split)
+        # where two rows show the same text (an undecodable name beside one literally named
+        # like its text), the path is held, and its bytes are the larger
+        return con.sql(
             """
-        ).fetchall()
-    return {str(path): None if n is None else int(n) for path, n in rows}
+            WITH found AS (
+                SELECT a.path, e.kind, e.size, e.tree_bytes
+                FROM entries e JOIN asked a ON e.parent = a.parent AND e.name = a.name
+                UNION ALL
+                SELECT a.path, e.kind, e.size, e.tree_bytes
+                FROM entries e JOIN asked a ON e.parent IS NULL AND e.name = a.path
+            ), held AS (
+                SELECT path,
+                       max(CASE WHEN CAST(kind AS VARCHAR) = 'dir' THEN tree_bytes ELSE size END)
+                       AS bytes
+                FROM found GROUP BY path
+            )
+            SELECT a.path, a.decision, a.note, a.at, CAST(h.bytes AS BIGINT) AS bytes
+            FROM asked a LEFT JOIN held h ON h.path = a.path
+            WHERE a.decision = 'unsure' OR h.path IS NOT NULL
+            ORDER BY a.decision, h.bytes DESC NULLS LAST, a.path
+            """
+        ).to_arrow_table()
 
 
 def pending_counts(
