@@ -11,21 +11,27 @@ does not hold must leave the two equal after every step.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from unittest import mock
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hygiene_nb import api
+from hygiene_nb.api.classification import stored_classification
 from hygiene_nb.ledger import Annotation, display_path
 from hygiene_nb.pathnames import raw_path
 from hygiene_nb.plan import document
 from hygiene_nb.plan.document import SnapshotIndex, select_candidates, selection_summary
+from hygiene_nb.plan.preview import preview_summary
 from hygiene_nb.plan.tally import TALLY_COLUMNS, PlanTally, tally_table
 from hygiene_nb.scan import snapshot
+from hygiene_nb.scan.index import find_scan
 from hygiene_nb.scan.snapshot import entry_paths
 from tests.helpers import write
 
@@ -308,3 +314,119 @@ def test_look_ups_that_read_every_path_give_what_the_sorted_paths_give(scanned: 
             loose = read.below(display_path(raw), raw, ordered=False)
             assert sorted(loose.tolist()) == sorted(below.tolist())
     assert any(len(below) > 1 for _, below in found)
+
+
+def _preview(scanned: Scanned, state: dict[bytes, Annotation]) -> dict[str, int] | None:
+    """``preview_summary`` of ``state`` on the scanned tree's files (snapshot and verdicts)."""
+    root = scanned[0]
+    st = api.open_store(Path(root).parent / "store")
+    info = find_scan(st, root=root)
+    stored = stored_classification(st, info, None, now_ns=time.time_ns(), load=False)
+    return preview_summary(stored.snapshot_file, stored.verdicts, list(state.values()), root=root)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_the_preview_query_equals_the_summary_from_scratch(
+    scanned: Scanned, data: st.DataObject
+) -> None:
+    """The report's preview (queries over the files) gives the plan's summary; with a name
+    that is not valid UTF-8 it gives nothing, and the caller tallies."""
+    _, _, index, paths = scanned
+    start = data.draw(
+        st.dictionaries(st.sampled_from(paths), st.tuples(_DECISIONS, _BY), max_size=10)
+    )
+    state = {
+        raw: ann for raw, (d, by) in start.items() if (ann := _annotation(raw, d, by)) is not None
+    }
+    found = _preview(scanned, state)
+    if index.undecodable:
+        assert found is None
+    else:
+        assert found == _from_scratch(scanned, state)
+
+
+def test_the_preview_query_counts_every_path_deleted_or_kept_at_once(scanned: Scanned) -> None:
+    """Every path of the tree (and some it lacks) deleted, then kept: as from scratch."""
+    _, _, index, paths = scanned
+    for decision in ("delete", "keep"):
+        state = {
+            raw: Annotation(display_path(raw), raw, decision, None, "human", None, "t")
+            for raw in paths
+        }
+        found = _preview(scanned, state)
+        assert found == (None if index.undecodable else _from_scratch(scanned, state))
+
+
+def _marked(
+    scanned: Scanned, marked: dict[str, set[int]], where: Path
+) -> tuple[pa.Table, Path | pa.Table]:
+    """The rows ``marked`` set in those flag columns, in the table and in a copy of the
+    snapshot's file at ``where``: (the table, the verdicts the file goes with)."""
+    root, table, _, _ = scanned
+    st_ = api.open_store(Path(root).parent / "store")
+    stored = stored_classification(
+        st_, find_scan(st_, root=root), None, now_ns=time.time_ns(), load=False
+    )
+    rows = pq.read_table(stored.snapshot_file)
+    for column, chosen in marked.items():
+        flags = [bool(f) or i in chosen for i, f in enumerate(table.column(column).to_pylist())]
+        table = table.set_column(table.column_names.index(column), column, pa.array(flags))
+        rows = rows.set_column(rows.column_names.index(column), column, pa.array(flags))
+    pq.write_table(rows, where)
+    return table, stored.verdicts
+
+
+def _deleted(root: str, *names: str) -> list[Annotation]:
+    raws = [os.fsencode(os.path.join(root, *n.split("/"))) for n in names]
+    return [Annotation(display_path(r), r, "delete", None, "human", None, "t") for r in raws]
+
+
+def test_the_preview_query_leaves_out_a_directory_that_holds_a_mount_or_a_partial_read(
+    scanned: Scanned, tmp_path: Path
+) -> None:
+    """A mount point below a deleted directory (its own row unmarked), a partly read file below
+    another, a marked directory deleted itself: each left out, as ``select_candidates`` does."""
+    root, table, index, _ = scanned
+    if index.undecodable:
+        return  # the preview gives nothing there (the test above)
+    texts = table.column("path").to_pylist()
+    at = {
+        name: texts.index(os.path.join(root, *name.split("/")))
+        for name in ("a/b/c", "d/e/g", "cache")
+    }
+    marks = {"mount_point": {at["a/b/c"]}, "partial": {at["d/e/g"], at["cache"]}}
+    marked, verdicts = _marked(scanned, marks, tmp_path / "snapshot.parquet")
+    decided = _deleted(root, "a", "d", "cache", "d/h")
+    want = selection_summary(select_candidates(marked, decided, root=root), marked)
+    assert (want["candidates"], want["excluded"]) == (1, 3)  # only d/h is left
+    found = preview_summary(tmp_path / "snapshot.parquet", verdicts, decided, root=root)
+    assert found == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_preview_query_leaves_out_what_holds_a_mount_or_a_row_not_read_whole(
+    scanned: Scanned, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Some rows marked a mount point or partly read (as a scan below a mount or an unreadable
+    directory leaves them), in the snapshot's file and in the table alike: a directory that
+    holds one is left out by both, whether or not its own row is marked."""
+    root, table, index, paths = scanned
+    if index.undecodable:
+        return  # the preview gives nothing there (the test above)
+    rows = table.num_rows
+    marks = {
+        column: data.draw(st.sets(st.integers(0, rows - 1), max_size=3))
+        for column in ("mount_point", "partial")
+    }
+    where = tmp_path_factory.mktemp("marked") / "snapshot.parquet"
+    table, verdicts = _marked(scanned, marks, where)
+    start = data.draw(
+        st.dictionaries(st.sampled_from(paths), st.tuples(_DECISIONS, _BY), max_size=10)
+    )
+    state = {
+        raw: ann for raw, (d, by) in start.items() if (ann := _annotation(raw, d, by)) is not None
+    }
+    want = selection_summary(select_candidates(table, list(state.values()), root=root), table)
+    assert preview_summary(where, verdicts, list(state.values()), root=root) == want

@@ -323,3 +323,42 @@ def test_entry_paths_are_the_same_text_made_either_way_on_a_real_snapshot(
     )
     assert entry_paths(nameless).null_count == 20_001
     assert entry_paths(nameless.slice(0, 3)).null_count == 3
+
+
+_NAMES = st.text(
+    st.characters(exclude_characters="/\0", exclude_categories=["Cs"]), min_size=1, max_size=6
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parent=st.lists(_NAMES, max_size=4),
+    name=_NAMES,
+    root_depth=st.integers(0, 4),
+)
+def test_row_keys_give_back_the_parent_and_name_a_path_is_made_of(
+    parent: list[str], name: str, root_depth: int
+) -> None:
+    """The inverse of PATH_SQL (checked by DuckDB itself), for the root's row, rows below "/"
+    and names with spaces, dots, backslashes and newlines; a text no row shows finds none."""
+    from hygiene_nb.scan.snapshot import PATH_SQL, row_keys
+
+    parent_path = "/" + "/".join(parent)
+    root = "/" + "/".join([*parent, name][:root_depth]) if root_depth else "/"
+    rows = pa.table(
+        {
+            "parent": pa.array([None, parent_path], pa.string()),
+            "name": pa.array([root, name], pa.string()),
+        }
+    )
+    shown = duckdb.connect().execute(f"SELECT {PATH_SQL} AS path FROM rows").fetchall()
+    texts = [p for (p,) in shown]
+    keys = row_keys([*texts, "/" + texts[1], texts[1] + "/", "x"], root)
+    found = list(
+        zip(keys.column("parent").to_pylist(), keys.column("name").to_pylist(), strict=True)
+    )
+    assert found[0] == (None, root)
+    if texts[1] != root:
+        assert found[1] == (parent_path, name)
+    made = set(zip(rows.column("parent").to_pylist(), rows.column("name").to_pylist(), strict=True))
+    assert not made & set(found[2:])  # "//…", a trailing slash, no slash: no row's

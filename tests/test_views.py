@@ -306,6 +306,28 @@ def test_plan_preview_matches_the_exported_plan(
     assert preview["reclaim_bytes"] == plan.reclaim_bytes
 
 
+def test_plan_preview_tallies_by_exact_bytes_where_a_name_is_not_utf8(
+    tmp_path: Path, store: Path
+) -> None:
+    """A name that is not valid UTF-8 beside one literally named like its text: the preview
+    tells them apart by their bytes (its tally), as the exported plan does."""
+    root = tmp_path / "t"
+    odd = os.fsencode(root / "d") + b"/caf\xe9"
+    write(root / "d" / "caf\\xe9", 300)  # the literal text the odd name is shown as
+    write(root / "d" / "keep-me", 7)
+    write(root / "e" / "f", 40)
+    with open(odd, "wb") as handle:
+        handle.write(b"x" * 1000)
+    scan(root, store)
+    api.annotate([odd, os.fsencode(root / "e")], store=store, decision="delete")
+    api.annotate([str(root / "d" / "keep-me")], store=store, decision="keep")
+    preview = views.plan_preview(str(root), store=store)
+    plan = api.make_plan(root, store=store)
+    assert preview["candidates"] == plan.candidates == 2
+    own = os.lstat(root / "e").st_size  # the directory's own bytes, as the scan read them
+    assert preview["reclaim_bytes"] == plan.reclaim_bytes == 1000 + 40 + own
+
+
 def test_treemap_nodes_stay_within_budget_and_areas_add_up(tmp_path: Path, store: Path) -> None:
     root = tmp_path / "wide"
     for i in range(30):

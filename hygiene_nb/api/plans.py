@@ -33,6 +33,7 @@ from hygiene_nb.plan.document import (
     plan_markdown,
     select_candidates,
 )
+from hygiene_nb.plan.preview import preview_summary
 from hygiene_nb.plan.references import ReferenceBudget, blocking, check_references
 from hygiene_nb.plan.schema import DEFAULT_TTL
 from hygiene_nb.plan.tally import TALLY_COLUMNS, PlanTally
@@ -192,20 +193,22 @@ def preview_plan(
     info = find_scan(st, root=path if scan_id is None else None, scan_id=scan_id)
     # a preview authorizes nothing: the kept verdicts (the same as classifying afresh under
     # the same key) are enough; make_plan classifies afresh
-    # only the columns the tally reads are read (1M entries: about 400 MB less than the
-    # classified table)
     stored = stored_classification(st, info, rules, now_ns=time.time_ns(), load=False)
-    # one chunk now, while nothing else is held: the tally's index would otherwise combine a
-    # copy of it and keep both
-    table = stored.columns(TALLY_COLUMNS).combine_chunks()
-    pa.default_memory_pool().release_unused()  # the chunks read: given back, not kept
     if annotations is None:
         with Ledger.open(st) as ledger:
             found: Sequence[Annotation] = ledger.annotations(under=info.root)
     else:  # read already (a report reads the ledger once for all its sections)
         found = annotations
-    # the widget's tally: the same summary as selection_summary (tests/test_plan_tally.py),
-    # without the candidates' rows and subtree fingerprints, which only a plan file needs
+    # queries over the snapshot's and the verdicts' files (the same summary as the tally's,
+    # tests/test_plan_tally.py), where every name is valid UTF-8
+    summary = preview_summary(stored.snapshot_file, stored.verdicts, found, root=info.root)
+    if summary is not None:
+        return summary
+    # else the widget's tally, which tells rows apart by their exact bytes: only the columns
+    # it reads, in one chunk now, while nothing else is held (its index would otherwise
+    # combine a copy of it and keep both)
+    table = stored.columns(TALLY_COLUMNS).combine_chunks()
+    pa.default_memory_pool().release_unused()  # the chunks read: given back, not kept
     summary = PlanTally(table, found, root=info.root).summary()
     del table, found
     # what the index and the tally held goes back to the system, not only to Arrow's pool (in

@@ -28,7 +28,7 @@ from hygiene_nb.ledger import DECISIONS, Annotation, Ledger
 from hygiene_nb.query.history import resolve_scan
 from hygiene_nb.receipts import read_receipt
 from hygiene_nb.scan.index import ScanInfo
-from hygiene_nb.scan.snapshot import query_engine
+from hygiene_nb.scan.snapshot import query_engine, row_keys
 
 __all__ = [
     "COVERAGE",
@@ -326,20 +326,13 @@ def _waiting_on_disk(asked: pa.Table, info: ScanInfo, store: api.StoreArg) -> pa
     """``asked`` (path, decision, note, at) with each path's ``bytes`` in the snapshot, sorted.
 
     A ``delete`` whose path the snapshot does not hold is left out (it is not waiting); bytes
-    are recursive for a directory. One query, which joins each path's directory and last name
-    to the rows' ``parent`` and ``name`` (the root's row, which has no parent, to its whole
-    path): no row's path is made. Sorted by decision, bytes (largest first, unknown last) and
-    path.
+    are recursive for a directory. One query, which joins each path's ``row_keys`` to the
+    rows' ``parent`` and ``name``: no row's path is made. Sorted by decision, bytes (largest
+    first, unknown last) and path.
     """
-    parents, names = [], []
-    for path in asked.column("path").to_pylist():
-        head, slash, name = path.rpartition("/")
-        # a row's path is its parent, "/" and its name (no "/" in a name), or "/" and its name
-        # below "/" itself
-        parents.append((head or "/") if slash else None)
-        names.append(name)
-    split = asked.append_column("parent", pa.array(parents, pa.string()))
-    split = split.append_column("name", pa.array(names, pa.string()))
+    keys = row_keys(asked.column("path").to_pylist(), info.root)
+    split = asked.append_column("parent", keys.column("parent"))
+    split = split.append_column("name", keys.column("name"))
     with query_engine() as con:
         api.open_entries(con, info, store=store, classified=False)
         con.register("asked", split)
@@ -349,10 +342,8 @@ def _waiting_on_disk(asked: pa.Table, info: ScanInfo, store: api.StoreArg) -> pa
             """
             WITH found AS (
                 SELECT a.path, e.kind, e.size, e.tree_bytes
-                FROM entries e JOIN asked a ON e.parent = a.parent AND e.name = a.name
-                UNION ALL
-                SELECT a.path, e.kind, e.size, e.tree_bytes
-                FROM entries e JOIN asked a ON e.parent IS NULL AND e.name = a.path
+                FROM entries e
+                JOIN asked a ON e.parent IS NOT DISTINCT FROM a.parent AND e.name = a.name
             ), held AS (
                 SELECT path,
                        max(CASE WHEN CAST(kind AS VARCHAR) = 'dir' THEN tree_bytes ELSE size END)

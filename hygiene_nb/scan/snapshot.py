@@ -53,6 +53,7 @@ __all__ = [
     "query_memory_error",
     "read_parquet",
     "read_row_groups",
+    "row_keys",
     "snapshot_file",
     "snapshot_format",
     "snapshot_rows",
@@ -359,6 +360,28 @@ PATH_SQL = (
     "CASE WHEN parent IS NULL THEN name WHEN parent = '/' THEN concat('/', name) "
     "ELSE concat(parent, '/', name) END"
 )
+
+
+def row_keys(paths: Sequence[str], root: str) -> pa.Table:
+    """``paths`` (text) with the ``parent`` and ``name`` of the row ``PATH_SQL`` shows so.
+
+    The inverse of ``PATH_SQL``: a row's path is its parent, a slash and its name (a name holds
+    no slash), or a slash and its name below "/" itself; the root's row (``root``) has no
+    parent and its whole path as its name. A text no row can show (``//x``, no slash at all)
+    gets a name no row has (a NUL), so a join on both columns finds exactly the rows that show
+    each text. Columns ``path``, ``parent``, ``name``.
+    """
+    text = pa.array(paths, pa.string())
+    # split at the last slash (RE2: ".*" takes as much as it can; "(?s)": a name may hold a
+    # newline); null where there is no slash
+    parts = pc.extract_regex(text, r"(?s)^(?P<head>.*)/(?P<name>[^/]*)$")
+    head, name = pc.struct_field(parts, "head"), pc.struct_field(parts, "name")
+    at_root = pc.equal(text, root)
+    no_row = pc.or_kleene(pc.is_null(parts), pc.equal(head, "/"))
+    missing = pa.scalar(None, pa.string())
+    parent = pc.if_else(pc.or_(at_root, no_row), missing, pc.if_else(pc.equal(head, ""), "/", head))
+    name = pc.if_else(at_root, text, pc.if_else(no_row, "\0", name))
+    return pa.table({"path": text, "parent": parent, "name": name})
 
 
 # From this many rows on, DuckDB makes the paths: a connection costs about 20 ms, after which
