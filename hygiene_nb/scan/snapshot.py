@@ -372,12 +372,12 @@ def row_keys(paths: Sequence[str], root: str) -> pa.Table:
     each text. Columns ``path``, ``parent``, ``name``.
     """
     text = pa.array(paths, pa.string())
-    # split at the last slash (RE2: ".*" takes as much as it can; "(?s)": a name may hold a
-    # newline); null where there is no slash
-    parts = pc.extract_regex(text, r"(?s)^(?P<head>.*)/(?P<name>[^/]*)$")
-    head, name = pc.struct_field(parts, "head"), pc.struct_field(parts, "name")
+    # split at the last slash; a text without one is split like one of a NUL name
+    safe = pc.if_else(pc.match_substring(text, "/"), text, "\0/\0")
+    halves = pc.split_pattern(safe, "/", max_splits=1, reverse=True)
+    head, name = pc.list_element(halves, 0), pc.list_element(halves, 1)
     at_root = pc.equal(text, root)
-    no_row = pc.or_kleene(pc.is_null(parts), pc.equal(head, "/"))
+    no_row = pc.equal(head, "/")
     missing = pa.scalar(None, pa.string())
     parent = pc.if_else(pc.or_(at_root, no_row), missing, pc.if_else(pc.equal(head, ""), "/", head))
     name = pc.if_else(at_root, text, pc.if_else(no_row, "\0", name))
