@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -56,6 +57,26 @@ def test_the_report_is_offline_html_without_code_and_with_every_figure(
     executed = nbformat.read(nb_path, as_version=4)
     assert executed.metadata.papermill.parameters["scan_id"] == scan_id
     assert tree_state(demo.tree) == before  # the report wrote nothing in the scanned tree
+
+
+def test_the_report_kernel_leaves_no_temporary_files(
+    demo: DemoStore,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel is stopped at once after its last cell: what its queries made to spill in
+    goes with the report's scratch directory."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))  # the command's and (but for the report) the kernel's
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    code, _ = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "reports")],
+        capsys,
+    )
+    assert code == 0
+    assert list(temp.iterdir()) == []
 
 
 def test_two_runs_on_the_same_inputs_give_byte_identical_html(
