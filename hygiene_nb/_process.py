@@ -2,8 +2,9 @@
 
 Imported first by ``hygiene_nb.cli``, so the environment below is set before numpy and pyarrow
 load. Library users (a notebook's ``import hygiene_nb``) are not affected: the package loads its
-modules lazily and this module only runs for the command. What it sets is inherited, through
-the environment, by the papermill kernel that ``hygiene-nb report`` starts.
+modules lazily and this module only runs for the command, and in the papermill kernel that
+``hygiene-nb report`` starts (before its first cell: ``notebook.report``), which inherits the
+environment as well.
 """
 
 from __future__ import annotations
@@ -56,5 +57,6 @@ if (
 # builds a parsing grammar: 0.9 s of every `hygiene-nb report`, whose nbformat and nbconvert
 # import jsonschema (measured 2026-12-04: `import nbformat` 1.03 s, 0.11 s without it). The
 # command never checks an IRI's syntax (nothing it validates uses that format), so it is
-# recorded as absent for this process only; a module imported already is left as it is.
+# recorded as absent for this process (and a report's kernel) only; a module imported already
+# is left as it is.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]

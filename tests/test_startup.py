@@ -228,6 +228,25 @@ def test_the_command_skips_the_iri_grammar_a_library_user_keeps() -> None:
     assert probe("import hygiene_nb, hygiene_nb.api") == "False"
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("rfc3987_syntax") is None,
+    reason="rfc3987_syntax is not installed here (it comes with jupyter_server's jsonschema)",
+)
+def test_the_kernel_a_report_starts_skips_the_iri_grammar_too(tmp_path: Path) -> None:
+    """The report's kernel takes the command's settings before its first cell (plotly's
+    notebook renderer imports nbformat there: about 1 s more per report)."""
+    import nbformat
+
+    from hygiene_nb.notebook.report import _run
+
+    probe = _IRI_PROBE.format(first="")
+    source, running = tmp_path / "probe.ipynb", tmp_path / "ran.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(probe)]), source)
+    assert _run(source, running, {}, {}, cwd=tmp_path, timeout=120) is None
+    (cell,) = nbformat.read(running, as_version=4).cells
+    assert [o.get("text", "").strip() for o in cell.outputs] == ["True"]
+
+
 def test_a_report_in_manual_mode_loads_no_pandas_in_the_command(tmp_path: Path) -> None:
     """The notebook's kernel loads pandas; the command that runs it needs none (0.3 s, ~50 MB).
 

@@ -209,6 +209,12 @@ class _LocalKernelManager(AsyncKernelManager):
         self.transport = "ipc"
 
 
+# The kernel a report starts is the command's own, so it takes the command's process settings
+# (``hygiene_nb._process``) before its first cell: among them, jsonschema's IRI checker left
+# out, which plotly's notebook renderer would otherwise build a grammar for (about 1 s).
+_KERNEL_ARGUMENTS = ["--IPKernelApp.exec_lines=import hygiene_nb._process"]
+
+
 def _execute(
     template: str, parameters: dict[str, str], env: dict[str, str], *, cwd: Path, timeout: int
 ) -> tuple[nbformat.NotebookNode, Exception | None]:
@@ -257,6 +263,7 @@ def _run(
             execution_timeout=timeout,
             kernel_manager_class=_LocalKernelManager,
             shutdown_kernel="immediate",
+            extra_arguments=_KERNEL_ARGUMENTS,
         )
     except pm.PapermillExecutionError as exc:
         failure: Exception = exc  # papermill saved the notebook with the failing cell marked
