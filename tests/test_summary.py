@@ -118,3 +118,19 @@ def test_pattern_groups_count_nested_members_once(tmp_path: Path, store: Path) -
         home / "Pictures", home / "Pictures" / "a.jpg", home / "Pictures" / "trip",
         home / "Pictures" / "trip" / "b.jpg", home / "loose.jpg",
     )  # fmt: skip
+
+
+def test_a_match_that_sorts_between_a_directory_and_its_rows_hides_no_nesting(
+    tmp_path: Path, store: Path
+) -> None:
+    # "Pictures.jpg" sorts between "Pictures" and "Pictures/a.jpg" ('.' comes before '/'):
+    # the photo inside ~/Pictures is still inside it, counted with it and not again
+    home = tmp_path / "r" / "home"
+    write(home / "Pictures" / "a.jpg", 1000)
+    write(home / "Pictures.jpg", 300)
+    s = summary(tmp_path / "r", store, {**os.environ, "HOME": str(home)})
+    personal = {g["group"]: g for g in s["groups"]}["personal"]
+    assert personal["count"] == 2
+    assert personal["bytes"] == own(
+        home / "Pictures", home / "Pictures" / "a.jpg", home / "Pictures.jpg"
+    )

@@ -85,6 +85,9 @@ VERDICT_SCHEMA = pa.schema(
         ("claim", pa.dictionary(pa.int32(), pa.string())),
         ("confidence", pa.float32()),
         ("group_root", pa.bool_()),
+        # a counted group root inside no other counted root of its group: the pattern index's
+        # entries (a log file inside a logs directory counts with the directory, not again)
+        ("outermost", pa.bool_()),
         ("protected", pa.bool_()),
         # what a directory holds, by risk (classify.content); a non-directory: its own risk
         ("content_risk", pa.dictionary(pa.int32(), pa.string())),
@@ -697,7 +700,45 @@ def classify_verdicts(
         _column(table, "depth").astype(np.int64),
     )
     content.append(_largest_child(table, pidx, down.slot, ~excluded))
-    return _verdict_columns(verdict, group_root, protected, t, content)
+    roots = group_root & ~protected & ~excluded
+    outermost = _outermost_roots(verdict, roots, is_dir, pidx, down, t)
+    return _verdict_columns(verdict, group_root, outermost, protected, t, content)
+
+
+def _outermost_roots(
+    verdict: Ids,
+    roots: Mask,
+    is_dir: Mask,
+    pidx: npt.NDArray[np.int64],
+    down: _PassedDown,
+    t: _Table,
+) -> Mask:
+    """Of the ``roots`` (group roots that count), those inside no other root of their group.
+
+    A root is inside another when one of its ancestor directories (up the parent slots) is a
+    root of the same group; every root's ancestors are tested a level per step, all at once.
+    """
+    group_of = {g: i for i, g in enumerate(sorted({v.group for v in t.verdicts if v.group}))}
+    codes = np.array([group_of.get(v.group or "", -1) for v in t.verdicts] + [-1], np.int64)
+    group = codes[verdict]
+    rows = np.flatnonzero(roots & (group >= 0))
+    holders = rows[is_dir[rows] & (down.slot[rows] >= 0)]  # only a directory holds anything
+    out = np.zeros(len(verdict), dtype=bool)
+    out[rows] = True
+    if holders.size == 0:
+        return out
+    width = len(group_of)
+    held = np.unique(down.slot[holders] * width + group[holders])  # (slot, group) of a root
+    up = np.asarray(down.up, dtype=np.int64)
+    at, g = pidx[rows], group[rows]
+    live = np.flatnonzero(at >= 0)
+    while live.size:
+        inside = np.isin(at[live] * width + g[live], held)
+        out[rows[live[inside]]] = False
+        live = live[~inside]
+        at[live] = up[at[live]]
+        live = live[at[live] >= 0]
+    return out
 
 
 def _largest_child(
@@ -877,7 +918,12 @@ def _encoded(ids: pa.Array, values: Sequence[str | None]) -> pa.Array:
 
 
 def _verdict_columns(
-    verdict: Ids, group_root: Mask, protected: Mask, t: _Table, content: list[pa.Array]
+    verdict: Ids,
+    group_root: Mask,
+    outermost: Mask,
+    protected: Mask,
+    t: _Table,
+    content: list[pa.Array],
 ) -> pa.Table:
     ids = arrays.numeric_array(verdict.astype(np.int32, copy=False))
     v = t.verdicts
@@ -889,6 +935,7 @@ def _verdict_columns(
         _encoded(ids, [x.claim for x in v]),
         arrays.numeric_array(confidence).take(ids),
         arrays.bool_array(group_root & ~protected),
+        arrays.bool_array(outermost),
         arrays.bool_array(protected),
         *content,
     ]

@@ -28,9 +28,6 @@ from hygiene_nb.classify.summary import (
     STALE_BUCKETS,
     STALE_DAYS,
     entries_of,
-    group_stats,
-    outermost_by_group,
-    ranked_candidates,
     sorted_groups,
 )
 from hygiene_nb.models import (
@@ -41,6 +38,7 @@ from hygiene_nb.models import (
     StaleBucket,
     Summary,
 )
+from hygiene_nb.scan import arrays
 from hygiene_nb.scan.index import ScanInfo
 from hygiene_nb.scan.snapshot import FORMAT_2_COLUMNS, PATH_SQL
 
@@ -133,11 +131,31 @@ SUMMARY_QUERIES: dict[str, str] = {
               AND (\"group\" IS NULL OR \"group\" NOT IN ({dependencies}))
         GROUP BY risk
     """,
-    # the matches of each group: what nesting and the sums need (the rest for the largest only)
-    "group_roots": f"""
-        SELECT row_no, \"group\", kind, tree_bytes, size, tree_files, {PATH_SQL} AS path
+    # each group's figures, from its outermost matches (``outermost``: nested ones left out)
+    "groups": f"""
+        SELECT \"group\", count(*) AS entries,
+               CAST(coalesce(sum(coalesce(tree_bytes, size)), 0) AS BIGINT) AS bytes,
+               CAST(coalesce(sum(coalesce(tree_files,
+                                          CASE WHEN kind = 'file' THEN 1 ELSE 0 END)), 0)
+                    AS BIGINT) AS files
         FROM entries
-        WHERE coalesce(group_root, false) AND \"group\" IS NOT NULL AND {_COUNTED}
+        WHERE coalesce(outermost, false) AND \"group\" IS NOT NULL AND {_COUNTED}
+        GROUP BY \"group\"
+    """,
+    # per group, its outermost matches as large as its top-th (ties at the edge too)
+    "group_ranked": f"""
+        WITH matches AS (
+            SELECT row_no, \"group\", coalesce(tree_bytes, size) AS ranked_bytes FROM entries
+            WHERE coalesce(outermost, false) AND \"group\" IS NOT NULL AND {_COUNTED}),
+        nth AS (
+            SELECT \"group\", ranked_bytes, row_number() OVER (
+                PARTITION BY \"group\" ORDER BY ranked_bytes DESC NULLS LAST) AS k
+            FROM matches),
+        edge AS (SELECT \"group\", min(ranked_bytes) AS ranked_bytes FROM nth
+                 WHERE k <= {{top}} GROUP BY \"group\")
+        SELECT m.row_no AS row_no, m.\"group\" AS \"group\" FROM matches m
+        JOIN edge e ON e.\"group\" = m.\"group\"
+        WHERE e.ranked_bytes IS NULL OR m.ranked_bytes >= e.ranked_bytes
     """,
     # the rows of one ranking as large as its top-th (ties at the edge too), numbers only
     "ranked": f"""
@@ -348,9 +366,12 @@ def _rankings(
             whole[name] = con.sql(q["largest"].format(where=where, top=int(top))).to_arrow_table()
         else:
             chosen[name] = rows.combine_chunks()
-    by_group = outermost_by_group(con.sql(q["group_roots"]).to_arrow_table())
-    for group, rows in by_group:
-        chosen[f"group:{group}"] = ranked_candidates(rows, top).column("row_no").combine_chunks()
+    figures = con.execute(q["groups"]).fetchall()
+    per_group = con.sql(q["group_ranked"].format(top=int(top))).to_arrow_table()
+    group_of = per_group.column("group").cast(pa.string())
+    for group, *_ in figures:
+        rows = per_group.filter(pc.equal(group_of, arrays.string_scalar(group)))
+        chosen[f"group:{group}"] = rows.column("row_no").combine_chunks()
     wanted = sorted({n for rows in chosen.values() for n in rows.to_pylist()})
     if len(wanted) <= _TIES:
         text = q["shown"].format(rows=", ".join(str(int(n)) for n in wanted) or "NULL")
@@ -369,5 +390,8 @@ def _rankings(
         rows = shown.filter(pc.is_in(shown.column("row_no"), value_set=chosen[name]))
         return entries_of(rows.drop_columns(["row_no"]), top)
 
-    groups = [group_stats(g, rows, of(f"group:{g}")) for g, rows in by_group]
+    groups = [
+        GroupStats(group=g, count=int(n), bytes=int(b), files=int(f), entries=of(f"group:{g}"))
+        for g, n, b, f in figures
+    ]
     return sorted_groups(groups), {name: of(name) for name in _RANKINGS}

@@ -11,6 +11,7 @@ walker's sums, the risk mix, reclaimable bytes, staleness, the score or any rank
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -284,15 +285,27 @@ def _outermost(rows: pa.Table) -> pa.Table:
         return rows  # only directories hold anything
     column = rows.column("path") if "path" in rows.column_names else entry_paths(rows)
     paths = column.to_pylist()
-    order = sorted(range(len(paths)), key=lambda i: paths[i])
+    dirs = pc.equal(rows.column("kind").cast(pa.string()), _DIR).to_pylist()
+    held: set[str] = set()  # the directories kept so far: what a later row may lie inside
     keep: list[int] = []
-    last = None
-    for i in order:
-        if last is not None and paths[i].startswith(last.rstrip("/") + "/"):
+    for i in sorted(range(len(paths)), key=lambda i: paths[i]):  # a directory before its rows
+        if any(above in held for above in _ancestors(paths[i])):
             continue
         keep.append(i)
-        last = paths[i]
+        if dirs[i]:
+            held.add(paths[i])
     return rows.take(arrays.numeric_array(np.array(sorted(keep), dtype=np.int64)))
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    """The directories above ``path``, nearest first (``/a/b/c``: ``/a/b``, ``/a``, ``/``)."""
+    cut = path.rstrip("/").rfind("/")
+    while cut > 0:
+        path = path[:cut]
+        yield path
+        cut = path.rfind("/")
+    if cut == 0:
+        yield "/"
 
 
 def kept_bytes(table: pa.Table, chosen: Mask) -> int:
