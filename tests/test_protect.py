@@ -24,6 +24,7 @@ from hygiene_nb.classify.protect import (
     GitInfo,
     ProtectContext,
     account_homes,
+    dir_protection_keys,
     find_git_tracked,
     protect_dir,
     protect_file,
@@ -126,6 +127,42 @@ def test_a_work_tree_git_cannot_list_is_protected_whole_even_when_it_holds_the_r
     inside = ProtectContext(root="/outer/src", home="/home/u", store="/srv/store", git=git)
     assert rule_of_dir("/outer/src", inside) == "git-unreadable"  # not merely "root"
     assert rule_of_dir("/scan", ctx) == "root"
+
+
+def test_protect_dir_finds_something_only_at_the_paths_and_names_its_keys_list() -> None:
+    # classification asks protect_dir only about directories whose path or name is a key
+    git = GitInfo(worktrees=("/scan/repo",), unreadable=frozenset({"/scan/repo"}))
+    contexts = [
+        CTX,
+        ProtectContext(
+            root="/scan",
+            home="/home/u",
+            store="/srv/store",
+            git=git,
+            keep_dirs=frozenset({"/scan/thesis"}),
+            other_homes=frozenset({"/scan/alice"}),
+        ),
+        ProtectContext(root="/outer/src", home="/home/u", store="/srv/store", git=git),
+    ]
+    found: set[str] = set()
+    for ctx in contexts:
+        paths, names = dir_protection_keys(ctx)
+        seeds = {*paths, *(f"/scan/x/{n}" for n in names), "/scan/x", "/home/u/x", "/outer"}
+        # each seed, its parents and some children: look-alikes next to every key
+        near = {
+            p
+            for seed in seeds
+            for p in (seed, os.path.dirname(seed), seed + "/x", seed + "-x", seed + "/.config")
+        }
+        for path in sorted(near):
+            protection = protect_dir(path, os.path.basename(path) or path, ctx)
+            if protection is not None:
+                found.add(protection.rule)
+                assert path in paths or os.path.basename(path) in names, path
+    assert found == {
+        "git-unreadable", "root", "filesystem-root", "home", "system", "vcs", "credential",
+        "store", "container-storage", "keep-marker", "config",
+    }  # fmt: skip
 
 
 def test_the_home_and_root_protections_do_not_pass_down_but_the_others_do() -> None:

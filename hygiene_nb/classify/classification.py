@@ -34,6 +34,7 @@ from hygiene_nb.classify.protect import (
     VCS_DIRS,
     ProtectContext,
     Protection,
+    dir_protection_keys,
     protect_dir,
 )
 from hygiene_nb.classify.rules import (
@@ -291,12 +292,12 @@ def _column(table: pa.Table, name: str) -> npt.NDArray[np.generic]:
     return arrays.numbers(table.column(name))
 
 
-def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Per row, an index into the list of distinct parent paths (-1 for the root row)."""
+def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], pa.Array]:
+    """Per row, an index into the distinct parent paths (-1 for the root row), and those paths."""
     column = table.column("parent").unify_dictionaries() if table.num_rows else None
     if column is None or column.num_chunks == 0:
-        return np.full(table.num_rows, -1, dtype=np.int64), []
-    dictionary = column.chunk(0).dictionary.to_pylist()
+        return np.full(table.num_rows, -1, dtype=np.int64), arrays.string_array([])
+    dictionary = column.chunk(0).dictionary.cast(pa.string())
     indices = pa.chunked_array([c.indices for c in column.chunks], type=column.type.index_type)
     return arrays.numbers(indices, null=-1).astype(np.int64), dictionary
 
@@ -656,7 +657,8 @@ def classify_verdicts(
     endings = _Endings(table.column("name"))
     file_own = _file_rules(table, endings, pidx, in_project, t)
     own[files] = file_own[files]
-    home_parent = np.array([p in ctx.homes for p in parents] + [False], dtype=bool)
+    homes = arrays.string_array(sorted(ctx.homes))
+    home_parent = np.append(arrays.mask(pc.is_in(parents, value_set=homes)), False)
     in_package = down.package[pidx]
     key = _key_like(endings) & files
     del endings  # the lower-cased names and their extensions (1M names: about 40 MB)
@@ -765,7 +767,7 @@ def _walk_directories(
     table: pa.Table,
     is_dir: Mask,
     pidx: npt.NDArray[np.int64],
-    parents: list[str],
+    parents: pa.Array,
     own: Ids,
     prot: Ids,
     ctx: ProtectContext,
@@ -790,18 +792,20 @@ def _walk_directories(
     paths = path_array.to_pylist()
     candidate = np.asarray(_dir_rule_candidates(dirs, ctx), dtype=bool)
     above = pidx[rows]  # -1 for the root: the last slot, which holds what nothing passes down
-    own_slot = arrays.numbers(
-        pc.index_in(path_array, value_set=arrays.string_array(parents)), null=-1
-    ).astype(np.int64)
+    own_slot = arrays.numbers(pc.index_in(path_array, value_set=parents), null=-1).astype(np.int64)
     trees = frozenset(ctx.git.worktrees)
     is_root = np.array([p is None for p in dir_parents], dtype=bool)
     root_in_tree = np.zeros(len(paths), dtype=bool)
     for i in np.flatnonzero(is_root).tolist():
         root_in_tree[i] = _under(paths[i], trees)
     in_trees = arrays.mask(pc.is_in(path_array, value_set=arrays.string_array(sorted(trees))))
-    found: list[Protection | None] = [
-        protect_dir(p, n, ctx) for p, n in zip(paths, names, strict=True)
-    ]
+    key_paths, key_names = dir_protection_keys(ctx)
+    asked = arrays.mask(
+        pc.is_in(path_array, value_set=arrays.string_array(sorted(key_paths)))
+    ) | arrays.mask(pc.is_in(dirs.column("name"), value_set=arrays.string_array(sorted(key_names))))
+    found: list[Protection | None] = [None] * len(paths)
+    for i in np.flatnonzero(asked).tolist():  # anywhere else protect_dir finds nothing
+        found[i] = protect_dir(paths[i], names[i], ctx)
     if ctx.above_root is not None:
         for i in np.flatnonzero(is_root).tolist():
             found[i] = ctx.above_root  # the root sits inside something protected

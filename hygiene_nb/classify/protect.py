@@ -35,6 +35,7 @@ __all__ = [
     "Protection",
     "account_homes",
     "credential_name",
+    "dir_protection_keys",
     "find_git_tracked",
     "key_like",
     "protect_dir",
@@ -271,6 +272,22 @@ def protect_dir(path: str, name: str, ctx: ProtectContext) -> Protection | None:
     if path in ctx.config_dirs and ctx.home_rel(path) in HOME_CONFIG:
         return CONFIG
     return None
+
+
+def dir_protection_keys(ctx: ProtectContext) -> tuple[frozenset[str], frozenset[str]]:
+    """The paths and the names outside which ``protect_dir`` finds nothing.
+
+    ``protect_dir(path, name, ctx)`` is None unless ``path`` is one of the first or ``name`` one
+    of the second: a caller with many directories asks it only about those (each branch of
+    ``protect_dir`` has its path or name here, and a test holds the two together).
+    """
+    paths = frozenset(
+        {ctx.root, "/", ctx.store, *ctx.git.unreadable, *ctx.homes, *SYSTEM_DIRS}
+        | ctx.container_dirs
+        | ctx.keep_dirs
+        | ctx.config_dirs
+    )
+    return paths, frozenset({*VCS_DIRS, *CREDENTIAL_DIRS, QUARANTINE_NAME})
 
 
 def credential_name(name: str) -> bool:
