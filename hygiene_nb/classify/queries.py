@@ -59,9 +59,14 @@ _FORMAT_2_TYPES = {"ctime_ns": "BIGINT", "uid": "BIGINT", "gid": "BIGINT", "mode
 _LINKED = "(coalesce(nlink, 1) > 1 AND kind <> 'dir')"
 # An excluded entry is recorded and counted nowhere (in no sum, mix, score or ranking).
 _COUNTED = "NOT coalesce(excluded, false)"
-_FIRST_NAMES = f"""
-    SELECT row_no, row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth
-    FROM entries WHERE {_LINKED} AND {_COUNTED}
+# The counted names of hard-linked inodes, each with its place among its inode's names (``nth``,
+# 1: the first) and how many of them there are. Only these few rows are windowed: a sum over
+# all rows adds theirs apart, with no join of every row.
+_LINKED_NAMES = f"""
+    SELECT {{columns}},
+           row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth,
+           count(*) OVER (PARTITION BY dev, inode) AS names
+    FROM {{source}} WHERE {_LINKED} AND {_COUNTED}
 """
 _ENTRY_COLUMNS = (
     "parent, name, parent_raw, name_raw, kind, size, alloc, nlink, tree_bytes, tree_alloc, "
@@ -83,43 +88,48 @@ SUMMARY_QUERIES: dict[str, str] = {
         SELECT tree_bytes, tree_alloc, tree_files, partial FROM entries
         WHERE depth = 0 ORDER BY row_no LIMIT 1
     """,
-    # bytes per risk, a hard-linked inode once: at its first name
+    # bytes per risk, a hard-linked inode once: at its first name (every row's, less the
+    # bytes of the later names of linked inodes)
     "risk": f"""
-        SELECT e.risk AS risk,
-               CAST(sum(CASE WHEN f.nth IS NULL OR f.nth = 1 THEN e.size ELSE 0 END) AS BIGINT)
-                   AS bytes,
-               CAST(sum(CASE WHEN f.nth IS NULL OR f.nth = 1 THEN e.alloc ELSE 0 END) AS BIGINT)
-                   AS alloc,
-               count(*) AS entries
-        FROM entries e LEFT JOIN ({_FIRST_NAMES}) f ON f.row_no = e.row_no
-        WHERE NOT coalesce(e.excluded, false)
-        GROUP BY e.risk
+        SELECT risk, CAST(sum(b) AS BIGINT) AS bytes, CAST(sum(a) AS BIGINT) AS alloc,
+               CAST(sum(n) AS BIGINT) AS entries
+        FROM (
+            SELECT risk, sum(size) AS b, sum(alloc) AS a, count(*) AS n FROM entries
+            WHERE {_COUNTED} GROUP BY risk
+            UNION ALL
+            SELECT risk, -sum(size) AS b, -sum(alloc) AS a, 0 AS n
+            FROM ({_LINKED_NAMES.format(columns="risk, size, alloc", source="entries")}) l
+            WHERE nth > 1 GROUP BY risk) t
+        GROUP BY risk
     """,
     # what deleting every entry of the chosen risks frees: an inode only with all its names
     "freed": f"""
         WITH chosen AS (
-            SELECT row_no, kind, size, alloc, nlink, dev, inode FROM entries
-            WHERE risk IN ({{levels}}) AND {_COUNTED}),
-        links AS (
-            SELECT dev, inode, count(*) AS names, min(row_no) AS first FROM chosen
-            WHERE {_LINKED} GROUP BY dev, inode)
-        SELECT CAST(coalesce(sum(CASE WHEN NOT {_LINKED} THEN c.size
-                                      WHEN l.names >= c.nlink THEN c.size ELSE 0 END), 0)
-                    AS BIGINT) AS bytes,
-               CAST(coalesce(sum(CASE WHEN NOT {_LINKED} THEN c.alloc
-                                      WHEN l.names >= c.nlink THEN c.alloc ELSE 0 END), 0)
-                    AS BIGINT) AS alloc,
-               count(*) AS entries
-        FROM chosen c LEFT JOIN links l ON l.first = c.row_no
+            SELECT row_no, kind, size, alloc, nlink, dev, inode, excluded FROM entries
+            WHERE risk IN ({{levels}}) AND {_COUNTED})
+        SELECT CAST(coalesce(sum(b), 0) AS BIGINT) AS bytes,
+               CAST(coalesce(sum(a), 0) AS BIGINT) AS alloc,
+               CAST(coalesce(sum(n), 0) AS BIGINT) AS entries
+        FROM (
+            SELECT sum(size) AS b, sum(alloc) AS a, count(*) AS n FROM chosen
+            WHERE NOT {_LINKED}
+            UNION ALL
+            SELECT sum(CASE WHEN nth = 1 AND names >= nlink THEN size ELSE 0 END) AS b,
+                   sum(CASE WHEN nth = 1 AND names >= nlink THEN alloc ELSE 0 END) AS a,
+                   count(*) AS n
+            FROM ({_LINKED_NAMES.format(columns="size, alloc, nlink", source="chosen")}) l) t
     """,
     # bytes of non-directories by age bucket and risk, a hard-linked inode once
     "stale": f"""
         WITH aged AS (
-            SELECT e.risk AS risk, e.size AS size,
-                   CAST({{now_ns}} - e.mtime_ns AS DOUBLE) / {_NS_PER_DAY}.0 AS days
-            FROM entries e LEFT JOIN ({_FIRST_NAMES}) f ON f.row_no = e.row_no
-            WHERE e.kind <> 'dir' AND (f.nth IS NULL OR f.nth = 1)
-                  AND NOT coalesce(e.excluded, false))
+            SELECT risk, size, CAST({{now_ns}} - mtime_ns AS DOUBLE) / {_NS_PER_DAY}.0 AS days
+            FROM (
+                SELECT risk, size, mtime_ns FROM entries
+                WHERE kind <> 'dir' AND NOT {_LINKED} AND {_COUNTED}
+                UNION ALL
+                SELECT risk, size, mtime_ns
+                FROM ({_LINKED_NAMES.format(columns="risk, size, mtime_ns", source="entries")}) l
+                WHERE nth = 1) t)
         SELECT bucket, risk, CAST(sum(size) AS BIGINT) AS bytes FROM (
             SELECT risk, size, CASE {{buckets}} ELSE NULL END AS bucket FROM aged) b
         WHERE bucket IS NOT NULL GROUP BY bucket, risk
