@@ -142,7 +142,19 @@ def keep_classification(
     """
     path = classified_dir(store, info) / f"{key}.parquet"
     sink = io.BytesIO()
-    pq.write_table(verdicts, sink, compression="zstd", row_group_size=max(1, group_rows))
+    # The few distinct words (risk, rule…) are dictionary pages; numbers are written plain.
+    # Only the numbers get statistics: the queries join this file row for row with the
+    # snapshot, so no filter on a word could skip a row group of it.
+    words = [f.name for f in verdicts.schema if pa.types.is_dictionary(f.type)]
+    numbers = [f.name for f in verdicts.schema if f.name not in words]
+    pq.write_table(
+        verdicts,
+        sink,
+        compression="zstd",
+        row_group_size=max(1, group_rows),
+        use_dictionary=words,
+        write_statistics=numbers,
+    )
     try:
         make_private_dir(path.parent)
         write_private_file(path, sink.getvalue())
