@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 from hygiene_nb.api.snapshots import StoreArg, existing_store, scan_time_ns
 from hygiene_nb.classify.classification import (
     CLASSIFY_COLUMNS,
-    CLASSIFY_INPUTS,
     VERDICT_COLUMNS,
+    classify_inputs,
     classify_table,
     classify_verdicts,
     with_verdicts,
@@ -219,7 +219,7 @@ def stored_classification(
     the classified rows are not built (a query reads the snapshot and the verdicts).
     """
     user_rules = _user_rules(st, rules)
-    columns = CLASSIFY_COLUMNS if load else CLASSIFY_INPUTS
+    columns = CLASSIFY_COLUMNS if load else list(classify_inputs(user_rules))
     table = None
     if any(classified_dir(st, info).glob("*.parquet")):
         ctx = protect_context(named_rows(info, [".git"]), info, st)

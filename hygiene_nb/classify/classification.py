@@ -64,6 +64,7 @@ __all__ = [
     "VERDICT_COLUMNS",
     "VERDICT_SCHEMA",
     "Verdict",
+    "classify_inputs",
     "classify_table",
     "classify_verdicts",
     "join_path",
@@ -100,11 +101,19 @@ VERDICT_SCHEMA = pa.schema(
 )
 VERDICT_COLUMNS = tuple(VERDICT_SCHEMA.names)
 
-# The columns classification itself reads (CLASSIFY_COLUMNS are what its callers show).
+# The columns classification itself reads (CLASSIFY_COLUMNS are what its callers show); the
+# times only for user rules (their age conditions): the built-in rules never read them.
 CLASSIFY_INPUTS = (
     "parent", "name", "kind", "depth", "size", "mtime_ns", "tree_bytes",
     "tree_latest_mtime_ns", "error", "excluded", "nlink", "dev", "inode",
 )  # fmt: skip
+_TIMES = ("mtime_ns", "tree_latest_mtime_ns")
+
+
+def classify_inputs(user_rules: Sequence[UserRule]) -> tuple[str, ...]:
+    """The columns ``classify_verdicts`` reads with ``user_rules`` (every one when there are)."""
+    return CLASSIFY_INPUTS if user_rules else tuple(c for c in CLASSIFY_INPUTS if c not in _TIMES)
+
 
 Ids = npt.NDArray[np.int32]
 Mask = npt.NDArray[np.bool_]
@@ -608,7 +617,7 @@ def classify_verdicts(
     user_rules: Sequence[UserRule] = (),
     now_ns: int,
 ) -> pa.Table:
-    """Classify every row of a snapshot table (holding at least CLASSIFY_INPUTS).
+    """Classify every row of a snapshot table (holding at least ``classify_inputs(user_rules)``).
 
     Args:
         table: snapshot rows.
@@ -671,6 +680,8 @@ def classify_verdicts(
     prot[manifest] = t.protection(PROJECT_MANIFEST)
     covered = inherited_protect >= 0
     prot[covered] = inherited_protect[covered]
+    # what is no longer read goes now: the sums below are the peak of a classification
+    del covered, inherited_protect, file_own, file_prot, tracked, maybe, manifest, in_project
 
     verdict = np.full(n, t.id(UNKNOWN), dtype=np.int32)
     verdict[personal_p[pidx]] = t.id(IN_PERSONAL)
@@ -680,16 +691,20 @@ def classify_verdicts(
     absorbed = inherited_absorb >= 0
     verdict[absorbed] = inherited_absorb[absorbed]
     group_root[absorbed] = False
+    del has_own, own, absorbed, inherited_absorb
     _package_key_material(verdict, key & in_package & (prot < 0), t)
+    del key, in_package
     user = _user_rule_ids(table, user_rules, siblings, now_ns, t)
     verdict[user >= 0] = user[user >= 0]
     group_root[user >= 0] = False
+    del user
     excluded = arrays.mask(table.column("excluded"))  # null: False
     verdict[excluded] = t.id(EXCLUDED)
     verdict[~arrays.mask(pc.is_null(table.column("error")))] = t.id(UNREADABLE)
     _mark_ancestors(is_dir, pidx, down, prot, t)
     protected = prot >= 0
     verdict[protected] = prot[protected]
+    del prot
     risk_of = np.array([RISK_ORDER.index(v.risk.value) for v in t.verdicts], dtype=np.int64)
     content = content_columns(
         risk_of[verdict],
