@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -365,11 +366,10 @@ class _Endings:
     is then a lookup in the few distinct extensions, not a pass over every name.
     """
 
-    def __init__(self, name: pa.ChunkedArray) -> None:
+    def __init__(self, name: pa.ChunkedArray, extensions: pa.DictionaryArray) -> None:
         self.name = name
         self.lower = pc.utf8_lower(name)
-        last = pc.struct_field(pc.extract_regex(self.lower, r"(?P<ext>\.[^.]*)$"), [0])
-        self._ext = pc.dictionary_encode(last).combine_chunks()
+        self._ext = extensions  # ``last_extensions(name)``
 
     def lower_ends_with_any(self, endings: Sequence[str]) -> Mask:
         """Per name, whether its lower-case text ends with one of ``endings`` (lower case)."""
@@ -381,6 +381,23 @@ class _Endings:
             codes = arrays.numbers(self._ext.indices, null=-1).astype(np.int64)
             out |= np.append(known, False)[codes]  # no extension (-1): the appended False
         return out
+
+
+def last_extensions(name: pa.ChunkedArray) -> pa.DictionaryArray:
+    """Per name, its last extension in lower case (``.gz`` of ``A.tar.GZ``; null: none).
+
+    Allocated by the system allocator, which hands the scratch back at once: found on a
+    thread of its own, mimalloc would keep that thread's freed memory for that thread alone.
+    """
+    pool = pa.system_memory_pool()
+    lower = pc.utf8_lower(name, memory_pool=pool)
+    found = pc.extract_regex(lower, r"(?P<ext>\.[^.]*)$", memory_pool=pool)
+    del lower
+    last = pc.struct_field(found, [0], memory_pool=pool)
+    encoded: pa.DictionaryArray = pc.dictionary_encode(last, memory_pool=pool).combine_chunks(
+        memory_pool=pool
+    )
+    return encoded
 
 
 def _file_rules(
@@ -630,6 +647,21 @@ def classify_verdicts(
         ``claim``, ``confidence`` (what decided it), ``group_root`` (this entry is itself a
         match of its group, not inside one) and ``protected``.
     """
+    # The names' extensions are Arrow's work alone (it lets go of the interpreter): found on
+    # another core while the directories are walked here.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hygiene-nb-names") as pool:
+        names = [pool.submit(last_extensions, table.column("name"))]  # taken out once
+        return _classify(table, ctx, names, user_rules=user_rules, now_ns=now_ns)
+
+
+def _classify(
+    table: pa.Table,
+    ctx: ProtectContext,
+    names: list[Future[pa.DictionaryArray]],
+    *,
+    user_rules: Sequence[UserRule],
+    now_ns: int,
+) -> pa.Table:
     t = _Table()
     n = table.num_rows
     pidx, parents = _parent_index(table)
@@ -663,7 +695,7 @@ def classify_verdicts(
 
     files = ~is_dir
     in_project = project_p[pidx] & files
-    endings = _Endings(table.column("name"))
+    endings = _Endings(table.column("name"), names.pop().result())
     file_own = _file_rules(table, endings, pidx, in_project, t)
     own[files] = file_own[files]
     homes = arrays.string_array(sorted(ctx.homes))
