@@ -312,40 +312,45 @@ def _parent_index(table: pa.Table) -> tuple[npt.NDArray[np.int64], pa.Array]:
     return arrays.numbers(indices, null=-1).astype(np.int64), dictionary
 
 
-def _siblings(table: pa.Table, names: set[str]) -> dict[str, set[str]]:
-    """Parent path → which of ``names`` stand in it (for evidence and user-rule siblings).
+def _siblings(
+    table: pa.Table, names: set[str], kind: pa.ChunkedArray
+) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Parent path → which of ``names`` stand in it, and which evidence names as regular files.
 
+    ``names``: the evidence and user-rule sibling names (every ``EVIDENCE_NAMES`` among them).
     A name starting with ``*`` is a suffix pattern: ``*.csproj`` stands in every directory
-    holding a name that ends ``.csproj``.
+    holding a name that ends ``.csproj``. A symlink or a directory by an evidence name is no
+    evidence that a package lies beside it (the act-time re-check reads the disk the same way):
+    the second mapping holds regular files alone.
     """
-    exact = sorted(n for n in names if not n.startswith("*"))
+    exact = frozenset(n for n in names if not n.startswith("*"))
     patterns = sorted(n for n in names if n.startswith("*"))
-    mask = pc.is_in(table.column("name"), arrays.string_array(exact))
+    name = table.column("name")
+    hit = arrays.mask(pc.is_in(name, arrays.string_array(sorted(exact))))
+    hit |= _ends_with_any(name, [p[1:] for p in patterns])
+    found = table.select(["parent", "name"]).filter(arrays.bool_array(hit))
+    is_file = arrays.mask(pc.equal(kind.filter(arrays.bool_array(hit)), _FILE_KIND))
     out: dict[str, set[str]] = {}
-    ending = _ends_with_any(table.column("name"), [p[1:] for p in patterns])
-    found = table.filter(arrays.bool_array(ending))
-    for parent, name in zip(
-        found.column("parent").to_pylist(), found.column("name").to_pylist(), strict=True
+    regular: dict[str, set[str]] = {}
+    for parent, entry, file in zip(
+        found.column("parent").to_pylist(),
+        found.column("name").to_pylist(),
+        is_file.tolist(),
+        strict=True,
     ):
-        if parent is not None:  # the root's own name is no evidence for what it holds
-            out.setdefault(parent, set()).update(p for p in patterns if name.endswith(p[1:]))
-    hits = table.filter(mask)
-    for parent, name in zip(
-        hits.column("parent").to_pylist(), hits.column("name").to_pylist(), strict=True
-    ):
-        if parent is not None:
-            out.setdefault(parent, set()).add(name)
-    return out
+        if parent is None:  # the root's own name is no evidence for what it holds
+            continue
+        present = {p for p in patterns if entry.endswith(p[1:])}
+        if entry in exact:
+            present.add(entry)
+        out.setdefault(parent, set()).update(present)
+        evidence = present & EVIDENCE_NAMES if file else None
+        if evidence:
+            regular.setdefault(parent, set()).update(evidence)
+    return out, regular
 
 
-def _regular_siblings(table: pa.Table, kind: pa.ChunkedArray) -> dict[str, set[str]]:
-    """Parent path → which of the rules' evidence names stand in it as regular files.
-
-    A symlink or a directory by such a name is no evidence that a package lies beside it (the
-    act-time re-check reads the disk the same way).
-    """
-    files = table.select(["parent", "name"]).filter(pc.equal(kind, arrays.string_scalar("file")))
-    return _siblings(files, set(EVIDENCE_NAMES))
+_FILE_KIND = arrays.string_scalar("file")
 
 
 def _evidence_names(user_rules: Sequence[UserRule]) -> set[str]:
@@ -667,8 +672,7 @@ def _classify(
     pidx, parents = _parent_index(table)
     kind = table.column("kind").cast(pa.string())
     is_dir = arrays.mask(pc.equal(kind, arrays.string_scalar("dir")))
-    siblings = _siblings(table, _evidence_names(user_rules))
-    regular = _regular_siblings(table, kind)
+    siblings, regular = _siblings(table, _evidence_names(user_rules), kind)
     keep_dirs = frozenset(
         p for p, names in siblings.items() if any(m in names for m in KEEP_MARKERS)
     )
