@@ -837,35 +837,38 @@ def _walk_directories(
     rows = np.flatnonzero(is_dir)
     dirs = table.select(["parent", "name", "depth"]).take(arrays.numeric_array(rows))
     depth = arrays.numbers(dirs.column("depth")).astype(np.int64)
-    dir_parents = dirs.column("parent").to_pylist()
-    names = dirs.column("name").to_pylist()
     path_array = entry_paths(dirs)
-    paths = path_array.to_pylist()
     candidate = np.asarray(_dir_rule_candidates(dirs, ctx), dtype=bool)
     above = pidx[rows]  # -1 for the root: the last slot, which holds what nothing passes down
     own_slot = arrays.numbers(pc.index_in(path_array, value_set=parents), null=-1).astype(np.int64)
     trees = frozenset(ctx.git.worktrees)
-    is_root = np.array([p is None for p in dir_parents], dtype=bool)
-    root_in_tree = np.zeros(len(paths), dtype=bool)
-    for i in np.flatnonzero(is_root).tolist():
-        root_in_tree[i] = _under(paths[i], trees)
+    is_root = arrays.mask(pc.is_null(dirs.column("parent")))
     in_trees = arrays.mask(pc.is_in(path_array, value_set=arrays.string_array(sorted(trees))))
     key_paths, key_names = dir_protection_keys(ctx)
     asked = arrays.mask(
         pc.is_in(path_array, value_set=arrays.string_array(sorted(key_paths)))
     ) | arrays.mask(pc.is_in(dirs.column("name"), value_set=arrays.string_array(sorted(key_names))))
-    found: list[Protection | None] = [None] * len(paths)
+    tags = dict(ctx.cache_tags)
+    has_tool = arrays.mask(pc.is_in(path_array, value_set=arrays.string_array(sorted(tags))))
+    # Python text only for the few directories a question in Python is asked about
+    few = np.flatnonzero(asked | candidate | has_tool | is_root)
+    few_rows = arrays.numeric_array(few)
+    at = {i: k for k, i in enumerate(few.tolist())}
+    few_paths = path_array.take(few_rows).to_pylist()
+    few_names = dirs.column("name").take(few_rows).to_pylist()
+    few_parents = dirs.column("parent").take(few_rows).to_pylist()
+    root_in_tree = np.zeros(len(rows), dtype=bool)
+    for i in np.flatnonzero(is_root).tolist():
+        root_in_tree[i] = _under(few_paths[at[i]], trees)
+    found: list[Protection | None] = [None] * len(rows)
     for i in np.flatnonzero(asked).tolist():  # anywhere else protect_dir finds nothing
-        found[i] = protect_dir(paths[i], names[i], ctx)
+        found[i] = protect_dir(few_paths[at[i]], few_names[at[i]], ctx)
     if ctx.above_root is not None:
         for i in np.flatnonzero(is_root).tolist():
             found[i] = ctx.above_root  # the root sits inside something protected
     has_found = np.array([f is not None for f in found], dtype=bool)
     passes = np.array([f is not None and f.rule in PASSES_DOWN for f in found], dtype=bool)
-    tags = dict(ctx.cache_tags)
-    tool_of = {i: tags[p] for i, p in enumerate(paths) if p in tags} if tags else {}
-    has_tool = np.zeros(len(paths), dtype=bool)
-    has_tool[list(tool_of)] = True
+    tool_of = {i: tags[few_paths[at[i]]] for i in np.flatnonzero(has_tool).tolist()}
     marked = sorted(p for p, ns in siblings.items() if not ns.isdisjoint(_MARKER_NAMES))
     has_marker = arrays.mask(pc.is_in(path_array, value_set=arrays.string_array(marked)))
 
@@ -889,7 +892,7 @@ def _walk_directories(
             verdict, absorbs = -1, False
             if candidate[i]:
                 verdict, absorbs, package = _dir_verdict(
-                    names[i], dir_parents[i], ctx, siblings, regular, t
+                    few_names[at[i]], few_parents[at[i]], ctx, siblings, regular, t
                 )
                 s_package[j] = package
             tool = tool_of.get(i)
