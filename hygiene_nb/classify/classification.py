@@ -744,7 +744,7 @@ def _classify(
     risk_of = np.array([RISK_ORDER.index(v.risk.value) for v in t.verdicts], dtype=np.int64)
     content = content_columns(
         risk_of[verdict],
-        np.nan_to_num(_column(table, "size").astype(np.float64)).astype(np.int64),
+        arrays.numbers(table.column("size"), null=0).astype(np.int64, copy=False),
         counted_once(table, among=~excluded),  # excluded entries count nowhere
         is_dir,
         pidx,

@@ -88,7 +88,7 @@ def content_columns(
         risk) and the five byte columns (null for non-directories).
     """
     slots = len(up)
-    bytes_ = np.where(once, size, 0).astype(np.int64)
+    bytes_ = np.where(once, size, 0).astype(np.int64, copy=False)
     totals = np.zeros((slots + 1, len(RISK_ORDER)), dtype=np.int64)  # the last: a sink
     # A directory with children counts its own bytes in its own slot, anything else in its
     # parent's; then each slot is added to its parent's, deepest first.
