@@ -92,6 +92,9 @@ VERDICT_SCHEMA = pa.schema(
         # entries (a log file inside a logs directory counts with the directory, not again)
         ("outermost", pa.bool_()),
         ("protected", pa.bool_()),
+        # whether its own bytes count: not excluded, and for a hard-linked inode its first
+        # counted name in the file (the sums count each inode once, at that name)
+        ("counted", pa.bool_()),
         # what a directory holds, by risk (classify.content); a non-directory: its own risk
         ("content_risk", pa.dictionary(pa.int32(), pa.string())),
         *((name, pa.int64()) for name in CONTENT_COLUMNS),
@@ -742,10 +745,11 @@ def _classify(
     verdict[protected] = prot[protected]
     del prot
     risk_of = np.array([RISK_ORDER.index(v.risk.value) for v in t.verdicts], dtype=np.int64)
+    counted = counted_once(table, among=~excluded)  # excluded entries count nowhere
     content = content_columns(
         risk_of[verdict],
         arrays.numbers(table.column("size"), null=0).astype(np.int64, copy=False),
-        counted_once(table, among=~excluded),  # excluded entries count nowhere
+        counted,
         is_dir,
         pidx,
         down.slot,
@@ -755,7 +759,7 @@ def _classify(
     content.append(_largest_child(table, pidx, down.slot, ~excluded))
     roots = group_root & ~protected & ~excluded
     outermost = _outermost_roots(verdict, roots, is_dir, pidx, down, t)
-    return _verdict_columns(verdict, group_root, outermost, protected, t, content)
+    return _verdict_columns(verdict, group_root, outermost, protected, counted, t, content)
 
 
 def _outermost_roots(
@@ -980,6 +984,7 @@ def _verdict_columns(
     group_root: Mask,
     outermost: Mask,
     protected: Mask,
+    counted: Mask,
     t: _Table,
     content: list[pa.Array],
 ) -> pa.Table:
@@ -995,6 +1000,7 @@ def _verdict_columns(
         arrays.bool_array(group_root & ~protected),
         arrays.bool_array(outermost),
         arrays.bool_array(protected),
+        arrays.bool_array(counted),
         *content,
     ]
     return pa.Table.from_arrays(columns, schema=VERDICT_SCHEMA)

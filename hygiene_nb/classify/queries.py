@@ -60,8 +60,7 @@ _LINKED = "(coalesce(nlink, 1) > 1 AND kind <> 'dir')"
 # An excluded entry is recorded and counted nowhere (in no sum, mix, score or ranking).
 _COUNTED = "NOT coalesce(excluded, false)"
 # The counted names of hard-linked inodes, each with its place among its inode's names (``nth``,
-# 1: the first) and how many of them there are. Only these few rows are windowed: a sum over
-# all rows adds theirs apart, with no join of every row.
+# 1: the first) and how many of them there are: only these few rows are windowed.
 _LINKED_NAMES = f"""
     SELECT {{columns}},
            row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth,
@@ -88,19 +87,12 @@ SUMMARY_QUERIES: dict[str, str] = {
         SELECT tree_bytes, tree_alloc, tree_files, partial FROM entries
         WHERE depth = 0 ORDER BY row_no LIMIT 1
     """,
-    # bytes per risk, a hard-linked inode once: at its first name (every row's, less the
-    # bytes of the later names of linked inodes)
+    # bytes per risk, a hard-linked inode once: at its first counted name (``counted``)
     "risk": f"""
-        SELECT risk, CAST(sum(b) AS BIGINT) AS bytes, CAST(sum(a) AS BIGINT) AS alloc,
-               CAST(sum(n) AS BIGINT) AS entries
-        FROM (
-            SELECT risk, sum(size) AS b, sum(alloc) AS a, count(*) AS n FROM entries
-            WHERE {_COUNTED} GROUP BY risk
-            UNION ALL
-            SELECT risk, -sum(size) AS b, -sum(alloc) AS a, 0 AS n
-            FROM ({_LINKED_NAMES.format(columns="risk, size, alloc", source="entries")}) l
-            WHERE nth > 1 GROUP BY risk) t
-        GROUP BY risk
+        SELECT risk, CAST(sum(CASE WHEN counted THEN size ELSE 0 END) AS BIGINT) AS bytes,
+               CAST(sum(CASE WHEN counted THEN alloc ELSE 0 END) AS BIGINT) AS alloc,
+               count(*) AS entries
+        FROM entries WHERE {_COUNTED} GROUP BY risk
     """,
     # what deleting every entry of the chosen risks frees: an inode only with all its names
     "freed": f"""
@@ -123,13 +115,7 @@ SUMMARY_QUERIES: dict[str, str] = {
     "stale": f"""
         WITH aged AS (
             SELECT risk, size, CAST({{now_ns}} - mtime_ns AS DOUBLE) / {_NS_PER_DAY}.0 AS days
-            FROM (
-                SELECT risk, size, mtime_ns FROM entries
-                WHERE kind <> 'dir' AND NOT {_LINKED} AND {_COUNTED}
-                UNION ALL
-                SELECT risk, size, mtime_ns
-                FROM ({_LINKED_NAMES.format(columns="risk, size, mtime_ns", source="entries")}) l
-                WHERE nth = 1) t)
+            FROM entries WHERE kind <> 'dir' AND counted)
         SELECT bucket, risk, CAST(sum(size) AS BIGINT) AS bytes FROM (
             SELECT risk, size, CASE {{buckets}} ELSE NULL END AS bucket FROM aged) b
         WHERE bucket IS NOT NULL GROUP BY bucket, risk

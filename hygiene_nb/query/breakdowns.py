@@ -70,6 +70,11 @@ _ONCE = f"""
         FROM entries WHERE {_LINKED} AND {_COUNTED}) f ON f.row_no = e.row_no
     WHERE NOT coalesce(e.excluded, false)
 """
+# The same of classified rows: the classification marks each row's ``counted`` (its first
+# counted name, for a hard-linked inode), so no row is joined to the window.
+_ONCE_CLASSIFIED = f"""
+    SELECT e.*, coalesce(e.counted, false) AS once FROM entries e WHERE {_COUNTED}
+"""
 
 
 def id_names(info: ScanInfo, by: OwnerBy) -> Mapping[str, str]:
@@ -184,7 +189,7 @@ def by_owner(
     now_ns = api.scan_time_ns(info) if as_of_scan else None
     with query_engine() as con:
         _open(con, info, store, classified=True, rules=rules, now_ns=now_ns)
-        con.execute(f"CREATE TEMP VIEW once AS {_ONCE}")
+        con.execute(f"CREATE TEMP VIEW once AS {_ONCE_CLASSIFIED}")
         frame = con.execute(
             f"""
             SELECT {ids}, count(*) AS entries,
@@ -234,18 +239,26 @@ def by_owner(
 
 
 def _freed_sql(ids: str, levels: str) -> str:
-    """Bytes deleting the chosen risks would free, per owner (an inode only with all names)."""
+    """Bytes deleting the chosen risks would free, per owner (an inode only with all names).
+
+    An inode's bytes go to the owner of its first chosen name; only the hard-linked rows are
+    windowed, the others summed as they are.
+    """
     return f"""
         WITH chosen AS (
             SELECT row_no, {ids} AS id, kind, size, nlink, dev, inode FROM entries
-            WHERE risk IN ({levels}) AND {_COUNTED}),
-        links AS (
-            SELECT dev, inode, count(*) AS names, min(row_no) AS first FROM chosen
-            WHERE {_LINKED} GROUP BY dev, inode)
-        SELECT c.id, CAST(coalesce(sum(CASE WHEN NOT {_LINKED} THEN c.size
-                                           WHEN l.names >= c.nlink THEN c.size ELSE 0 END), 0)
-                         AS BIGINT)
-        FROM chosen c LEFT JOIN links l ON l.first = c.row_no GROUP BY c.id
+            WHERE risk IN ({levels}) AND {_COUNTED})
+        SELECT id, CAST(coalesce(sum(b), 0) AS BIGINT) FROM (
+            SELECT id, sum(size) AS b FROM chosen WHERE NOT {_LINKED} GROUP BY id
+            UNION ALL
+            SELECT id, sum(CASE WHEN nth = 1 AND names >= nlink THEN size ELSE 0 END) AS b
+            FROM (
+                SELECT id, size, nlink,
+                       row_number() OVER (PARTITION BY dev, inode ORDER BY row_no) AS nth,
+                       count(*) OVER (PARTITION BY dev, inode) AS names
+                FROM chosen WHERE {_LINKED}) l
+            GROUP BY id) t
+        GROUP BY id
     """
 
 
