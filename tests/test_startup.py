@@ -259,3 +259,38 @@ def test_a_report_in_manual_mode_loads_no_pandas_in_the_command(tmp_path: Path) 
     assert code == 0, text
     assert "pandas" not in heavy, heavy
     assert list(out.rglob("*.html"))  # the report was made
+
+
+_WIDGET_OPEN = """
+import sys
+from hygiene_nb import api
+root, store = sys.argv[1], sys.argv[2]
+api.scan_root(root, store=store)
+from hygiene_nb.notebook.ui import Annotator
+panel = Annotator(root, store=store)
+assert panel.fig.data, "the treemap has no trace"
+loaded = "jsonschema" in sys.modules
+left = sys.modules.get("rfc3987_syntax", "absent")
+import rfc3987_syntax  # importable as before the widget opened
+print(loaded, left)
+"""
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("rfc3987_syntax") is None, reason="rfc3987_syntax is not installed"
+)
+def test_the_widget_opens_without_compiling_the_iri_grammar_and_leaves_it_importable(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path / "tree" / "a" / "notes.txt", 100)
+    done = subprocess.run(
+        [sys.executable, "-c", _WIDGET_OPEN, str(tmp_path / "tree"), str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # the figure widget's imports loaded jsonschema, and the grammar's module was neither
+    # imported then nor left recorded as absent
+    assert done.stdout.split() == ["True", "absent"]

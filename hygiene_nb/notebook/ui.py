@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 import weakref
 from collections import Counter
 from collections.abc import Iterable
@@ -278,6 +279,29 @@ def _cell(text: str, width: int, title: str, *, right: bool = False) -> str:
     )
 
 
+def _figure_widget(traces: list[Any]) -> go.Figure:
+    """Plotly's ``FigureWidget`` of ``traces``, its module imported without an IRI grammar.
+
+    That module imports nbformat, and nbformat jsonschema, which registers a checker for the
+    ``iri`` formats when ``rfc3987_syntax`` imports; that import compiles a parsing grammar,
+    about 1.7 s of the first widget opened in a kernel (measured 2026-12-06). Where jsonschema
+    is not loaded yet, ``rfc3987_syntax`` is recorded as absent while the module loads and the
+    record removed afterwards: jsonschema then checks no IRI syntax in this kernel (nothing here
+    validates that format), and ``import rfc3987_syntax`` still works as before.
+    """
+    if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+        try:
+            widget = go.FigureWidget
+        finally:
+            if "rfc3987_syntax" in sys.modules and sys.modules["rfc3987_syntax"] is None:
+                del sys.modules["rfc3987_syntax"]
+    else:
+        widget = go.FigureWidget
+    figure: go.Figure = widget(traces)
+    return figure
+
+
 class Annotator:
     """Browse a classified snapshot and record decisions in the ledger (see the module doc).
 
@@ -433,7 +457,7 @@ class Annotator:
         # into a clicked box, from per-box border widths it reads as NaN (a console error
         # per frame), and the boxes drawn next are the clicked directory's anyway
         trace.pathbar = {"visible": False}
-        self.fig: go.Figure = go.FigureWidget([trace]) if figure_widget else go.Figure([trace])
+        self.fig: go.Figure = _figure_widget([trace]) if figure_widget else go.Figure([trace])
         self.fig.update_layout(margin={"t": 10, "l": 0, "r": 0, "b": 0}, height=420)
         if figure_widget:
             self.fig.data[0].on_click(self.on_tree_click)
