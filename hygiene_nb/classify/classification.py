@@ -395,7 +395,8 @@ def last_extensions(name: pa.ChunkedArray) -> pa.DictionaryArray:
     """Per name, its last extension in lower case (``.gz`` of ``A.tar.GZ``; null: none).
 
     Allocated by the system allocator, which hands the scratch back at once: found on a
-    thread of its own, mimalloc would keep that thread's freed memory for that thread alone.
+    thread of its own, Arrow's default allocator (jemalloc in the command, mimalloc in a
+    notebook) would keep that thread's freed memory for that thread alone.
     """
     pool = pa.system_memory_pool()
     lower = pc.utf8_lower(name, memory_pool=pool)
