@@ -90,6 +90,29 @@ def test_changed_entries_lists_the_largest_changes_first(
     assert list(frame["delta"]) == [-3_000, 700, 300, 0]  # a new name of a counted inode
 
 
+def test_a_look_alike_name_is_another_entry_in_the_diff(tmp_path: Path, store: Path) -> None:
+    """A name that is not UTF-8 shows as ``a\\xff``; a literal ``a\\xff`` is another file."""
+    root = tmp_path / "tree"
+    write(root / "keep.bin", 10)
+    raw = os.fsencode(root) + b"/d/a\xff.bin"
+    os.makedirs(os.path.dirname(raw))
+    with open(raw, "wb") as handle:
+        handle.write(b"x" * 400)
+    scan(root, store)
+    os.unlink(raw)
+    write(root / "d" / "a\\xff.bin", 400)  # the same text, the same size: another name
+    scan(root, store)
+
+    by_dir = views.diff(str(root), store=store).set_index("dir")
+    assert by_dir.loc["d", "gone_entries"] == 1 and by_dir.loc["d", "gone_entry_bytes"] == 400
+    assert by_dir.loc["d", "new_entries"] == 1 and by_dir.loc["d", "new_entry_bytes"] == 400
+    changed = views.changed_entries(str(root), store=store, relative=True)
+    assert sorted(zip(changed["path"], changed["change"], strict=True)) == [
+        ("d/a\\xff.bin", "gone"),
+        ("d/a\\xff.bin", "new"),
+    ]
+
+
 def test_diff_needs_two_scans_and_refuses_scans_of_different_roots(
     tmp_path: Path, store: Path
 ) -> None:

@@ -1,8 +1,8 @@
 """What changed between two scans of one root: by child, pattern group or risk, and by entry.
 
-Both scans' rows are joined in DuckDB (``_ENTRY_DIFF``, SQL that Spark also reads). Every
-entry adds its own bytes and a hard-linked inode counts once, so the deltas add up to the
-change in the root's total.
+Both scans' rows are joined in DuckDB on their exact bytes and folded into parts as they come
+(``_PARTS``, ``_ENTRY_DIFF``: SQL that Spark also reads). Every entry adds its own bytes and a
+hard-linked inode counts once, so the deltas add up to the change in the root's total.
 """
 
 from __future__ import annotations
@@ -84,63 +84,89 @@ def _pair(
     return old_info, new_info
 
 
-# One pass of the full outer join of both scans, kept as table ``pairs`` with only what the
-# caller's key needs: read by the ranks below and by the sums, the join is never computed twice.
-# A hard-linked name (a non-directory with more than one link) also keeps its inode and its path,
-# so that it can be ranked; every other row counts once anyway.
-_PAIRS = """
-    SELECT {key} AS key, kind, in_old, in_new, o_size, n_size, o_row, n_row,
-           o_linked, o_dev, o_inode, n_linked, n_dev, n_inode,
+# The full outer join of both scans, read once: its rows are folded into ``parts`` as they come,
+# so the join is never kept. Rows that share a key, a kind, a side and a change are one part
+# with their count and byte sums; a row that ``{alone}`` holds (a hard-linked name, which must
+# be ranked, and whatever else the caller lists row by row) is a part of its own and keeps its
+# row numbers, its inode and its path. Paths are matched on their exact bytes: the raw columns,
+# set only where a name is not valid UTF-8, tell a look-alike from a literal name.
+_PARTS = """
+    SELECT key, kind, in_old, in_new,
+           CASE WHEN alone THEN NULL
+                WHEN NOT in_old THEN 'new'
+                WHEN NOT in_new THEN 'gone'
+                WHEN n_size > o_size THEN 'grew'
+                WHEN n_size < o_size THEN 'shrank'
+                ELSE 'same' END AS change,
+           CASE WHEN alone THEN o_row END AS o_row,
+           CASE WHEN alone THEN n_row END AS n_row,
+           o_linked, n_linked,
+           CASE WHEN o_linked THEN o_dev END AS o_dev,
+           CASE WHEN o_linked THEN o_inode END AS o_inode,
+           CASE WHEN n_linked THEN n_dev END AS n_dev,
+           CASE WHEN n_linked THEN n_inode END AS n_inode,
            CASE WHEN o_linked OR n_linked THEN parent END AS l_parent,
-           CASE WHEN o_linked OR n_linked THEN name END AS l_name
+           CASE WHEN o_linked OR n_linked THEN name END AS l_name,
+           CAST(count(*) AS BIGINT) AS entries,
+           CAST(sum(CASE WHEN in_old THEN o_size ELSE 0 END) AS BIGINT) AS old_bytes,
+           CAST(sum(CASE WHEN in_new THEN n_size ELSE 0 END) AS BIGINT) AS new_bytes
     FROM (
-        SELECT coalesce(n.parent, o.parent) AS parent,
-               coalesce(n.name, o.name) AS name,
-               coalesce(n.depth, o.depth) AS depth,
-               coalesce(n.kind, o.kind) AS kind,
-               {extra}
-               o.name IS NOT NULL AS in_old,
-               n.name IS NOT NULL AS in_new,
-               o.size AS o_size, n.size AS n_size,
-               o.row_no AS o_row, n.row_no AS n_row,
-               coalesce(o.kind <> 'dir' AND o.nlink > 1, false) AS o_linked,
-               o.dev AS o_dev, o.inode AS o_inode,
-               coalesce(n.kind <> 'dir' AND n.nlink > 1, false) AS n_linked,
-               n.dev AS n_dev, n.inode AS n_inode
-        -- an excluded entry counts nowhere (it was never read), on either side
-        FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false)) o
-        FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)) n
-          ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name) r
+        SELECT {key} AS key, parent, name, kind, in_old, in_new, o_size, n_size, o_row, n_row,
+               o_linked, o_dev, o_inode, n_linked, n_dev, n_inode,
+               o_linked OR n_linked OR {alone} AS alone
+        FROM (
+            SELECT coalesce(n.parent, o.parent) AS parent,
+                   coalesce(n.name, o.name) AS name,
+                   coalesce(n.depth, o.depth) AS depth,
+                   coalesce(n.kind, o.kind) AS kind,
+                   {extra}
+                   o.name IS NOT NULL AS in_old,
+                   n.name IS NOT NULL AS in_new,
+                   o.size AS o_size, n.size AS n_size,
+                   o.row_no AS o_row, n.row_no AS n_row,
+                   coalesce(o.kind <> 'dir' AND o.nlink > 1, false) AS o_linked,
+                   o.dev AS o_dev, o.inode AS o_inode,
+                   coalesce(n.kind <> 'dir' AND n.nlink > 1, false) AS n_linked,
+                   n.dev AS n_dev, n.inode AS n_inode
+            -- an excluded entry counts nowhere (it was never read), on either side
+            FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false)) o
+            FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)) n
+              ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name
+             AND o.parent_raw IS NOT DISTINCT FROM n.parent_raw
+             AND o.name_raw IS NOT DISTINCT FROM n.name_raw) r) a
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
 """
 
 # Each scan's names of one hard-linked inode ranked (a name present in both scans first, then
-# by path), over the linked rows of ``pairs`` only; the first counts the inode's bytes.
+# by path), over the linked parts only; the first counts the inode's bytes. A part of many rows
+# holds no linked name, so its sums and its change stand as they are.
 _ENTRY_DIFF = """
     WITH lo AS (
         SELECT o_row, row_number() OVER (
                    PARTITION BY o_dev, o_inode
                    ORDER BY in_new DESC, l_parent, l_name, o_row) AS o_nth
-        FROM pairs WHERE o_linked),
+        FROM parts WHERE o_linked),
     ln AS (
         SELECT n_row, row_number() OVER (
                    PARTITION BY n_dev, n_inode
                    ORDER BY in_old DESC, l_parent, l_name, n_row) AS n_nth
-        FROM pairs WHERE n_linked),
+        FROM parts WHERE n_linked),
     counted AS (
-        SELECT p.key, p.kind, p.in_old, p.in_new,
-               CAST(CASE WHEN p.in_old AND coalesce(lo.o_nth, 1) = 1 THEN p.o_size ELSE 0 END
+        SELECT p.key, p.kind, p.in_old, p.in_new, p.entries, p.change,
+               CAST(CASE WHEN coalesce(lo.o_nth, 1) = 1 THEN p.old_bytes ELSE 0 END
                     AS BIGINT) AS old_bytes,
-               CAST(CASE WHEN p.in_new AND coalesce(ln.n_nth, 1) = 1 THEN p.n_size ELSE 0 END
+               CAST(CASE WHEN coalesce(ln.n_nth, 1) = 1 THEN p.new_bytes ELSE 0 END
                     AS BIGINT) AS new_bytes
-        FROM pairs p
+        FROM parts p
         LEFT JOIN lo ON lo.o_row = p.o_row
         LEFT JOIN ln ON ln.n_row = p.n_row)
-    SELECT *,
-           CASE WHEN NOT in_old THEN 'new'
-                WHEN NOT in_new THEN 'gone'
-                WHEN new_bytes > old_bytes THEN 'grew'
-                WHEN new_bytes < old_bytes THEN 'shrank'
-                ELSE 'same' END AS change
+    SELECT key, kind, in_old, in_new, entries, old_bytes, new_bytes,
+           coalesce(change,
+                    CASE WHEN NOT in_old THEN 'new'
+                         WHEN NOT in_new THEN 'gone'
+                         WHEN new_bytes > old_bytes THEN 'grew'
+                         WHEN new_bytes < old_bytes THEN 'shrank'
+                         ELSE 'same' END) AS change
     FROM counted
 """
 
@@ -152,16 +178,20 @@ def _entry_diff(
     key: str,
     classified: bool = False,
     rules: str | None = None,
+    alone: str = "false",
 ) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection holding view ``j``: one row per path in either scan, with its change.
+    """A DuckDB connection holding view ``j``: the paths of either scan in parts, with their change.
 
     ``key`` is an SQL expression over the path's row (``parent``, ``name``, ``depth``, ``kind``,
     ``top``, ``uid``, ``gid``, ``age``; ``risk`` and ``grp`` when ``classified``), the only
     value of the row that ``j`` keeps besides ``kind``, ``in_old``, ``in_new``, ``old_bytes``,
-    ``new_bytes`` and ``change``. Every entry adds its own bytes. A hard-linked inode adds them
-    once per scan, at one name, preferring a name present in both scans: a new link to an old
-    file adds nothing. ``top`` is the entry's direct child of the root (``.`` for the root
-    itself); ``uid``, ``gid`` and ``age`` are the newer scan's where the entry is in both.
+    ``new_bytes`` and ``change``. A row of ``j`` is a part: the ``entries`` paths of one key,
+    kind, side and change, their bytes summed; a path for which ``alone`` (an SQL condition over
+    the same row) holds is a part of its own. Every entry adds its own bytes. A hard-linked
+    inode adds them once per scan, at one name, preferring a name present in both scans: a new
+    link to an old file adds nothing. ``top`` is the entry's direct child of the root (``.``
+    for the root itself); ``uid``, ``gid`` and ``age`` are the newer scan's where the entry is
+    in both. Paths are matched on their exact bytes.
     """
     extra = 'coalesce(n.risk, o.risk) AS risk, coalesce(n."group", o."group") AS grp,'
     extra = extra if classified else ""
@@ -179,7 +209,8 @@ def _entry_diff(
     con = query_engine()
     _open_side(con, "old_rows", store, old_info, classified, rules)
     _open_side(con, "new_rows", store, new_info, classified, rules)
-    con.execute("CREATE TEMP TABLE pairs AS " + _PAIRS.format(key=key, extra=extra))
+    parts = _PARTS.format(key=key, extra=extra, alone=alone)
+    con.execute("CREATE TEMP TABLE parts AS " + parts)
     con.execute("CREATE TEMP VIEW j AS " + _ENTRY_DIFF)
     return con
 
@@ -243,16 +274,19 @@ def diff(
                    CAST(sum(old_bytes) AS BIGINT) AS old_bytes,
                    CAST(sum(new_bytes) AS BIGINT) AS new_bytes,
                    CAST(sum(new_bytes) - sum(old_bytes) AS BIGINT) AS delta,
-                   CAST(sum(CASE WHEN change = 'new' THEN 1 ELSE 0 END) AS BIGINT) AS new_entries,
+                   CAST(sum(CASE WHEN change = 'new' THEN entries ELSE 0 END) AS BIGINT)
+                       AS new_entries,
                    CAST(sum(CASE WHEN change = 'new' THEN new_bytes ELSE 0 END) AS BIGINT)
                        AS new_entry_bytes,
-                   CAST(sum(CASE WHEN change = 'gone' THEN 1 ELSE 0 END) AS BIGINT) AS gone_entries,
+                   CAST(sum(CASE WHEN change = 'gone' THEN entries ELSE 0 END) AS BIGINT)
+                       AS gone_entries,
                    CAST(sum(CASE WHEN change = 'gone' THEN old_bytes ELSE 0 END) AS BIGINT)
                        AS gone_entry_bytes,
-                   CAST(sum(CASE WHEN change = 'grew' THEN 1 ELSE 0 END) AS BIGINT) AS grew_entries,
+                   CAST(sum(CASE WHEN change = 'grew' THEN entries ELSE 0 END) AS BIGINT)
+                       AS grew_entries,
                    CAST(sum(CASE WHEN change = 'grew' THEN new_bytes - old_bytes ELSE 0 END)
                         AS BIGINT) AS grew_bytes,
-                   CAST(sum(CASE WHEN change = 'shrank' THEN 1 ELSE 0 END) AS BIGINT)
+                   CAST(sum(CASE WHEN change = 'shrank' THEN entries ELSE 0 END) AS BIGINT)
                        AS shrank_entries,
                    CAST(sum(CASE WHEN change = 'shrank' THEN old_bytes - new_bytes ELSE 0 END)
                         AS BIGINT) AS shrank_bytes
@@ -292,7 +326,7 @@ def changed_entries(
         " OR o_linked OR n_linked)"
     )
     key = f"CASE WHEN {maybe} THEN {PATH_SQL} END"
-    with _entry_diff(store, old_info, new_info, key) as con:
+    with _entry_diff(store, old_info, new_info, key, alone=maybe) as con:
         frame = con.execute(
             """
             SELECT key AS path,
