@@ -27,6 +27,7 @@ from hygiene_nb.api.classification import classify_scan, stored_classification
 from hygiene_nb.api.snapshots import scan_time_ns
 from hygiene_nb.classify import queries
 from hygiene_nb.classify.classification import VERDICT_COLUMNS
+from hygiene_nb.classify.stored import kept_git_parents
 from hygiene_nb.classify.summary import kept_bytes, summarize_table
 from hygiene_nb.query import views
 from hygiene_nb.scan.index import classified_dir, find_scan
@@ -190,6 +191,33 @@ def test_a_file_git_starts_tracking_is_protected_without_a_new_scan(
     assert log["rule"] == "git-tracked" and log["risk"] == "high"
     assert after.risk["high"].entries > before.risk["high"].entries
     assert len(kept_files(store, root)) == 1
+
+
+def test_the_kept_file_records_where_the_git_work_trees_are(tmp_path: Path, store: Path) -> None:
+    """Read back from the footer, they give the same key: the kept verdicts are reused.
+
+    A file kept without them (by an earlier version) is reused too: the snapshot says then.
+    """
+    root = tmp_path / "r"
+    for repo in ("b-repo", "a/nested"):
+        write(root / repo / "notes.log", 300)
+        subprocess.run(["git", "init", "-q", str(root / repo)], check=True)
+    api.scan_root(root, store=store)
+    first = api.summarize(str(root), store=store)
+    st_ = Store(store)
+    info = find_scan(st_, root=str(root))
+    assert kept_git_parents(st_, info) == [str(root / "a" / "nested"), str(root / "b-repo")]
+    [kept] = kept_files(store, root)
+    table = pq.read_table(kept)
+    pq.write_table(table.replace_schema_metadata(None), kept)  # as an earlier version kept it
+    assert kept_git_parents(st_, info) is None
+    before = kept.stat()
+    assert api.summarize(str(root), store=store) == first
+    after = kept.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # reused
+    kept.write_bytes(b"not parquet")  # no footer to read: computed again, with the parents
+    assert api.summarize(str(root), store=store) == first
+    assert kept_git_parents(st_, info) == [str(root / "a" / "nested"), str(root / "b-repo")]
 
 
 def test_a_damaged_kept_file_is_computed_again(tmp_path: Path, store: Path) -> None:

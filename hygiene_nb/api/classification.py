@@ -40,6 +40,7 @@ from hygiene_nb.classify.stored import (
     classification_key,
     keep_classification,
     kept_classification,
+    kept_git_parents,
     read_verdicts,
 )
 from hygiene_nb.config import load_root_config
@@ -73,8 +74,18 @@ def protect_context(table: pa.Table, info: ScanInfo, store: Store) -> ProtectCon
 
     Runs ``git ls-files`` (read-only) in every git work tree the snapshot holds.
     """
+    return _protect_context(_git_parents(table), info, store)
+
+
+def _git_parents(table: pa.Table) -> list[str]:
+    """The parents of the rows named ``.git`` (``parent`` and ``name`` of ``table``), sorted."""
     git_names = table.filter(pc.equal(table.column("name"), string_scalar(".git")))
-    worktrees = [p for p in git_names.column("parent").to_pylist() if p is not None]
+    return sorted(p for p in git_names.column("parent").to_pylist() if p is not None)
+
+
+def _protect_context(git_parents: list[str], info: ScanInfo, store: Store) -> ProtectContext:
+    """``protect_context`` of a snapshot whose ``.git`` entries are in ``git_parents``."""
+    worktrees = list(git_parents)
     enclosing = _enclosing_worktree(info.root)
     if enclosing is not None:
         worktrees.append(enclosing)
@@ -222,10 +233,14 @@ def stored_classification(
     columns = CLASSIFY_COLUMNS if load else list(classify_inputs(user_rules))
     table = None
     if any(classified_dir(st, info).glob("*.parquet")):
-        ctx = protect_context(named_rows(info, [".git"]), info, st)
+        # where the .git entries are: as a kept file's footer records them, or the snapshot says
+        parents = kept_git_parents(st, info)
+        if parents is None:
+            parents = _git_parents(named_rows(info, [".git"]))
     else:  # nothing kept to reuse: the rows are read now, and they say where .git entries are
         table = load_snapshot(st, scan_id=info.scan_id, columns=columns)
-        ctx = protect_context(table, info, st)
+        parents = _git_parents(table)
+    ctx = _protect_context(parents, info, st)
     key = classification_key(ctx, user_rules, now_ns)
     path = kept_classification(st, info, key, snapshot_rows(info)) if table is None else None
     if path is not None:
@@ -236,7 +251,9 @@ def stored_classification(
     verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
     loaded = with_verdicts(table, verdicts) if load else None
     del table  # the snapshot's rows are not held while the verdicts are written
-    path = keep_classification(st, info, key, verdicts, group_rows=ROW_GROUP_ROWS)
+    path = keep_classification(
+        st, info, key, verdicts, group_rows=ROW_GROUP_ROWS, git_parents=parents
+    )
     if path is not None and not load:
         # the queries read the kept file: the verdicts in memory would only add to their peak
         return StoredClassification(st, info, key, path)

@@ -43,6 +43,7 @@ __all__ = [
     "depends_on_time",
     "keep_classification",
     "kept_classification",
+    "kept_git_parents",
     "read_verdicts",
 ]
 
@@ -59,6 +60,10 @@ _CODE = (
     "summary.py",
 )
 _KEY_VERSION = 1
+# The directories that hold a ``.git`` entry, as the snapshot lists them: a fact of the snapshot
+# (fixed once written), kept in the footer of each file of verdicts, so that finding the key
+# of a snapshot classified before reads one footer, not the snapshot's names.
+_GIT_PARENTS = b"hygiene_nb.git_parents"
 
 
 @functools.cache
@@ -131,14 +136,38 @@ def kept_classification(store: Store, info: ScanInfo, key: str, rows: int) -> Pa
     return path
 
 
+def kept_git_parents(store: Store, info: ScanInfo) -> list[str] | None:
+    """The parents of the snapshot's ``.git`` entries, as a kept file of verdicts records them.
+
+    None when no file is kept, or none records them (kept by an earlier version): the snapshot
+    says then (``scan.snapshot.named_rows``).
+    """
+    for path in sorted(classified_dir(store, info).glob("*.parquet")):
+        try:
+            raw = (pq.read_metadata(path).metadata or {}).get(_GIT_PARENTS)
+            found = None if raw is None else json.loads(raw)
+        except (OSError, pa.ArrowException, ValueError):
+            continue
+        if isinstance(found, list) and all(isinstance(p, str) for p in found):
+            return found
+    return None
+
+
 def keep_classification(
-    store: Store, info: ScanInfo, key: str, verdicts: pa.Table, *, group_rows: int
+    store: Store,
+    info: ScanInfo,
+    key: str,
+    verdicts: pa.Table,
+    *,
+    group_rows: int,
+    git_parents: Sequence[str],
 ) -> Path | None:
     """Keep ``verdicts`` (``classify_verdicts`` of a whole snapshot, in file order) under ``key``.
 
-    Written atomically, in the snapshot's row groups; the files of earlier keys are removed.
-    Returns the file, or None when the store cannot be written (the verdicts are then only
-    in memory: nothing fails because of it).
+    Written atomically, in the snapshot's row groups, with ``git_parents`` (the parents of the
+    snapshot's ``.git`` entries: ``kept_git_parents``) in its footer; the files of earlier keys
+    are removed. Returns the file, or None when the store cannot be written (the verdicts are
+    then only in memory: nothing fails because of it).
     """
     path = classified_dir(store, info) / f"{key}.parquet"
     sink = io.BytesIO()
@@ -147,8 +176,9 @@ def keep_classification(
     # snapshot, so no filter on a word could skip a row group of it.
     words = [f.name for f in verdicts.schema if pa.types.is_dictionary(f.type)]
     numbers = [f.name for f in verdicts.schema if f.name not in words]
+    facts = {_GIT_PARENTS: json.dumps(list(git_parents), ensure_ascii=False).encode()}
     pq.write_table(
-        verdicts,
+        verdicts.replace_schema_metadata(facts),
         sink,
         compression="zstd",
         row_group_size=max(1, group_rows),
