@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hygiene_nb import api
 from hygiene_nb.cli import main
@@ -316,3 +319,83 @@ def test_nothing_inside_a_virtualenv_or_a_package_directory_is_tidied(
     api.scan_root(root, store=store)
     found = suggest.organization_suggestions(str(root), store=store)
     assert list(found["path"]) == [str(root / "run.log")]
+
+
+def _reference_tidy(root: Path, store: Path) -> list[tuple[str, str]]:
+    """The tidy suggestions by their definition, a file at a time from the snapshot's rows."""
+    info = views.resolve_scan(str(root), store=store)
+    table = views.classified_as_of_scan(info, store=store)
+    rows = table.to_pylist()
+    markers = {r["parent"] for r in rows if r["name"] in suggest.PROJECT_MARKERS}
+    decisions = views.human_decisions(store, info.root)
+    out = []
+    for r in rows:
+        if r["kind"] != "file" or r["protected"] or (r["group"] and not r["group_root"]):
+            continue
+        path = f"{r['parent']}/{r['name']}"
+        covering = [p for p in decisions if path == p or path.startswith(p.rstrip("/") + "/")]
+        if covering and decisions[max(covering, key=len)] == "delete":
+            continue
+        stem, ext = os.path.splitext(r["name"].lower())
+        if ext == ".log":
+            category = "logs"
+        elif ext in suggest._EXPORT_EXTS and stem.startswith(suggest.ORGANIZE["exports"][2]):
+            category = "exports"
+        elif stem.startswith(suggest.ORGANIZE["scratch"][2]):
+            category = "scratch"
+        else:
+            continue
+        _, target, _, homes = suggest.ORGANIZE[category]
+        if os.path.basename(r["parent"]) in homes:
+            continue
+        workspace = r["parent"]
+        while workspace not in markers and workspace != info.root:
+            workspace = os.path.dirname(workspace)
+        seconds = r["mtime_ns"] // 10**9  # whole seconds: the last second of a month is in it
+        month = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m")
+        suggested = os.path.join(workspace, target.format(month=month), r["name"])
+        if suggested != path:
+            out.append((path, suggested))
+    return sorted(out)
+
+
+_TIDY_NAMES = ("run.log", "A.LOG", ".log", "x..log", "export_1.csv", "output.TXT", "dump",
+               "results_x.json", "scratch.py", "Untitled.ipynb", "draft", "notes.md")  # fmt: skip
+_TIDY_DIRS = ("", "logs", "exports", "scratch", "proj", "proj/logs", "proj/src", "a/b/c")
+# a month's last second, its last nanosecond, and the first instant of the next
+_MONTH_END_NS = (1_735_689_599 * 10**9, 1_735_689_600 * 10**9 - 1, 1_735_689_600 * 10**9)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    files=st.lists(
+        st.tuples(st.sampled_from(_TIDY_DIRS), st.sampled_from(_TIDY_NAMES),
+                  st.sampled_from(_MONTH_END_NS)),
+        min_size=1, max_size=12, unique_by=lambda f: (f[0], f[1]),
+    ),
+    deleted=st.sets(st.sampled_from(_TIDY_DIRS[1:]), max_size=2),
+)  # fmt: skip
+def test_tidy_suggestions_agree_with_their_definition(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[str, str, int]],
+    deleted: set[str],
+) -> None:
+    base = tmp_path_factory.mktemp("tidy")
+    root, store = base / "ws", base / "store"
+    write(root / "proj" / "pyproject.toml", 10)
+    for directory, name, mtime_ns in files:
+        path = root / directory / name
+        write(path, 10)
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+    api.scan_root(root, store=store)
+    for directory in deleted:
+        if (root / directory).exists():
+            api.annotate([str(root / directory)], store=store, decision="delete")
+    found = suggest.organization_suggestions(str(root), store=store)
+    assert sorted(zip(found["path"], found["suggested"], strict=True)) == _reference_tidy(
+        root, store
+    )

@@ -20,7 +20,6 @@ import os
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -434,20 +433,20 @@ def _tidy(
 ) -> pd.DataFrame:
     """Suggestions for the candidate files ``maybe``, given the directories with a marker.
 
-    ``maybe`` has ``path``, ``parent``, ``name`` and ``latest_mtime_ns``.
+    ``maybe`` has ``path``, ``parent``, ``name`` and ``latest_mtime_ns``. A file goes by the
+    month it was last written, in UTC, counted in whole seconds (a file written in the last
+    second of a month belongs to that month).
     """
     paths = maybe["path"].tolist()
-    over = views.decisions_above(decisions, set(maybe["parent"].tolist()), exact=set(paths))
+    parents = maybe["parent"].tolist()
+    over = views.decisions_above(decisions, set(parents), exact=set(paths))
     decided = views.decided_rows(pa.array(paths, pa.string()), over)
-    rows = []
-    workspaces: dict[str, str] = {}  # many candidates share a directory
-    for path, parent, name, mtime, decision in zip(
-        paths,
-        maybe["parent"].tolist(),
-        maybe["name"].tolist(),
-        maybe["latest_mtime_ns"].tolist(),
-        decided.tolist(),
-        strict=True,
+    seconds = maybe["latest_mtime_ns"].to_numpy(dtype=np.int64) // 10**9
+    months = seconds.astype("datetime64[s]").astype("datetime64[M]").astype(str)
+    workspaces = _Workspaces(markers, root)
+    found: dict[str, list[str]] = {"path": [], "suggested": [], "category": [], "reason": []}
+    for path, parent, name, month, decision in zip(
+        paths, parents, maybe["name"].tolist(), months.tolist(), decided.tolist(), strict=True
     ):
         if decision == "delete":
             continue
@@ -455,34 +454,47 @@ def _tidy(
         if category is None:
             continue
         what, target, _, homes = ORGANIZE[category]
-        if posixpath.basename(parent) in homes:
+        if parent[parent.rfind("/") + 1 :] in homes:
             continue  # already where it belongs
-        workspace = workspaces.get(parent)
-        if workspace is None:
-            workspace = workspaces[parent] = _workspace(parent, markers, root)
-        month = datetime.fromtimestamp(int(mtime) / 1e9, UTC).strftime("%Y-%m")
-        rel = posixpath.join(target.format(month=month), name)  # a name holds no "/"
-        suggested = posixpath.join(workspace, rel)
+        rel = f"{target.format(month=month)}/{name}"  # a name holds no "/"
+        suggested = posixpath.join(workspaces.of(parent), rel)
         if suggested == path:
             continue
-        rows.append(
-            {
-                "path": path,
-                "suggested": suggested,
-                "category": category,
-                "reason": f"{what} outside a {homes[0]}/ directory of its workspace: "
-                f"{rel}" + (" (by the month it was last written)" if "{month}" in target else ""),
-            }
+        found["path"].append(path)
+        found["suggested"].append(suggested)
+        found["category"].append(category)
+        found["reason"].append(
+            f"{what} outside a {homes[0]}/ directory of its workspace: {rel}"
+            + (" (by the month it was last written)" if "{month}" in target else "")
         )
-    return pd.DataFrame(rows, columns=["path", "suggested", "category", "reason"])
+    return pd.DataFrame(found, columns=["path", "suggested", "category", "reason"])
 
 
-def _workspace(directory: str, markers: set[str], root: str) -> str:
-    """The nearest directory at or above ``directory`` (within ``root``) holding a marker."""
-    current = directory
-    while True:
-        if current in markers:
-            return current
-        if current == root or current in ("/", ""):
-            return root
-        current = os.path.dirname(current)
+class _Workspaces:
+    """The workspace of a directory: the nearest at or above it (within ``root``) with a marker.
+
+    Each directory on the way up is looked at once, however many candidates sit below it.
+    """
+
+    def __init__(self, markers: set[str], root: str) -> None:
+        self.markers, self.root = markers, root
+        self.known: dict[str, str] = {}
+
+    def of(self, directory: str) -> str:
+        """The workspace of ``directory``."""
+        passed = []
+        current = directory
+        while True:
+            found = self.known.get(current)
+            if found is not None:
+                break
+            if current in self.markers:
+                found = current
+                break
+            if current == self.root or current in ("/", ""):
+                found = self.root
+                break
+            passed.append(current)
+            current = os.path.dirname(current)
+        self.known.update(dict.fromkeys(passed, found))
+        return found
