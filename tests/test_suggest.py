@@ -17,6 +17,7 @@ from hygiene_nb import api
 from hygiene_nb.cli import main
 from hygiene_nb.config import load_root_config
 from hygiene_nb.errors import ConfigInvalid, UsageError
+from hygiene_nb.plan.references import PROJECT_MARKERS
 from hygiene_nb.query import suggest, views
 from hygiene_nb.store import Store
 from tests.helpers import write
@@ -326,7 +327,7 @@ def _reference_tidy(root: Path, store: Path) -> list[tuple[str, str]]:
     info = views.resolve_scan(str(root), store=store)
     table = views.classified_as_of_scan(info, store=store)
     rows = table.to_pylist()
-    markers = {r["parent"] for r in rows if r["name"] in suggest.PROJECT_MARKERS}
+    markers = {r["parent"] for r in rows if r["name"] in PROJECT_MARKERS}
     decisions = views.human_decisions(store, info.root)
     out = []
     for r in rows:
