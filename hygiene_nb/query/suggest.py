@@ -467,7 +467,9 @@ def _tidy(
             f"{what} outside a {homes[0]}/ directory of its workspace: {rel}"
             + (" (by the month it was last written)" if "{month}" in target else "")
         )
-    return pd.DataFrame(found, columns=["path", "suggested", "category", "reason"])
+    columns = ["path", "suggested", "category", "reason"]
+    # text columns as pandas infers them from text; none at all: an empty frame of those names
+    return pd.DataFrame(found, columns=columns) if found["path"] else pd.DataFrame(columns=columns)
 
 
 class _Workspaces:
