@@ -26,6 +26,7 @@ import sys
 import weakref
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ipywidgets as W
@@ -58,6 +59,7 @@ from hygiene_nb.query.suggest import organize
 from hygiene_nb.scan.arrays import one_chunk
 from hygiene_nb.scan.digests import SnapshotDigests
 from hygiene_nb.scan.snapshot import entry_paths
+from hygiene_nb.store import Store
 
 __all__ = ["AGE_FILTERS", "SIZE_FILTERS", "SORTS", "Annotator"]
 
@@ -302,6 +304,12 @@ def _figure_widget(traces: list[Any]) -> go.Figure:
     return figure
 
 
+def _annotations_under(store: Store, root: str) -> list[Annotation]:
+    """The annotations at or under ``root``, read through a connection of this thread's own."""
+    with Ledger.open(store) as ledger:
+        return ledger.annotations(under=root)
+
+
 class Annotator:
     """Browse a classified snapshot and record decisions in the ledger (see the module doc).
 
@@ -326,6 +334,17 @@ class Annotator:
         self.store = api.open_store(store)
         self.info = views.resolve_scan(root, store=self.store, scan_id=scan_id)
         self.root = self.info.root
+        # kept open for the widget's life: every write goes through it, so its data_version
+        # changes only when someone else writes (then the tally reads the ledger again)
+        self._ledger = Ledger.open(self.store)
+        weakref.finalize(self, self._ledger.close)  # closed with the widget, never left open
+        # the annotations are read on a thread of their own (its own connection: making 100k
+        # of them is Python's work, loading the snapshot mostly Arrow's and DuckDB's), as of
+        # this version: a write after it shows in the version, and the tally reads again
+        self._ledger_version = self._ledger.data_version()
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hygiene-nb-ledger")
+        annotations = reader.submit(_annotations_under, self.store, self.root)
+        reader.shutdown(wait=False)
         # paths computed once; one chunk, so the plan summary's index shares its buffers
         self.table = _one_chunk_with_paths(
             api.classify_snapshot(store=self.store, scan_id=self.info.scan_id, encoded=True)
@@ -366,18 +385,13 @@ class Annotator:
         # sorted while the ledger is read and tallied, so that no click waits for it
         self._index = SnapshotIndex(self.table)
         self._index.sort_soon()
-        # kept open for the widget's life: every write goes through it, so its data_version
-        # changes only when someone else writes (then the tally reads the ledger again)
-        self._ledger = Ledger.open(self.store)
-        weakref.finalize(self, self._ledger.close)  # closed with the widget, never left open
-        self._ledger_version = -1
         # the directory digests, read once (computed once per snapshot, the first time)
         self._digests = SnapshotDigests(self.store, self.info)
         self._nodes: tuple[str, pd.DataFrame] | None = None  # cwd, its treemap nodes
         self._decided_nodes: tuple[tuple[str, int], pd.DataFrame] | None = None
         self._drawn: str | None = None  # the directory whose boxes the treemap shows
         self._version = 0  # counts decision changes
-        self._load_ledger()
+        self._load_ledger(annotations.result())
         self.rows: list[_Row] = []  # the rows listed now: the first ones of ``_pool``
         self._pool: list[_Row] = []
         self._crumbs: list[W.Button] = []  # the breadcrumb's buttons, made once
@@ -471,8 +485,7 @@ class Annotator:
         self._ledger_version = self._ledger.data_version()  # first: a write after it shows
         return self._ledger.annotations(under=self.root)
 
-    def _load_ledger(self) -> None:
-        found = self._read_ledger()
+    def _load_ledger(self, found: list[Annotation]) -> None:
         # the plan summary, kept as decisions change
         self._tally = PlanTally(self.table, found, root=self.root, index=self._index)
         self.decisions = {a.path: str(a.decision) for a in found if a.decision in DECISIONS}
