@@ -333,7 +333,7 @@ def changed_entries(
                    change, old_bytes, new_bytes,
                    CAST(new_bytes - old_bytes AS BIGINT) AS delta
             FROM j WHERE change <> 'same' AND kind <> 'dir'
-            ORDER BY abs(new_bytes - old_bytes) DESC, path LIMIT ?
+            ORDER BY abs(new_bytes - old_bytes) DESC, path, change LIMIT ?
             """,
             [limit],
         ).df()
