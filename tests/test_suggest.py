@@ -388,15 +388,23 @@ def test_tidy_suggestions_agree_with_their_definition(
     base = tmp_path_factory.mktemp("tidy")
     root, store = base / "ws", base / "store"
     write(root / "proj" / "pyproject.toml", 10)
+    write(root / "skipped" / "x.bin", 10)  # excluded: a directory with no newest time
     for directory, name, mtime_ns in files:
         path = root / directory / name
         write(path, 10)
         os.utime(path, ns=(mtime_ns, mtime_ns))
-    api.scan_root(root, store=store)
+    api.scan_root(root, store=store, excludes=["skipped"])
     for directory in deleted:
         if (root / directory).exists():
             api.annotate([str(root / directory)], store=store, decision="delete")
+    expected = _reference_tidy(root, store)
     found = suggest.organization_suggestions(str(root), store=store)
-    assert sorted(zip(found["path"], found["suggested"], strict=True)) == _reference_tidy(
-        root, store
-    )
+    assert sorted(zip(found["path"], found["suggested"], strict=True)) == expected
+    # the widget's way, from the whole table and its browse frame (whose times are float here)
+    info = views.resolve_scan(str(root), store=store)
+    table = views.classified_as_of_scan(info, store=store)
+    frame = views.browse_frame(table)
+    assert frame["latest_mtime_ns"].dtype.kind == "f"
+    decisions = views.human_decisions(store, info.root)
+    found = suggest.organize(table, frame, decisions, info.root)
+    assert sorted(zip(found["path"], found["suggested"], strict=True)) == expected

@@ -419,12 +419,17 @@ def organize(
     scope = (under or root).rstrip("/") + "/"
     lower = frame["name"].str.lower()
     prefixes = ORGANIZE["exports"][2] + ORGANIZE["scratch"][2]
-    maybe = frame[  # a cheap superset of what _category accepts, so the loop below stays short
+    # a cheap superset of what _category accepts, so the loop in _tidy stays short
+    chosen = (
         (frame["kind"] == "file").to_numpy()
         & ~protected
         & (lower.str.endswith(".log") | lower.str.startswith(prefixes)).to_numpy()
         & frame["path"].str.startswith(scope).to_numpy()
-    ]
+    )
+    # each file's own mtime from the table, exact: the frame's column is float (steps of
+    # 256 ns) wherever some directory has no newest time (an excluded one)
+    mtimes = table.column("mtime_ns").take(pa.array(np.flatnonzero(chosen), pa.int64()))
+    maybe = frame[chosen].assign(latest_mtime_ns=mtimes.to_numpy(zero_copy_only=False))
     return _tidy(maybe, markers, decisions, root)
 
 
