@@ -220,6 +220,28 @@ def test_the_kept_file_records_where_the_git_work_trees_are(tmp_path: Path, stor
     assert kept_git_parents(st_, info) == [str(root / "a" / "nested"), str(root / "b-repo")]
 
 
+def test_new_verdicts_take_the_work_trees_from_the_snapshot_not_a_footer(
+    tmp_path: Path, store: Path
+) -> None:
+    """A footer that names no work tree (written otherwise) never unprotects a tracked file."""
+    root = tmp_path / "r"
+    write(root / "repo" / "notes.log", 300)
+    subprocess.run(["git", "init", "-q", str(root / "repo")], check=True)
+    subprocess.run(["git", "-C", str(root / "repo"), "add", "notes.log"], check=True)
+    api.scan_root(root, store=store)
+    api.summarize(str(root), store=store)
+    [kept] = kept_files(store, root)
+    table = pq.read_table(kept)
+    metadata = {b"hygiene_nb.git_parents": b"[]"}
+    pq.write_table(table.replace_schema_metadata(metadata), kept)
+    api.summarize(str(root), store=store)
+    rows = api.classify_snapshot(str(root), store=store).to_pylist()
+    log = next(row for row in rows if row["name"] == "notes.log")
+    assert log["rule"] == "git-tracked" and log["risk"] == "high"
+    st_ = Store(store)
+    assert kept_git_parents(st_, find_scan(st_, root=str(root))) == [str(root / "repo")]
+
+
 def test_a_damaged_kept_file_is_computed_again(tmp_path: Path, store: Path) -> None:
     root = project(tmp_path / "r")
     api.scan_root(root, store=store)

@@ -248,6 +248,10 @@ def stored_classification(
         return found if not load else StoredClassification(st, info, key, path, None, found.table)
     if table is None:
         table = load_snapshot(st, scan_id=info.scan_id, columns=columns)
+        listed = _git_parents(table)
+        if listed != parents:  # a footer that says otherwise: the snapshot itself decides
+            parents, ctx = listed, _protect_context(listed, info, st)
+            key = classification_key(ctx, user_rules, now_ns)
     verdicts = classify_verdicts(table, ctx, user_rules=user_rules, now_ns=now_ns)
     loaded = with_verdicts(table, verdicts) if load else None
     del table  # the snapshot's rows are not held while the verdicts are written
