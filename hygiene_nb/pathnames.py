@@ -20,7 +20,14 @@ from typing import Any
 
 from hygiene_nb.errors import PathNotNormal
 
-__all__ = ["has_dot_components", "path_b64", "raw_path", "require_no_dot_components", "shown"]
+__all__ = [
+    "has_dot_components",
+    "path_b64",
+    "raw_path",
+    "require_no_dot_components",
+    "shown",
+    "within",
+]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -87,3 +94,9 @@ def path_b64(text: str, raw: bytes | None) -> str | None:
     if not raw or raw == text.encode("utf-8", "surrogatepass"):
         return None
     return base64.b64encode(raw).decode("ascii")
+
+
+def within(path: str | os.PathLike[str], root: str) -> bool:
+    """Whether ``path`` (existing or not) lies in ``root`` once links on the way are resolved."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip("/") + "/")

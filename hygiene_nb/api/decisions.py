@@ -13,11 +13,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from hygiene_nb.api.plans import within
 from hygiene_nb.api.snapshots import StoreArg, existing_store
 from hygiene_nb.errors import UsageError
 from hygiene_nb.ledger import Annotation, Ledger
-from hygiene_nb.pathnames import path_b64, require_no_dot_components
+from hygiene_nb.pathnames import path_b64, require_no_dot_components, within
 from hygiene_nb.scan.digests import entry_digests
 from hygiene_nb.scan.index import ScanInfo, find_scan, list_scans
 from hygiene_nb.store import Store

@@ -26,6 +26,7 @@ from hygiene_nb.bulk import without_collection
 from hygiene_nb.config import RootConfig, load_root_config
 from hygiene_nb.errors import RootChanged, SnapshotOutdated, UsageError
 from hygiene_nb.ledger import Annotation, IssuedPlan, Ledger
+from hygiene_nb.pathnames import within
 from hygiene_nb.plan.document import (
     Exclusion,
     Selection,
@@ -141,12 +142,6 @@ def _check_references(sel: Selection, st: Store, config: RootConfig) -> list[dic
             kept.append(cand)
     sel.candidates = kept
     return [asdict(c) for c in checks]
-
-
-def within(path: str | os.PathLike[str], root: str) -> bool:
-    """Whether ``path`` (existing or not) lies in ``root`` once links on the way are resolved."""
-    real, top = os.path.realpath(path), os.path.realpath(root)
-    return real == top or real.startswith(top.rstrip("/") + "/")
 
 
 def _plan_out(out: str | os.PathLike[str], root: str) -> Path:
