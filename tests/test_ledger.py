@@ -282,3 +282,22 @@ def test_columns_read_some_fields_of_the_annotations_under_a_path(ledger: Ledger
     for bad in (("path; DROP TABLE annotations",), ()):
         with pytest.raises(ValueError, match="not columns"):
             ledger.columns(bad, under="/tmp/r")
+
+
+def test_a_ledger_damaged_past_its_first_rows_is_a_clear_store_error(store: Path) -> None:
+    """``annotations`` reads its rows a batch at a time: damage met after the first batch
+    is the same clear error as damage met at once."""
+    from hygiene_nb.errors import StoreError
+
+    with Ledger.open(Store(store)) as ledger:
+        ledger.annotate([f"/r/{n:06d}" for n in range(20_000)], decision="delete")
+        assert len(ledger.annotations(under="/r")) == 20_000
+    path = Store(store).ledger
+    data = bytearray(path.read_bytes())
+    page = 4096
+    # the table's last pages (the rows read last), keeping the file's header and first pages
+    start = len(data) // 2 // page * page
+    data[start : start + 8 * page] = b"\xa5" * (8 * page)
+    path.write_bytes(bytes(data))
+    with Ledger.open(Store(store)) as ledger, pytest.raises(StoreError, match="damaged"):
+        ledger.annotations(under="/r")

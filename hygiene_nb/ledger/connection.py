@@ -163,6 +163,19 @@ class LedgerConnection:
         except sqlite3.Error as exc:
             raise self._damaged(exc) from exc
 
+    def _rows(self, query: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        """``_read``'s rows, fetched a batch at a time.
+
+        A caller that turns each row into a record never holds all the rows and all the
+        records at once.
+        """
+        try:
+            cursor = self._db.execute(query, args)
+            while batch := cursor.fetchmany(4096):
+                yield from batch
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from exc
+
     def _migrate(self) -> None:
         with self._write() as db:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
