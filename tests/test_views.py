@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 import pyarrow.compute as pc
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from hygiene_nb import api
 from hygiene_nb.classify.summary import cleanliness, risk_mix
 from hygiene_nb.errors import SnapshotNotFound, UsageError
-from hygiene_nb.query import views
+from hygiene_nb.query import changes, views
 from tests.helpers import write
 
 
@@ -111,6 +112,54 @@ def test_a_look_alike_name_is_another_entry_in_the_diff(tmp_path: Path, store: P
         ("d/a\\xff.bin", "gone"),  # the same text and change in bytes: listed by change
         ("d/a\\xff.bin", "new"),
     ]
+
+
+@pytest.mark.parametrize("passes", [2, 5])
+def test_a_diff_joined_in_passes_is_the_diff_joined_at_once(
+    changed: tuple[Path, str, str], store: Path, passes: int
+) -> None:
+    """Every key, and the changed entries, the same whether the scans are joined in one pass or
+    in several: a hard link made between the scans and a look-alike name among them."""
+    root, _, _ = changed
+    raw = os.fsencode(root) + b"/a/x\xff.bin"
+    with open(raw, "wb") as handle:
+        handle.write(b"x" * 400)
+    write(root / "a" / "x\\xff.bin", 400)  # the same text, another name
+    scan(root, store)
+
+    def every_view() -> list[pd.DataFrame]:
+        frames = [views.diff(str(root), store=store, by=by) for by in changes.DIFF_BY]
+        return [*frames, views.changed_entries(str(root), store=store, limit=100)]
+
+    at_once = every_view()
+    with mock.patch("hygiene_nb.query.changes.join_passes", return_value=passes) as split:
+        in_passes = every_view()
+    assert split.call_count == len(at_once)
+    for one, other in zip(at_once, in_passes, strict=True):
+        pd.testing.assert_frame_equal(one, other)
+    assert at_once[0]["new_entries"].sum() == 2  # the look-alike pair, both new
+
+
+def test_the_join_takes_as_many_passes_as_the_query_memory_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hygiene_nb.scan.snapshot import query_engine
+
+    assert changes.memory_bytes("488.2 MiB") == int(488.2 * 2**20)
+    assert changes.memory_bytes("1.8 GiB") == int(1.8 * 2**30)
+    assert changes.memory_bytes("512 bytes") is None  # not a unit DuckDB shows
+    assert changes.memory_bytes("unlimited") is None
+    per_row = changes.JOIN_BYTES_PER_ROW
+    for limit, rows, passes in [
+        ("512MB", 1_000_000, 1),  # the default holds a 1M-entry pair at once
+        ("512MB", 5_000_000, -(-5_000_000 * per_row // int(488.2 * 2**20))),
+        ("2GB", 5_000_000, 2),
+        ("1MB", 10_000_000, changes.MAX_JOIN_PASSES),  # past the cap, DuckDB spills instead
+    ]:
+        monkeypatch.setenv("HYGIENE_NB_QUERY_MEMORY", limit)
+        with query_engine() as con:
+            assert changes.join_passes(con, rows) == passes, limit
+    assert changes.join_passes(query_engine(), 0) == 1
 
 
 def test_diff_needs_two_scans_and_refuses_scans_of_different_roots(

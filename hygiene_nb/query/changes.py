@@ -89,7 +89,8 @@ def _pair(
 # with their count and byte sums; a row that ``{alone}`` holds (a hard-linked name, which must
 # be ranked, and whatever else the caller lists row by row) is a part of its own and keeps its
 # row numbers, its inode and its path. Paths are matched on their exact bytes: the raw columns,
-# set only where a name is not valid UTF-8, tell a look-alike from a literal name.
+# set only where a name is not valid UTF-8, tell a look-alike from a literal name. ``{share}``
+# takes the rows of one pass (``join_passes``), ``true`` for all of them.
 _PARTS = """
     SELECT key, kind, in_old, in_new,
            CASE WHEN alone THEN NULL
@@ -129,8 +130,9 @@ _PARTS = """
                    coalesce(n.kind <> 'dir' AND n.nlink > 1, false) AS n_linked,
                    n.dev AS n_dev, n.inode AS n_inode
             -- an excluded entry counts nowhere (it was never read), on either side
-            FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false)) o
-            FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)) n
+            FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false) AND {share}) o
+            FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)
+                             AND {share}) n
               ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name
              AND o.parent_raw IS NOT DISTINCT FROM n.parent_raw
              AND o.name_raw IS NOT DISTINCT FROM n.name_raw) r) a
@@ -171,6 +173,41 @@ _ENTRY_DIFF = """
 """
 
 
+# The join holds one scan's rows in a hash table: 300-310 MB for the 1M-entry bench tree
+# (2026-12-07), so about 300 bytes a row, and the query reads and folds besides (half as much
+# again). Past the query memory it would spill to disk (5M entries: 9.7 s). Instead, a larger
+# pair of scans is joined in passes, each over the paths whose parent hashes to it, so that a
+# path's rows in both scans meet in the same pass, and one pass's rows fit in the query memory
+# at this many bytes a row. Each pass reads both files again: past ``MAX_JOIN_PASSES`` (a
+# query memory of a few MB) the join spills instead.
+JOIN_BYTES_PER_ROW = 450
+MAX_JOIN_PASSES = 64
+
+
+def join_passes(con: duckdb.DuckDBPyConnection, rows: int) -> int:
+    """In how many passes to join scans of up to ``rows`` rows within ``con``'s memory limit."""
+    setting = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    limit = memory_bytes(str(setting[0])) if setting else None
+    if not limit:
+        return 1
+    return min(MAX_JOIN_PASSES, max(1, -(-rows * JOIN_BYTES_PER_ROW // limit)))
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def memory_bytes(text: str) -> int | None:
+    """DuckDB's display of a memory size (``488.2 MiB``, ``2.0 GiB``) in bytes; None if not one."""
+    number, _, unit = text.strip().partition(" ")
+    try:
+        value = float(number)
+    except ValueError:
+        return None
+    scale = _UNITS.get(unit.strip().lower())
+    return None if scale is None or value <= 0 else int(value * scale)
+
+
 def _entry_diff(
     store: api.StoreArg,
     old_info: ScanInfo,
@@ -209,8 +246,11 @@ def _entry_diff(
     con = query_engine()
     _open_side(con, "old_rows", store, old_info, classified, rules)
     _open_side(con, "new_rows", store, new_info, classified, rules)
-    parts = _PARTS.format(key=key, extra=extra, alone=alone)
-    con.execute("CREATE TEMP TABLE parts AS " + parts)
+    passes = join_passes(con, max(old_info.entries, new_info.entries))
+    for n in range(passes):
+        share = "true" if passes == 1 else f"hash(parent) % {passes} = {n}"
+        parts = _PARTS.format(key=key, extra=extra, alone=alone, share=share)
+        con.execute(("CREATE TEMP TABLE parts AS " if n == 0 else "INSERT INTO parts ") + parts)
     con.execute("CREATE TEMP VIEW j AS " + _ENTRY_DIFF)
     return con
 
