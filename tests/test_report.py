@@ -317,3 +317,30 @@ def test_a_report_on_an_older_snapshot_shows_history_as_it_stood_and_stays_the_s
     api.scan_root(demo.root, store=demo.store)  # a newer scan changes nothing in this report
     code, doc = run([*args, "--out", str(tmp_path / "two")], capsys)
     assert code == 0 and Path(str(doc["html"])).read_bytes() == first
+
+
+_QUERY_MEMORY_PROBE = """
+from hygiene_nb.scan.snapshot import query_engine
+with query_engine() as con:
+    print(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "244.1 MiB"), ("1GB", "953.6 MiB")])
+def test_the_report_kernel_queries_with_half_the_query_memory_unless_one_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str
+) -> None:
+    """A report's views share one kernel beside the command: 256MB each, or the user's."""
+    from hygiene_nb.notebook import report
+
+    if given is None:
+        monkeypatch.delenv("HYGIENE_NB_QUERY_MEMORY", raising=False)
+    else:
+        monkeypatch.setenv("HYGIENE_NB_QUERY_MEMORY", given)
+    source, running = tmp_path / "probe.ipynb", tmp_path / "ran.ipynb"
+    cell = nbformat.v4.new_code_cell(_QUERY_MEMORY_PROBE)
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), source)
+    env = report.kernel_environment()
+    assert report._run(source, running, {}, env, cwd=tmp_path, timeout=120) is None
+    (ran,) = nbformat.read(running, as_version=4).cells
+    assert [o.get("text", "").strip() for o in ran.outputs] == [seen]

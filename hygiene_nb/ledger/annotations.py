@@ -112,9 +112,7 @@ class AnnotationLedger(LedgerConnection):
                 once(snapshot, snapshot),
                 digest,
             )
-            for path, raw, decision, note, by, rule, at, snapshot, digest in self._rows(
-                query, args
-            )
+            for path, raw, decision, note, by, rule, at, snapshot, digest in self._rows(query, args)
         ]
 
     def columns(self, names: Sequence[str], *, under: str) -> list[tuple[Any, ...]]:
