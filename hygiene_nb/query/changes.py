@@ -90,7 +90,7 @@ def _pair(
 # be ranked, and whatever else the caller lists row by row) is a part of its own and keeps its
 # row numbers, its inode and its path. Paths are matched on their exact bytes: the raw columns,
 # set only where a name is not valid UTF-8, tell a look-alike from a literal name. ``{share}``
-# takes the rows of one pass (``join_passes``), ``true`` for all of them.
+# takes the rows of one pass (``join_passes``), or is empty for all of them.
 _PARTS = """
     SELECT key, kind, in_old, in_new,
            CASE WHEN alone THEN NULL
@@ -130,9 +130,8 @@ _PARTS = """
                    coalesce(n.kind <> 'dir' AND n.nlink > 1, false) AS n_linked,
                    n.dev AS n_dev, n.inode AS n_inode
             -- an excluded entry counts nowhere (it was never read), on either side
-            FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false) AND {share}) o
-            FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false)
-                             AND {share}) n
+            FROM (SELECT * FROM old_rows WHERE NOT coalesce(excluded, false){share}) o
+            FULL OUTER JOIN (SELECT * FROM new_rows WHERE NOT coalesce(excluded, false){share}) n
               ON o.parent IS NOT DISTINCT FROM n.parent AND o.name = n.name
              AND o.parent_raw IS NOT DISTINCT FROM n.parent_raw
              AND o.name_raw IS NOT DISTINCT FROM n.name_raw) r) a
@@ -248,7 +247,7 @@ def _entry_diff(
     _open_side(con, "new_rows", store, new_info, classified, rules)
     passes = join_passes(con, max(old_info.entries, new_info.entries))
     for n in range(passes):
-        share = "true" if passes == 1 else f"hash(parent) % {passes} = {n}"
+        share = "" if passes == 1 else f" AND hash(parent) % {passes} = {n}"
         parts = _PARTS.format(key=key, extra=extra, alone=alone, share=share)
         con.execute(("CREATE TEMP TABLE parts AS " if n == 0 else "INSERT INTO parts ") + parts)
     con.execute("CREATE TEMP VIEW j AS " + _ENTRY_DIFF)
