@@ -247,7 +247,8 @@ def _entry_diff(
     _open_side(con, "new_rows", store, new_info, classified, rules)
     passes = join_passes(con, max(old_info.entries, new_info.entries))
     for n in range(passes):
-        share = "" if passes == 1 else f" AND hash(parent) % {passes} = {n}"
+        # the root's row has no parent: its hash is the empty text's on both sides
+        share = "" if passes == 1 else f" AND hash(coalesce(parent, '')) % {passes} = {n}"
         parts = _PARTS.format(key=key, extra=extra, alone=alone, share=share)
         con.execute(("CREATE TEMP TABLE parts AS " if n == 0 else "INSERT INTO parts ") + parts)
     con.execute("CREATE TEMP VIEW j AS " + _ENTRY_DIFF)
