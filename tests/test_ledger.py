@@ -301,3 +301,38 @@ def test_a_ledger_damaged_past_its_first_rows_is_a_clear_store_error(store: Path
     path.write_bytes(bytes(data))
     with Ledger.open(Store(store)) as ledger, pytest.raises(StoreError, match="damaged"):
         ledger.annotations(under="/r")
+
+
+def test_an_interrupted_read_leaves_the_connection_free(store: Path) -> None:
+    """A read stopped halfway (a notebook's interrupt, its traceback kept) closes its cursor:
+    the connection then sees others' writes, writes itself, and lets the log be checkpointed."""
+    from unittest import mock
+
+    from hygiene_nb.ledger import annotations as module
+
+    with Ledger.open(Store(store)) as ledger:
+        ledger.annotate([f"/r/{n:06d}" for n in range(20_000)], decision="delete")
+    made, real = 0, module.Annotation
+
+    def interrupted(*fields: object) -> object:
+        nonlocal made
+        made += 1
+        if made == 5_000:
+            raise KeyboardInterrupt
+        return real(*fields)  # type: ignore[arg-type]
+
+    watching = Ledger.open(Store(store))
+    with mock.patch.object(module, "Annotation", interrupted):
+        try:
+            watching.annotations(under="/r")
+        except KeyboardInterrupt as exc:
+            kept = exc  # the traceback and its frames stay alive, as in a notebook
+    assert kept.__traceback__ is not None and made == 5_000
+    with Ledger.open(Store(store)) as other:
+        other.annotate(["/r/theirs"], decision="keep")
+    assert any(a.path == "/r/theirs" for a in watching.annotations(under="/r"))
+    watching.annotate(["/r/mine"], decision="unsure")  # its own write is not refused
+    db = sqlite3.connect(Store(store).ledger)
+    assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0  # not busy
+    db.close()
+    watching.close()

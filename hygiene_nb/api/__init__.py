@@ -14,7 +14,7 @@ stages and hold no logic of their own. By noun, in the order of the pipeline:
 - ``remembered``: the remembered rules (``remember_rule``, ``forget_rule``, ``list_rules``,
   ``apply_remembered_rules``).
 - ``plans``: ``preview_plan`` and ``make_plan``, which re-checks the disk and the references
-  before it writes the plan file; ``within``.
+  before it writes the plan file; ``within`` (from ``hygiene_nb.pathnames``: it loads nothing).
 - ``bounds``: ``MAX_ENTRIES``, ``MAX_SECONDS``, ``MAX_TTL``, the limits on what a caller gives.
 
 Each name loads its submodule when first used, so a command that only lists quarantines or
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from hygiene_nb.api.plans import PlanResult as PlanResult
     from hygiene_nb.api.plans import make_plan as make_plan
     from hygiene_nb.api.plans import preview_plan as preview_plan
-    from hygiene_nb.api.plans import within as within
     from hygiene_nb.api.remembered import apply_remembered_rules as apply_remembered_rules
     from hygiene_nb.api.remembered import forget_rule as forget_rule
     from hygiene_nb.api.remembered import list_rules as list_rules
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from hygiene_nb.api.snapshots import prune_snapshots as prune_snapshots
     from hygiene_nb.api.snapshots import scan_time_ns as scan_time_ns
     from hygiene_nb.api.snapshots import store_path as store_path
+    from hygiene_nb.pathnames import within as within
 
 # What ``from hygiene_nb.api import *`` gives; every name of ``_WHERE`` is public, for
 # ``api.open_store(...)`` and the like.
@@ -99,7 +99,7 @@ _WHERE = {
     "PlanResult": "plans",
     "make_plan": "plans",
     "preview_plan": "plans",
-    "within": "plans",
+    "within": "hygiene_nb.pathnames",  # a module outside the API: named in full
     "Progress": "scan",
     "ScanProgress": "scan",
     "scan_root": "scan",
@@ -119,7 +119,9 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(
+        importlib.import_module(module if "." in module else f"{__name__}.{module}"), name
+    )
     if isinstance(value, FunctionType):  # where callers find it (help, reprs), not where defined
         value.__module__ = __name__
     globals()[name] = value

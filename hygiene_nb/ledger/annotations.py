@@ -100,20 +100,21 @@ class AnnotationLedger(LedgerConnection):
         # 100,000 annotations took 107 MiB with a copy of each per row
         common: dict[Any, Any] = {}
         once = common.setdefault
-        return [
-            Annotation(
-                path,
-                bytes(raw),
-                once(decision, decision),
-                note,
-                once(by, by),
-                once(rule, rule),
-                at,
-                once(snapshot, snapshot),
-                digest,
-            )
-            for path, raw, decision, note, by, rule, at, snapshot, digest in self._rows(query, args)
-        ]
+        with self._rows(query, args) as rows:
+            return [
+                Annotation(
+                    path,
+                    bytes(raw),
+                    once(decision, decision),
+                    note,
+                    once(by, by),
+                    once(rule, rule),
+                    at,
+                    once(snapshot, snapshot),
+                    digest,
+                )
+                for path, raw, decision, note, by, rule, at, snapshot, digest in rows
+            ]
 
     def columns(self, names: Sequence[str], *, under: str) -> list[tuple[Any, ...]]:
         """Only the columns ``names`` of every annotation at or under ``under``, in path order.

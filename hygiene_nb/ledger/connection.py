@@ -163,14 +163,26 @@ class LedgerConnection:
         except sqlite3.Error as exc:
             raise self._damaged(exc) from exc
 
-    def _rows(self, query: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-        """``_read``'s rows, fetched a batch at a time.
+    @contextmanager
+    def _rows(self, query: str, args: tuple[Any, ...] = ()) -> Iterator[Iterator[tuple[Any, ...]]]:
+        """``_read``'s rows, fetched a batch at a time, inside a ``with`` block.
 
         A caller that turns each row into a record never holds all the rows and all the
-        records at once.
+        records at once. The cursor is closed when the block ends, however it ends: an
+        interrupted read (its traceback kept, as a notebook keeps it) leaves no statement open
+        to pin the connection to an old snapshot of the file.
         """
         try:
             cursor = self._db.execute(query, args)
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from exc
+        try:
+            yield self._batches(cursor)
+        finally:
+            cursor.close()
+
+    def _batches(self, cursor: sqlite3.Cursor) -> Iterator[tuple[Any, ...]]:
+        try:
             while batch := cursor.fetchmany(4096):
                 yield from batch
         except sqlite3.Error as exc:

@@ -47,7 +47,7 @@ REPORT_NOTEBOOK = "notebooks/audit_report.ipynb"  # inside the package
 # memory is summed over both: each of its queries gets this much working memory (unless the
 # user set HYGIENE_NB_QUERY_MEMORY), half the default. Its largest, the diff of two 1M-entry
 # scans, is then joined in two passes (``query.changes.join_passes``): the process tree's
-# peak went from 714 to 629-641 MiB on the 1M bench tree (2026-12-07), in the same time.
+# peak went from 714-716 to 633-656 MiB on the 1M bench tree (2026-12-07), no slower.
 QUERY_MEMORY_VARIABLE = "HYGIENE_NB_QUERY_MEMORY"
 REPORT_QUERY_MEMORY = "256MB"
 REDACTED_NOTEBOOK = "notebooks/audit_report_redacted.ipynb"
@@ -255,9 +255,12 @@ def _execute(
 # papermill's I/O module imports the client of every remote storage it can read and write
 # notebooks on (S3 through boto3, HDFS through pyarrow, Azure, GCS, GitHub), each where it is
 # installed. A report reads and writes local files only, so those clients are recorded as
-# absent while papermill loads (it then names the missing dependency, should a remote path
-# ever reach it) and importable again after: the command holds 99 MiB with them and 50 MiB
-# without while its kernel runs (measured 2026-12-07, the dev install, which has boto3).
+# absent while papermill loads and importable again after: the command holds 99 MiB with them
+# and 50 MiB without while its kernel runs (measured 2026-12-07, the dev install, which has
+# boto3). papermill then names the missing dependency should a remote path reach it, for the
+# rest of the process: a session that imported papermill this way (a first ``make_report``)
+# and then wants it to read from S3 imports it in a new process. Like ``_run``'s environment,
+# this is for one report at a time, not beside other threads that import these clients.
 _REMOTE_CLIENTS = ("boto3", "pyarrow", "gcsfs", "azure", "github")
 
 

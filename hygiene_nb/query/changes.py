@@ -1,7 +1,8 @@
 """What changed between two scans of one root: by child, pattern group or risk, and by entry.
 
 Both scans' rows are joined in DuckDB on their exact bytes and folded into parts as they come
-(``_PARTS``, ``_ENTRY_DIFF``: SQL that Spark also reads). Every entry adds its own bytes and a
+(``_PARTS``, ``_ENTRY_DIFF``: SQL that Spark also reads, but for the filter of a join made in
+passes, which takes DuckDB's hash as unsigned). Every entry adds its own bytes and a
 hard-linked inode counts once, so the deltas add up to the change in the root's total.
 """
 
@@ -175,10 +176,10 @@ _ENTRY_DIFF = """
 # The join holds one scan's rows in a hash table: 300-310 MB for the 1M-entry bench tree
 # (2026-12-07), so about 300 bytes a row, and the query reads and folds besides (half as much
 # again). Past the query memory it would spill to disk (5M entries: 9.7 s). Instead, a larger
-# pair of scans is joined in passes, each over the paths whose parent hashes to it, so that a
-# path's rows in both scans meet in the same pass, and one pass's rows fit in the query memory
-# at this many bytes a row. Each pass reads both files again: past ``MAX_JOIN_PASSES`` (a
-# query memory of a few MB) the join spills instead.
+# pair of scans is joined in passes, each over the paths that hash to it, so that a path's
+# rows in both scans meet in the same pass, and one pass's rows fit in the query memory at
+# this many bytes a row (as the paths spread, about evenly). Each pass reads both files again:
+# past ``MAX_JOIN_PASSES`` (5M rows under a query memory of about 35 MB) the join spills.
 JOIN_BYTES_PER_ROW = 450
 MAX_JOIN_PASSES = 64
 
@@ -247,8 +248,9 @@ def _entry_diff(
     _open_side(con, "new_rows", store, new_info, classified, rules)
     passes = join_passes(con, max(old_info.entries, new_info.entries))
     for n in range(passes):
-        # the root's row has no parent: its hash is the empty text's on both sides
-        share = "" if passes == 1 else f" AND hash(coalesce(parent, '')) % {passes} = {n}"
+        # by the whole path (a directory's children spread over the passes); the root's row
+        # has no parent, hashed as the empty text on both sides
+        share = "" if passes == 1 else f" AND hash(coalesce(parent, ''), name) % {passes} = {n}"
         parts = _PARTS.format(key=key, extra=extra, alone=alone, share=share)
         con.execute(("CREATE TEMP TABLE parts AS " if n == 0 else "INSERT INTO parts ") + parts)
     con.execute("CREATE TEMP VIEW j AS " + _ENTRY_DIFF)
