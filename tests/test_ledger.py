@@ -6,12 +6,13 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hygiene_nb import api
 from hygiene_nb.errors import LedgerTooNew, UsageError
-from hygiene_nb.ledger import SCHEMA_VERSION, Ledger
+from hygiene_nb.ledger import SCHEMA_VERSION, Annotation, Ledger
 from hygiene_nb.store import Store
 from tests.helpers import write
 
@@ -308,18 +309,18 @@ def test_an_interrupted_read_leaves_the_connection_free(store: Path) -> None:
     the connection then sees others' writes, writes itself, and lets the log be checkpointed."""
     from unittest import mock
 
-    from hygiene_nb.ledger import annotations as module
+    import hygiene_nb.ledger.annotations as module
 
     with Ledger.open(Store(store)) as ledger:
         ledger.annotate([f"/r/{n:06d}" for n in range(20_000)], decision="delete")
-    made, real = 0, module.Annotation
+    made, real = 0, Annotation  # the class the module makes its records with
 
-    def interrupted(*fields: object) -> object:
+    def interrupted(*fields: Any) -> object:
         nonlocal made
         made += 1
         if made == 5_000:
             raise KeyboardInterrupt
-        return real(*fields)  # type: ignore[arg-type]
+        return real(*fields)
 
     watching = Ledger.open(Store(store))
     with mock.patch.object(module, "Annotation", interrupted):
