@@ -55,6 +55,16 @@ def test_importing_the_package_loads_the_library_only_on_first_use() -> None:
     assert _python(code).splitlines() == ["False False", "hygiene_nb.api True"]
 
 
+def test_api_within_loads_no_data_library_and_stays_a_function_of_pathnames() -> None:
+    code = (
+        "import sys\n"
+        "from hygiene_nb import api, pathnames\n"
+        "print(api.within('/a/b', '/a'), api.within is pathnames.within)\n"
+        "print(pathnames.within.__module__, 'pyarrow' in sys.modules, 'duckdb' in sys.modules)\n"
+    )
+    assert _python(code).splitlines() == ["True True", "hygiene_nb.pathnames False False"]
+
+
 def test_the_command_keeps_openblas_to_one_thread_unless_the_user_chose() -> None:
     code = (
         "import os, sys, hygiene_nb.cli, hygiene_nb.api.scan\n"  # the CLI loads numpy lazily

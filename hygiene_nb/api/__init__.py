@@ -122,7 +122,9 @@ def __getattr__(name: str) -> Any:
     value = getattr(
         importlib.import_module(module if "." in module else f"{__name__}.{module}"), name
     )
-    if isinstance(value, FunctionType):  # where callers find it (help, reprs), not where defined
+    # where callers find it (help, reprs), not where defined; a function of another package
+    # module (``within``) keeps its own
+    if isinstance(value, FunctionType) and value.__module__.startswith(f"{__name__}."):
         value.__module__ = __name__
     globals()[name] = value
     return value
