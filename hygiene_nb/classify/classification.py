@@ -677,6 +677,7 @@ def _classify(
     kind = table.column("kind").cast(pa.string())
     is_dir = arrays.mask(pc.equal(kind, arrays.string_scalar("dir")))
     siblings, regular = _siblings(table, _evidence_names(user_rules), kind)
+    del kind  # its text (1M rows: 8 MB) is not read again
     keep_dirs = frozenset(
         p for p, names in siblings.items() if any(m in names for m in KEEP_MARKERS)
     )
@@ -760,6 +761,8 @@ def _classify(
     content.append(_largest_child(table, pidx, down.slot, ~excluded))
     roots = group_root & ~protected & ~excluded
     outermost = _outermost_roots(verdict, roots, is_dir, pidx, down, t)
+    # given back before the columns are built, which then reuse that memory (see ``_encoded``)
+    del pidx, down, is_dir, excluded, roots
     return _verdict_columns(verdict, group_root, outermost, protected, counted, t, content)
 
 
@@ -807,9 +810,10 @@ def _largest_child(
     Null for anything but a directory, and for a directory no counted child of which has a
     size. ``pidx``: per row, its parent's slot (-1: the root); ``slot``: a directory's own.
     """
-    tree = arrays.numbers(table.column("tree_bytes"), null=-1).astype(np.int64)
-    own = arrays.numbers(table.column("size"), null=-1).astype(np.int64)
+    tree = arrays.numbers(table.column("tree_bytes"), null=-1).astype(np.int64, copy=False)
+    own = arrays.numbers(table.column("size"), null=-1).astype(np.int64, copy=False)
     ranked = np.where(tree >= 0, tree, own)
+    del tree, own
     largest = np.full(int(slot.max(initial=-1)) + 1, -1, dtype=np.int64)
     at = counted & (pidx >= 0) & (ranked >= 0)
     np.maximum.at(largest, pidx[at], ranked[at])
@@ -971,13 +975,19 @@ def _mark_ancestors(
     prot[dir_rows[marked[down.slot[dir_rows]]]] = t.protection(CONTAINS)
 
 
-def _encoded(ids: pa.Array, values: Sequence[str | None]) -> pa.Array:
-    """Per row, ``values[id]`` as a dictionary array of strings (None: null)."""
+def _encoded(ids: Ids, values: Sequence[str | None]) -> pa.Array:
+    """Per row, ``values[id]`` as a dictionary array of strings (None: null).
+
+    The indices are taken in numpy and shared with Arrow: they reuse the memory the
+    classification's own arrays gave back, where Arrow's allocator would add to the peak.
+    """
     distinct = [v for v in dict.fromkeys(values) if v is not None]
     where = {v: i for i, v in enumerate(distinct)}
     codes = np.array([-1 if v is None else where[v] for v in values], dtype=np.int32)
-    per_verdict = arrays.numeric_array(codes, valid=codes >= 0)
-    return pa.DictionaryArray.from_arrays(per_verdict.take(ids), arrays.string_array(distinct))
+    per_row = codes[ids]
+    valid = None if codes.min(initial=0) >= 0 else per_row >= 0
+    indices = arrays.numeric_array(per_row, valid=valid)
+    return pa.DictionaryArray.from_arrays(indices, arrays.string_array(distinct))
 
 
 def _verdict_columns(
@@ -989,7 +999,7 @@ def _verdict_columns(
     t: _Table,
     content: list[pa.Array],
 ) -> pa.Table:
-    ids = arrays.numeric_array(verdict.astype(np.int32, copy=False))
+    ids = verdict.astype(np.int32, copy=False)
     v = t.verdicts
     confidence = np.array([x.confidence for x in v], dtype=np.float32)
     columns = [
@@ -997,7 +1007,7 @@ def _verdict_columns(
         _encoded(ids, [x.rule for x in v]),
         _encoded(ids, [x.group for x in v]),
         _encoded(ids, [x.claim for x in v]),
-        arrays.numeric_array(confidence).take(ids),
+        arrays.numeric_array(confidence[ids]),
         arrays.bool_array(group_root & ~protected),
         arrays.bool_array(outermost),
         arrays.bool_array(protected),
