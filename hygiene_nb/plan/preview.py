@@ -75,10 +75,10 @@ def _covered(parents: pa.Array, keys: Iterable[str]) -> np.ndarray:
     found by two binary searches.
     """
     bases = sorted({k.rstrip("/") + "/" for k in keys})
+    out = np.zeros(len(parents), dtype=bool)
+    if not bases or not len(parents):
+        return out  # no parent's text made: none is covered
     text = parents.to_numpy(zero_copy_only=False)
-    out = np.zeros(len(text), dtype=bool)
-    if not bases or not len(text):
-        return out
     inside = np.array([p.rstrip("/") + "/" for p in text.tolist()], dtype=object)
     order = np.argsort(inside, kind="stable")
     ordered = inside[order]
@@ -96,8 +96,9 @@ def _covered(parents: pa.Array, keys: Iterable[str]) -> np.ndarray:
 # what each decided text path's row says (the rows that show it: one, where names are valid
 # UTF-8)
 _MATCH = f"""
-    SELECT k.path, e.row_no, CAST(e.kind AS VARCHAR) AS kind, {_INCOMPLETE} AS incomplete
+    SELECT k.i, e.row_no, CAST(e.kind AS VARCHAR) AS kind, {_INCOMPLETE} AS incomplete
     FROM entries e JOIN decided k ON e.parent IS NOT DISTINCT FROM k.parent AND e.name = k.name
+    ORDER BY k.i
 """
 
 # The summary's counts and bytes: a row is freed when it is a candidate's or its parent is
@@ -197,8 +198,11 @@ def preview_summary(
         if fit and a.by in _DECIDERS and a.path.encode("utf-8", "surrogatepass") == a.path_raw
     }
     kept_texts = {a.path for a in keeps}
-    # every reviewed text path once: its row's facts, then what covers what
-    decided = row_keys(sorted({a.path for a in reviewed}), root)
+    # every reviewed text path once: its row's facts, then what covers what. The queries
+    # name a path by its place in ``texts``: no second text of it is made (100k decisions)
+    texts = sorted({a.path for a in reviewed})
+    decided = row_keys(texts, root)
+    decided = decided.append_column("i", pa.array(np.arange(len(texts), dtype=np.int64)))
     with query_engine() as con:
         # the snapshot alone (a join to the verdicts row for row would double the queries'
         # time): the one verdict read, ``protected``, is taken at the decided rows
@@ -209,8 +213,8 @@ def preview_summary(
         if odd:
             return None  # a text path may name two rows: only a tally by exact bytes can tell
         con.register("decided", decided)
-        found = con.execute(_MATCH).fetchall()
-        protected = _protected(verdicts, [row for _, row, *_ in found])
+        found = con.sql(_MATCH).to_arrow_table()
+        protected = _protected(verdicts, found.column("row_no").to_pylist())
         flagged = con.execute(
             f"SELECT DISTINCT parent FROM entries WHERE {_INCOMPLETE} AND parent IS NOT NULL"
         ).fetchall()
@@ -220,7 +224,19 @@ def preview_summary(
             holding_kept.update(_raw_prefixes(ann.path_raw))
         candidates: list[tuple[str, bool]] = []  # (path, is a directory)
         kept_dirs: list[str] = []
-        for (path, _, kind, incomplete), guarded in zip(found, protected, strict=True):
+        # a row at a time, from columns: a tuple per row would hold 100k of them at once
+        kinds = found.column("kind").combine_chunks().dictionary_encode()
+        kind_of = kinds.dictionary.to_pylist()
+        rows = zip(
+            found.column("i").to_pylist(),
+            kinds.indices.to_pylist(),
+            found.column("incomplete").to_pylist(),
+            protected,
+            strict=True,
+        )
+        del found, kinds
+        for i, code, incomplete, guarded in rows:
+            path, kind = texts[i], kind_of[code]
             if path in kept_texts and kind == "dir":
                 kept_dirs.append(path)
             if path not in asked or guarded or kind in ("symlink", "other") or incomplete:
@@ -242,13 +258,9 @@ def preview_summary(
         # a candidate inside another is folded into it: its parent's rows are covered
         folded = 0
         if freed_dirs:
-            cand_keys = row_keys([p for p, _ in candidates], root)
-            at = {p: i for i, p in enumerate(column.to_pylist())}
-            folded = sum(
-                1
-                for p in cand_keys.column("parent").to_pylist()
-                if p is not None and p in at and freed_parent[at[p]]
-            )
+            cand_parents = row_keys([p for p, _ in candidates], root).column("parent")
+            covering = column.filter(pa.array(freed_parent))
+            folded = pc.sum(pc.is_in(cand_parents, value_set=covering)).as_py() or 0
         either = freed_parent | kept_parent
         con.register(
             "parent_cover",
@@ -261,7 +273,6 @@ def preview_summary(
             ),
         )
         chosen = {p for p, _ in candidates}
-        texts = decided.column("path").to_pylist()
         con.unregister("decided")
         decided = decided.append_column(
             "freed", pa.array([t in chosen for t in texts], pa.bool_())

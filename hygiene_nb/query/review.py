@@ -248,6 +248,7 @@ def review_coverage(
         covering = decided_rows(
             pa.array(inside, pa.string()), decisions_above(decided, texts, closed=True)
         )
+        del texts, inside  # 100k parents: about 25 MB of text, given back before the join
         con.register(
             "parent_decisions",
             pa.table(
@@ -257,6 +258,7 @@ def review_coverage(
                 }
             ),
         )
+        del covering
         con.register("own_decisions", _own_keys(decided, info.root))
         groups = con.execute(COVERAGE).fetchall()
     by_decision = {d: (0, 0) for d in DECISIONS}
