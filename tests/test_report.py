@@ -326,11 +326,11 @@ with query_engine() as con:
 """
 
 
-@pytest.mark.parametrize(("given", "seen"), [(None, "244.1 MiB"), ("1GB", "953.6 MiB")])
+@pytest.mark.parametrize(("given", "seen"), [(None, "190.7 MiB"), ("1GB", "953.6 MiB")])
 def test_the_report_kernel_queries_with_half_the_query_memory_unless_one_is_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str
 ) -> None:
-    """A report's views share one kernel beside the command: 256MB each, or the user's."""
+    """A report's views share one kernel beside the command: 200MB each, or the user's."""
     from hygiene_nb.notebook import report
 
     if given is None:

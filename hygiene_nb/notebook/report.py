@@ -45,11 +45,12 @@ __all__ = [
 REPORT_NOTEBOOK = "notebooks/audit_report.ipynb"  # inside the package
 # A report runs its views one after another in one kernel, beside this command, and its
 # memory is summed over both: each of its queries gets this much working memory (unless the
-# user set HYGIENE_NB_QUERY_MEMORY), half the default. Its largest, the diff of two 1M-entry
-# scans, is then joined in two passes (``query.changes.join_passes``): the process tree's
-# peak went from 714-716 to 633-656 MiB on the 1M bench tree (2026-12-07), no slower.
+# user set HYGIENE_NB_QUERY_MEMORY), under half the default. Its largest, the diff of two
+# 1M-entry scans, is then joined in three passes (``query.changes.join_passes``): the process
+# tree peaked at 566-571 MiB on the 1M bench tree, against 607-611 at 256MB (two passes) and
+# 714-716 at the default (one), about 0.3 s slower than at 256MB (2026-12-07).
 QUERY_MEMORY_VARIABLE = "HYGIENE_NB_QUERY_MEMORY"
-REPORT_QUERY_MEMORY = "256MB"
+REPORT_QUERY_MEMORY = "200MB"
 REDACTED_NOTEBOOK = "notebooks/audit_report_redacted.ipynb"
 
 

@@ -201,7 +201,7 @@ def preview_summary(
     # every reviewed text path once: its row's facts, then what covers what. The queries
     # name a path by its place in ``texts``: no second text of it is made (100k decisions)
     texts = sorted({a.path for a in reviewed})
-    decided = row_keys(texts, root)
+    decided = row_keys(texts, root).drop_columns(["path"])  # the queries join on the others
     decided = decided.append_column("i", pa.array(np.arange(len(texts), dtype=np.int64)))
     with query_engine() as con:
         # the snapshot alone (a join to the verdicts row for row would double the queries'
