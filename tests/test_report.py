@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,8 @@ from hygiene_nb import api
 from hygiene_nb.cli import main
 from hygiene_nb.notebook.demo import DemoStore, make_demo_store
 from hygiene_nb.notebook.figures import FIGURE_IDS
+from hygiene_nb.notebook.report import classify_ahead
+from hygiene_nb.scan.index import classified_dir, list_scans
 
 pytestmark = pytest.mark.slow
 
@@ -344,3 +348,51 @@ def test_the_report_kernel_queries_with_half_the_query_memory_unless_one_is_set(
     assert report._run(source, running, {}, env, cwd=tmp_path, timeout=120) is None
     (ran,) = nbformat.read(running, as_version=4).cells
     assert [o.get("text", "").strip() for o in ran.outputs] == [seen]
+
+
+def test_the_report_classifies_its_scans_ahead_and_its_views_read_those(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before the kernel starts, a process of its own classifies every scan the report reads;
+    the kernel's views find them kept under the same key and classify nothing again."""
+    st = api.open_store(demo.store)
+    shutil.rmtree(st.root / "classified", ignore_errors=True)
+    scans = list_scans(st, root=str(demo.root))
+    assert len(scans) == 2
+    assert classify_ahead(st, scans[-1], timeout=300)
+    kept = [p for info in scans for p in classified_dir(st, info).glob("*.parquet")]
+    assert len(kept) == 2  # one per scan
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in kept}
+    code, doc = run(
+        ["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "out")],
+        capsys,
+    )
+    assert code == 0 and doc["status"] == "done"
+    now = [p for info in scans for p in classified_dir(st, info).glob("*.parquet")]
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in now} == before
+
+
+def test_classifying_ahead_that_fails_changes_nothing(demo: DemoStore) -> None:
+    """A scan the store does not hold: the process says so and ends; nothing is written (the
+    report's kernel would then classify what it reads, as without it)."""
+    st = api.open_store(demo.store)
+    shutil.rmtree(st.root / "classified", ignore_errors=True)
+    latest = list_scans(st, root=str(demo.root))[-1]
+    assert not classify_ahead(st, dataclasses.replace(latest, scan_id="s-not-there"), timeout=60)
+    assert not (st.root / "classified").exists()
+
+
+def test_the_classifying_process_takes_a_store_and_a_scan(
+    demo: DemoStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hygiene_nb.notebook import ahead
+
+    st = api.open_store(demo.store)
+    shutil.rmtree(st.root / "classified", ignore_errors=True)
+    scans = list_scans(st, root=str(demo.root))
+    assert ahead.main([str(st.root)]) == 2
+    assert "usage:" in capsys.readouterr().err
+    assert ahead.main([str(st.root), "s-not-there"]) == 2
+    assert capsys.readouterr().err.startswith("snapshot-not-found: ")
+    assert ahead.main([str(st.root), scans[0].scan_id]) == 0  # up to the first scan: only it
+    assert [len(list(classified_dir(st, s).glob("*.parquet"))) for s in scans] == [1, 0]

@@ -7,7 +7,8 @@ stages and hold no logic of their own. By noun, in the order of the pipeline:
 - ``snapshots``: the store and its snapshots: ``existing_store``, ``open_store``,
   ``store_path``, ``list_snapshots``, ``load``, ``prune_snapshots``, ``scan_time_ns``.
 - ``classification``: ``protect_context``, ``classify_snapshot`` (risk, rule, claim,
-  confidence), ``open_entries`` (a DuckDB view of a scan's rows and verdicts, which queries
+  confidence), ``keep_classifications`` (a root's scans classified and kept ahead of a
+  report), ``open_entries`` (a DuckDB view of a scan's rows and verdicts, which queries
   read) and ``summarize``.
 - ``decisions``: a person's decisions (``annotate``, ``annotate_paths``, ``annotations_at``,
   ``stale_decisions``).
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from hygiene_nb.api.bounds import MAX_SECONDS as MAX_SECONDS
     from hygiene_nb.api.bounds import MAX_TTL as MAX_TTL
     from hygiene_nb.api.classification import classify_snapshot as classify_snapshot
+    from hygiene_nb.api.classification import keep_classifications as keep_classifications
     from hygiene_nb.api.classification import open_entries as open_entries
     from hygiene_nb.api.classification import protect_context as protect_context
     from hygiene_nb.api.classification import summarize as summarize
@@ -67,6 +69,7 @@ __all__ = [
     "PlanResult",
     "annotate_paths",
     "classify_snapshot",
+    "keep_classifications",
     "list_snapshots",
     "load",
     "make_plan",
@@ -84,6 +87,7 @@ _WHERE = {
     "MAX_SECONDS": "bounds",
     "MAX_TTL": "bounds",
     "classify_snapshot": "classification",
+    "keep_classifications": "classification",
     "open_entries": "classification",
     "protect_context": "classification",
     "summarize": "classification",

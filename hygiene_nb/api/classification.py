@@ -46,7 +46,7 @@ from hygiene_nb.classify.stored import (
 from hygiene_nb.config import load_root_config
 from hygiene_nb.models import Summary
 from hygiene_nb.scan.arrays import string_scalar
-from hygiene_nb.scan.index import ScanInfo, classified_dir, find_scan
+from hygiene_nb.scan.index import ScanInfo, classified_dir, find_scan, list_scans
 from hygiene_nb.scan.snapshot import (
     ROW_GROUP_ROWS,
     load_snapshot,
@@ -62,6 +62,7 @@ __all__ = [
     "StoredClassification",
     "classify_scan",
     "classify_snapshot",
+    "keep_classifications",
     "open_entries",
     "protect_context",
     "stored_classification",
@@ -262,6 +263,27 @@ def stored_classification(
         # the queries read the kept file: the verdicts in memory would only add to their peak
         return StoredClassification(st, info, key, path)
     return StoredClassification(st, info, key, path, verdicts, loaded)
+
+
+def keep_classifications(
+    *,
+    store: StoreArg = None,
+    until: str,
+    rules: str | os.PathLike[str] | None = None,
+) -> None:
+    """Classify and keep every scan of ``until``'s root up to it that has none kept yet.
+
+    Each scan as of its own time, as a report's views read them (``summarize`` with
+    ``as_of_scan``, ``risk_history``), so they find these kept and classify nothing.
+
+    Raises:
+        SnapshotNotFound: no scan ``until``.
+    """
+    st = existing_store(store)
+    last = find_scan(st, scan_id=until)
+    for info in list_scans(st, root=last.root):
+        if (info.started_at, info.scan_id) <= (last.started_at, last.scan_id):
+            stored_classification(st, info, rules, now_ns=scan_time_ns(info), load=False)
 
 
 def open_entries(
