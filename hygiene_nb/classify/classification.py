@@ -746,7 +746,7 @@ def _classify(
     protected = prot >= 0
     verdict[protected] = prot[protected]
     del prot
-    risk_of = np.array([RISK_ORDER.index(v.risk.value) for v in t.verdicts], dtype=np.int64)
+    risk_of = np.array([RISK_ORDER.index(v.risk.value) for v in t.verdicts], dtype=np.int8)
     counted = counted_once(table, among=~excluded)  # excluded entries count nowhere
     content = content_columns(
         risk_of[verdict],

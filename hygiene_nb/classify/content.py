@@ -17,6 +17,8 @@ The root's split is the risk mix itself (a test holds the two equal).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -62,7 +64,7 @@ def content_risk_of(split: npt.NDArray[np.int64], own: npt.NDArray[np.int64]) ->
 
 
 def content_columns(
-    risk: npt.NDArray[np.int64],
+    risk: npt.NDArray[np.integer[Any]],
     size: npt.NDArray[np.int64],
     once: npt.NDArray[np.bool_],
     is_dir: npt.NDArray[np.bool_],
@@ -74,7 +76,7 @@ def content_columns(
     """``content_risk`` and one ``content_<risk>`` byte column per risk, for every row.
 
     Args:
-        risk: per row, the index of its risk in ``Risk`` order.
+        risk: per row, the index of its risk in ``Risk`` order (any integer type: a byte).
         size: per row, its own apparent bytes.
         once: per row, whether its bytes count (False for the 2nd, 3rd… name of an inode).
         is_dir: per row, whether it is a directory.
@@ -94,6 +96,7 @@ def content_columns(
     # parent's; then each slot is added to its parent's, deepest first.
     at = np.where(slot >= 0, slot, pidx)
     np.add.at(totals, (at, risk), bytes_)
+    del at  # the byte columns below reuse its memory
     slot_depth = np.full(slots, -1, dtype=np.int64)
     has_slot = slot >= 0
     slot_depth[slot[has_slot]] = depth[has_slot]
@@ -104,10 +107,11 @@ def content_columns(
     dirs = np.flatnonzero(is_dir)
     split = np.zeros((dirs.size, len(RISK_ORDER)), dtype=np.int64)
     split[np.arange(dirs.size), risk[dirs]] = bytes_[dirs]  # a childless directory: itself
+    del bytes_
     with_slot = slot[dirs] >= 0
     split[with_slot] = totals[slot[dirs][with_slot]]
     word = risk.astype(np.int32)  # a non-directory: its own risk
-    word[dirs] = content_risk_of(split, risk[dirs])
+    word[dirs] = content_risk_of(split, risk[dirs].astype(np.int64))
     columns: list[pa.Array] = [
         pa.DictionaryArray.from_arrays(
             arrays.numeric_array(word), arrays.string_array(CONTENT_RISKS)
