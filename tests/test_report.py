@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -331,10 +334,11 @@ with query_engine() as con:
 
 
 @pytest.mark.parametrize(("given", "seen"), [(None, "190.7 MiB"), ("1GB", "953.6 MiB")])
-def test_the_report_kernel_queries_with_half_the_query_memory_unless_one_is_set(
+def test_the_report_kernel_queries_with_less_query_memory_unless_one_is_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str
 ) -> None:
-    """A report's views share one kernel beside the command: 200MB each, or the user's."""
+    """A report's views share one kernel beside the command: 200MB each (the default is
+    512MB), or the user's."""
     from hygiene_nb.notebook import report
 
     if given is None:
@@ -396,3 +400,50 @@ def test_the_classifying_process_takes_a_store_and_a_scan(
     assert capsys.readouterr().err.startswith("snapshot-not-found: ")
     assert ahead.main([str(st.root), scans[0].scan_id]) == 0  # up to the first scan: only it
     assert [len(list(classified_dir(st, s).glob("*.parquet"))) for s in scans] == [1, 0]
+
+
+def test_classifying_ahead_stops_at_a_store_that_cannot_keep_it(demo: DemoStore) -> None:
+    """Nothing kept (``classified`` is a file): the first scan's classification is not kept,
+    the process says so and classifies no other; the kernel would classify what it reads."""
+    st = api.open_store(demo.store)
+    shutil.rmtree(st.root / "classified", ignore_errors=True)
+    (st.root / "classified").write_text("not a directory")
+    latest = list_scans(st, root=str(demo.root))[-1]
+    assert not api.keep_classifications(store=st, until=latest.scan_id)
+    assert not classify_ahead(st, latest, timeout=300)
+    assert (st.root / "classified").read_text() == "not a directory"
+
+
+def test_classifying_ahead_past_its_time_is_stopped_and_leaves_nothing(demo: DemoStore) -> None:
+    st = api.open_store(demo.store)
+    shutil.rmtree(st.root / "classified", ignore_errors=True)
+    latest = list_scans(st, root=str(demo.root))[-1]
+    assert not classify_ahead(st, latest, timeout=0)  # stopped at once: SIGTERM
+    assert [p for p in st.root.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+def test_the_classifying_process_ends_when_its_command_has(demo: DemoStore) -> None:
+    """Started for a command that is no longer its parent: it ends before reading anything."""
+    from hygiene_nb.notebook.ahead import PARENT_VARIABLE
+
+    st = api.open_store(demo.store)
+    shutil.rmtree(st.root / "classified", ignore_errors=True)
+    latest = list_scans(st, root=str(demo.root))[-1]
+    argv = [sys.executable, "-P", "-m", "hygiene_nb.notebook.ahead", str(st.root), latest.scan_id]
+    env = os.environ | {PARENT_VARIABLE: "1"}  # not this test's pid
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 1
+    assert not (st.root / "classified").exists()
+
+
+def test_classifying_ahead_imports_nothing_from_the_current_directory(
+    demo: DemoStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = tmp_path / "workspace"
+    (here / "hygiene_nb").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (here / "hygiene_nb" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(here)
+    st = api.open_store(demo.store)
+    assert classify_ahead(st, list_scans(st, root=str(demo.root))[-1], timeout=300)
+    assert not marker.exists()

@@ -270,20 +270,30 @@ def keep_classifications(
     store: StoreArg = None,
     until: str,
     rules: str | os.PathLike[str] | None = None,
-) -> None:
+) -> bool:
     """Classify and keep every scan of ``until``'s root up to it that has none kept yet.
 
-    Each scan as of its own time, as a report's views read them (``summarize`` with
-    ``as_of_scan``, ``risk_history``), so they find these kept and classify nothing.
+    ``until`` first, then the older scans, newest first; each as of its own time, as a
+    report's views read them (``summarize`` with ``as_of_scan``, ``risk_history``), so they
+    find these kept and classify nothing. Stops at the first classification the store could
+    not keep (full, read-only): the views would compute the same again. Returns whether
+    every one is kept.
 
     Raises:
         SnapshotNotFound: no scan ``until``.
     """
     st = existing_store(store)
     last = find_scan(st, scan_id=until)
-    for info in list_scans(st, root=last.root):
-        if (info.started_at, info.scan_id) <= (last.started_at, last.scan_id):
-            stored_classification(st, info, rules, now_ns=scan_time_ns(info), load=False)
+    older = [
+        info
+        for info in list_scans(st, root=last.root)
+        if (info.started_at, info.scan_id) < (last.started_at, last.scan_id)
+    ]
+    for info in [last, *reversed(older)]:
+        stored = stored_classification(st, info, rules, now_ns=scan_time_ns(info), load=False)
+        if stored.path is None:
+            return False
+    return True
 
 
 def open_entries(

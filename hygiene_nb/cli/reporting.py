@@ -49,7 +49,8 @@ __all__ = ["report", "suggest"]
     type=click.IntRange(min=1, max=MAX_CELL_SECONDS),
     default=900,
     show_default=True,
-    help="Seconds any one notebook cell may run.",
+    help="Seconds any one notebook cell may run, and the classification of the report's "
+    "scans before its kernel starts.",
 )
 @common_options
 def report(

@@ -141,7 +141,8 @@ def make_report(
         scan: scan ``root`` first and report on that new snapshot.
         redact: categories, counts, bytes, scores, plan ids and expiry only: no path, file name,
             user name or note anywhere in either file (written to ``<out>/redacted/``).
-        timeout: seconds any one cell may run.
+        timeout: seconds any one cell may run, and the classification ahead of the kernel
+            (``classify_ahead``).
 
     Raises:
         SnapshotNotFound: no snapshot matches.
@@ -201,23 +202,43 @@ def classify_ahead(st: Store, info: ScanInfo, *, timeout: int) -> bool:
 
     Before the kernel starts, so a classification's working memory is never held beside the
     kernel's: on the 1M bench tree with one scan not yet classified, the report's process tree
-    peaked at 566-580 MiB instead of 615. Whatever stops it (a full store, a signal, the
-    timeout) changes nothing else: the kernel's views classify what is not kept, as they
-    would without it. Returns whether it finished.
+    peaked at 572-575 MiB instead of 615. It runs with ``-P`` (nothing is imported from the
+    current directory) and gets ``timeout`` seconds, then SIGTERM (it removes what it was
+    writing), then SIGKILL. Whatever stops it (a store that cannot keep a file, a signal, the
+    timeout), the report goes on: the kernel's views classify what is not kept, as they would
+    without it. Returns whether every scan is kept.
     """
-    argv = [sys.executable, "-m", "hygiene_nb.notebook.ahead", str(st.root), info.scan_id]
+    from hygiene_nb.notebook.ahead import PARENT_VARIABLE
+
+    if not sys.executable:
+        return False  # an embedding interpreter: no Python to start
+    argv = [sys.executable, "-P", "-m", "hygiene_nb.notebook.ahead", str(st.root), info.scan_id]
+    env = os.environ | {PARENT_VARIABLE: str(os.getpid())}
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            timeout=timeout,
-            check=False,
+            env=env,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return False
-    return done.returncode == 0
+    try:
+        return child.wait(timeout=timeout) == 0
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        if child.poll() is None:  # the timeout, or the command interrupted while it ran
+            child.terminate()
+            try:
+                child.wait(timeout=_AHEAD_GRACE)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+_AHEAD_GRACE = 10  # seconds a stopped classification gets to remove what it was writing
 
 
 def kernel_environment() -> dict[str, str]:

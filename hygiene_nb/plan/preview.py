@@ -236,7 +236,7 @@ def preview_summary(
         )
         del found, kinds
         for i, code, incomplete, guarded in rows:
-            path, kind = texts[i], kind_of[code]
+            path, kind = texts[i], None if code is None else kind_of[code]
             if path in kept_texts and kind == "dir":
                 kept_dirs.append(path)
             if path not in asked or guarded or kind in ("symlink", "other") or incomplete:
