@@ -402,14 +402,20 @@ def test_the_classifying_process_takes_a_store_and_a_scan(
     assert [len(list(classified_dir(st, s).glob("*.parquet"))) for s in scans] == [1, 0]
 
 
-def test_classifying_ahead_stops_at_a_store_that_cannot_keep_it(demo: DemoStore) -> None:
+def test_classifying_ahead_stops_at_a_store_that_cannot_keep_it(
+    demo: DemoStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Nothing kept (``classified`` is a file): the first scan's classification is not kept,
     the process says so and classifies no other; the kernel would classify what it reads."""
+    from hygiene_nb.notebook import ahead
+
     st = api.open_store(demo.store)
     shutil.rmtree(st.root / "classified", ignore_errors=True)
     (st.root / "classified").write_text("not a directory")
     latest = list_scans(st, root=str(demo.root))[-1]
     assert not api.keep_classifications(store=st, until=latest.scan_id)
+    assert ahead.main([str(st.root), latest.scan_id]) == 1
+    assert capsys.readouterr().err.startswith("store-unusable: ")
     assert not classify_ahead(st, latest, timeout=300)
     assert (st.root / "classified").read_text() == "not a directory"
 

@@ -18,7 +18,7 @@ import signal
 import sys
 from types import FrameType
 
-from hygiene_nb.errors import HygieneError
+from hygiene_nb.errors import HygieneError, StoreError
 
 __all__ = ["PARENT_VARIABLE", "main"]
 
@@ -56,8 +56,9 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"{exc.code}: {exc.message}\n")
         return exc.exit_code
     if not kept:
-        sys.stderr.write("store-not-writable: a classification could not be kept\n")
-        return 1
+        gone = StoreError(f"{store} could not keep a classification: is it full or read-only?")
+        sys.stderr.write(f"{gone.code}: {gone.message}\n")
+        return gone.exit_code
     return 0
 
 
