@@ -31,6 +31,8 @@ from hygiene_nb.errors import UsageError
 from hygiene_nb.query import views
 from hygiene_nb.query.breakdowns import AGE_BUCKETS, AGE_EDGES_DAYS
 from hygiene_nb.scan.owners import UNKNOWN_OWNER
+from hygiene_nb.scan.snapshot import load_snapshot
+from hygiene_nb.store import Store
 from tests.helpers import as_format_1, write
 
 DAY = 86_400
@@ -116,6 +118,32 @@ def test_by_type_matches_the_files_on_disk(typed_tree: Path, store: Path) -> Non
     assert {k: r["bytes"] for k, r in by_cat.items()} == dict(expected_cat)
     assert by_cat["image"]["extensions"] == 3  # jpg, jpeg, cr2
     assert by_cat["image"]["examples"][0] == str(typed_tree / "photos" / "raw" / "c.CR2")
+
+
+def test_the_examples_of_a_type_are_its_largest_files_ties_first_in_the_snapshot(
+    tmp_path: Path, store: Path
+) -> None:
+    """Each extension's examples: its largest files, equal sizes in the snapshot's row order,
+    a hard-linked inode at its first name only (the rows read back, ranked in Python)."""
+    root = tmp_path / "ties"
+    for d in range(4):
+        for i in range(6):
+            write(root / f"d{d}" / f"f{i}.log", 100 * (i % 3))  # sizes 0, 100, 200: ties
+            write(root / f"d{d}" / f"g{i}.dat", 50 + d)
+    os.link(root / "d0" / "f2.log", root / "d3" / "zz-linked.log")
+    api.scan_root(root, store=store)
+    rows = load_snapshot(Store(store), root=str(root)).to_pylist()
+    first_name: dict[tuple[int, int], int] = {}
+    ranked: dict[str, list[tuple[int, int, str]]] = collections.defaultdict(list)
+    for row_no, row in enumerate(rows):
+        if row["kind"] != "file":
+            continue
+        if row["nlink"] > 1 and first_name.setdefault((row["dev"], row["inode"]), row_no) != row_no:
+            continue  # a later name of an inode already listed
+        ranked[own_extension(row["name"])].append((-row["size"], row_no, row["path"]))
+    frame = views.by_type(str(root), store=store, examples=3)
+    got = {r["extension"]: r["examples"] for r in frame.to_dict("records")}
+    assert got == {ext: [p for *_, p in sorted(found)[:3]] for ext, found in ranked.items()}
 
 
 @settings(max_examples=200, deadline=None)
@@ -251,6 +279,31 @@ def test_by_owner_matches_find_per_uid(
     assert keyed(groups, "gid")[gid]["bytes"] == rows[uid]["bytes"]
     assert keyed(groups, "gid")[gid]["owner"] == grp.getgrgid(gid).gr_name
     assert groups["bytes"].sum() == frame["bytes"].sum()
+
+
+def test_the_top_directories_of_an_owner_sum_everything_inside_them(
+    tmp_path: Path, store: Path
+) -> None:
+    """Each direct child's bytes: its own and those of every entry at any depth below it."""
+    root = tmp_path / "deep"
+    write(root / "a" / "b" / "c" / "d" / "one.bin", 3_000)
+    write(root / "a" / "two.bin", 200)
+    write(root / "e" / "f" / "three.bin", 1_500)
+    write(root / "e.d" / "g" / "h" / "four.bin", 40)  # a sibling whose name extends another's
+    write(root / "top.bin", 7)  # a file of the root is no directory of anyone's
+    api.scan_root(root, store=store)
+    frame = views.by_owner(str(root), store=store, top_dirs=10)
+    (row,) = frame.to_dict("records")
+    expected: dict[str, int] = {}
+    for child in sorted(root.iterdir()):
+        if not child.is_dir():
+            continue
+        total = child.lstat().st_size
+        for parent, dirs, files in os.walk(child):
+            total += sum(os.lstat(os.path.join(parent, name)).st_size for name in dirs + files)
+        expected[str(child)] = total
+    assert {d["path"]: d["bytes"] for d in row["top_dirs"]} == expected
+    assert [d["bytes"] for d in row["top_dirs"]] == sorted(expected.values(), reverse=True)
 
 
 def test_reclaimable_per_owner_adds_up_to_the_summary(tmp_path: Path, store: Path) -> None:
