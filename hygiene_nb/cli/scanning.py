@@ -112,6 +112,9 @@ def scan(
         from hygiene_nb.fleet.publish import check_publish
 
         check_publish(publish_to, store=store, host=publish_host)
+    from hygiene_nb.scan.heap import bound_arenas
+
+    bound_arenas()  # the walker's threads share two malloc arenas (see ``scan.heap``)
     info = api.scan_root(
         root,
         store=store,

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from hygiene_nb.errors import QueryMemoryExceeded, SnapshotTooNew, StoreError, UsageError
 from hygiene_nb.scan.arrays import int_scalar, string_array, string_scalar
+from hygiene_nb.scan.heap import give_back
 from hygiene_nb.scan.index import ScanInfo, append_scan, find_scan, partition_dir
 from hygiene_nb.scan.walk.spec import FLAG_BUDGET_CUT, FLAG_EXCLUDED, FLAG_MOUNT_POINT, KIND_DIR
 from hygiene_nb.store import FILE_MODE, Store, make_private_dir, publish_dir, remove_store_path
@@ -330,6 +331,7 @@ class SnapshotWriter:
             # one row group per flush (a fixed size would leave a tiny group of the remainder)
             self._writer.write_table(table, row_group_size=table.num_rows)
         self._files, self._dirs, self._pending_rows = [], [], 0
+        give_back()  # the walk buffers those rows were in (see ``scan.heap``)
 
     def close(self) -> ScanInfo:
         """Finish the file, move it into its partition and append the scan to the index."""
