@@ -271,7 +271,7 @@ def test_paths_looked_up_many_at_once_are_found_as_one_by_one(scanned: Scanned) 
 
 
 def test_the_index_holds_every_path_in_code_point_order(scanned: Scanned) -> None:
-    """What the binary searches assume, from DuckDB's sort as from Arrow's, column or not."""
+    """What the binary searches assume, the paths made by DuckDB or by Arrow, column or not."""
     _, table, index, _ = scanned
     texts = entry_paths(table).to_pylist()
     assert list(index.sorted) == sorted(texts)

@@ -168,9 +168,9 @@ class SnapshotIndex:
     def sort_soon(self) -> None:
         """Start sorting the paths in another thread, for a look-up later to find done.
 
-        DuckDB sorts without holding the interpreter, so what the caller does meanwhile (the
-        widget reads the ledger and tallies it) runs beside it; it sorts with one thread,
-        leaving the caller a core. ``order`` waits for it (and raises what it raised).
+        Arrow sorts without holding the interpreter, on one core, so what the caller does
+        meanwhile (the widget reads the ledger and tallies it) runs beside it on the other.
+        ``order`` waits for it (and raises what it raised).
         """
         if "order" in self.__dict__ or self._sorting is not None:
             return
@@ -178,7 +178,7 @@ class SnapshotIndex:
 
         def sort() -> None:
             try:
-                done["order"] = path_order(self.paths, threads=1)
+                done["order"] = path_order(self.paths)
             except BaseException as exc:  # noqa: BLE001 (handed to the thread reading ``order``)
                 done["error"] = exc
 
