@@ -66,6 +66,28 @@ def test_the_report_is_offline_html_without_code_and_with_every_figure(
     assert tree_state(demo.tree) == before  # the report wrote nothing in the scanned tree
 
 
+def test_a_report_says_what_it_is_doing_when_asked_and_nothing_otherwise(
+    demo: DemoStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hygiene_nb.notebook.report import make_report
+
+    make_report(str(demo.root), store=demo.store, out=tmp_path / "shown", progress=True)
+    err = capsys.readouterr().err
+    stages = [line for line in err.splitlines() if line.startswith("report: ")]
+    assert stages == [
+        f"report: classifying the scans of {demo.root} not classified yet…",
+        "report: running the audit notebook…",
+        "report: writing the notebook and its HTML…",
+    ]
+    cells = len(nbformat.read(next((tmp_path / "shown").rglob("*.ipynb")), as_version=4).cells)
+    assert f"{cells}/{cells}" in err  # the bar of the cells run, at its end
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(demo.root), "--store", str(demo.store), "--out", str(tmp_path / "q")])
+    said = capsys.readouterr()
+    assert exit_info.value.code in (0, None) and "report: " in said.out  # its result
+    assert said.err == ""  # not a terminal: nothing said on the way
+
+
 def test_the_report_kernel_leaves_no_temporary_files(
     demo: DemoStore,
     tmp_path: Path,

@@ -5,6 +5,8 @@ Each imports its stage (the notebooks, the query layer) when it runs.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from hygiene_nb import render
@@ -120,6 +122,7 @@ def report(
         scan=scan_first,
         redact=redact,
         timeout=timeout,
+        progress=not as_json and sys.stderr.isatty(),  # what it is doing, on a terminal only
     )
     emit_result(as_json, result, render.report_result(result))
 

@@ -130,6 +130,7 @@ def make_report(
     scan: bool = False,
     redact: bool = False,
     timeout: int = 900,
+    progress: bool = False,
 ) -> ReportResult:
     """Run the audit notebook on a snapshot and write its ``.ipynb`` and ``.html``.
 
@@ -143,6 +144,8 @@ def make_report(
             user name or note anywhere in either file (written to ``<out>/redacted/``).
         timeout: seconds any one cell may run, and the classification ahead of the kernel
             (``classify_ahead``).
+        progress: say on stderr what the report is doing: the scan's live line (``scan``),
+            each stage, and a bar of the notebook's cells as they run.
 
     Raises:
         SnapshotNotFound: no snapshot matches.
@@ -150,10 +153,11 @@ def make_report(
         ReportFailed: a cell failed (both files are written all the same).
     """
     st = api.open_store(store)
+    say = _say if progress else _quiet
     if scan:
         if root is None or scan_id is not None:
             raise UsageError("--scan needs ROOT and no --snapshot: it reports on the new scan.")
-        info = api.scan_root(root, store=st)
+        info = api.scan_root(root, store=st, progress=progress)
     else:
         info = find_scan(st, root=os.path.abspath(root) if root else None, scan_id=scan_id)
     nb_path, html_path = report_paths(Path(out), info, redact=redact)
@@ -177,8 +181,13 @@ def make_report(
         template = REPORT_NOTEBOOK
         parameters = {"root": info.root, "store": str(st.root), "scan_id": info.scan_id}
         title = f"Workspace audit: {info.root} ({info.scan_id})"
+    say(f"classifying the scans of {'the root' if redact else info.root} not classified yet")
     classify_ahead(st, info, timeout=timeout)
-    executed, failure = _execute(template, parameters, env, cwd=nb_path.parent, timeout=timeout)
+    say("running the audit notebook")
+    executed, failure = _execute(
+        template, parameters, env, cwd=nb_path.parent, timeout=timeout, progress=progress
+    )
+    say("writing the notebook and its HTML")
     if redact:
         _scrub(executed)
     write_private_file(nb_path, nbformat.writes(executed).encode(), exclusive=inside)
@@ -195,6 +204,16 @@ def make_report(
             f"see {where} for where. Fix the cause (or report it), then run the report again."
         )
     return ReportResult(info.scan_id, info.root, str(nb_path), str(html_path), suggested)
+
+
+def _say(text: str) -> None:
+    """One line on stderr about what the report is doing (``make_report(progress=True)``)."""
+    sys.stderr.write(f"report: {text}…\n")
+    sys.stderr.flush()
+
+
+def _quiet(text: str) -> None:
+    """What ``make_report`` says when it is asked for no progress: nothing."""
 
 
 def classify_ahead(st: Store, info: ScanInfo, *, timeout: int) -> bool:
@@ -284,9 +303,18 @@ _KERNEL_ARGUMENTS = ["--IPKernelApp.exec_lines=import hygiene_nb._process"]
 
 
 def _execute(
-    template: str, parameters: dict[str, str], env: dict[str, str], *, cwd: Path, timeout: int
+    template: str,
+    parameters: dict[str, str],
+    env: dict[str, str],
+    *,
+    cwd: Path,
+    timeout: int,
+    progress: bool = False,
 ) -> tuple[nbformat.NotebookNode, Exception | None]:
-    """Run a packaged notebook with papermill; the executed notebook and the failure, if any."""
+    """Run a packaged notebook with papermill; the executed notebook and the failure, if any.
+
+    ``progress``: papermill's bar of the cells run so far, on stderr.
+    """
     with (
         tempfile.TemporaryDirectory(prefix="hygiene-nb-report-") as scratch,
         as_file(files("hygiene_nb.notebook") / template) as source,
@@ -297,7 +325,9 @@ def _execute(
         # after its last cell (whatever it wrote is complete by then), not shut down in turn
         # (its interpreter freeing all it held: about 0.6 s at 1M entries)
         kernel_env = env | {"TMPDIR": scratch}
-        failure = _run(source, running, parameters, kernel_env, cwd=cwd, timeout=timeout)
+        failure = _run(
+            source, running, parameters, kernel_env, cwd=cwd, timeout=timeout, progress=progress
+        )
         return nbformat.read(running, as_version=4), failure
 
 
@@ -337,6 +367,7 @@ def _run(
     *,
     cwd: Path,
     timeout: int,
+    progress: bool = False,
 ) -> Exception | None:
     """Execute ``source`` into ``running`` with ``env`` in the kernel's environment."""
     pm = _papermill()
@@ -350,7 +381,7 @@ def _run(
             parameters=parameters,
             kernel_name="python3",
             cwd=str(cwd),
-            progress_bar=False,
+            progress_bar=progress,
             log_output=False,
             # written once at the end, and before it raises for a failed cell (then with that
             # cell marked): not around each of the ~30 cells, a 5 MB file each time (about
