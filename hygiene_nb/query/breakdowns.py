@@ -106,8 +106,9 @@ def _tops_sql(ids: str, root: str) -> str:
     alone. (Summed per parent directory first, they were held per directory: their memory
     grew with the tree, about 130 MiB more at 5M entries than at 1M.)
     """
-    # the root's segments, and the empty one before its first "/": the child is the next one
-    below_root = 2 if root == "/" else len(root.strip("/").split("/")) + 2
+    # a parent's text starts with the root's, then "/" (one "/" for the root "/"): the child is
+    # the part after as many slashes as that prefix holds (a root "//x" keeps both of its own)
+    below_root = (root if root.endswith("/") else root + "/").count("/") + 1
     return f"""
         SELECT id, top, CAST(sum(bytes) AS BIGINT) AS bytes
         FROM (SELECT {ids} AS id,
@@ -301,6 +302,7 @@ def by_type(
         # each part (a CTE read twice would be held whole: its memory grows with the tree), and
         # the largest per extension are ranked on one key, ``(size, -row_no)``: DuckDB then
         # keeps a few rows per extension (``top_n_window_elimination``), not every file.
+        # (A row value as the key: Spark SQL orders by the same struct, field by field.)
         typed = f"""
             SELECT row_no, {EXTENSION_SQL} AS ext, size, alloc, once
             FROM ({_ONCE}) o WHERE kind = 'file'
