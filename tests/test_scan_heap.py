@@ -6,6 +6,7 @@ allocate are made to ask for them, in a fresh interpreter (an arena is never tak
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ _THREADS = textwrap.dedent(
     from hygiene_nb.scan import heap
 
     if sys.argv[1] == "bounded":
-        assert heap.bound_arenas()
+        heap.bound_arenas()
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.free.argtypes = [ctypes.c_void_p]
@@ -40,7 +41,7 @@ _THREADS = textwrap.dedent(
         t.start()
     for t in threads:
         t.join()
-    print("gave back" if heap.give_back() else "kept")
+    heap.give_back()
     libc.fopen.restype = ctypes.c_void_p
     libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
     libc.fclose.argtypes = [ctypes.c_void_p]
@@ -51,24 +52,39 @@ _THREADS = textwrap.dedent(
 )
 
 
-def _arenas(tmp_path: Path, mode: str) -> tuple[int, str]:
+def _arenas(tmp_path: Path, mode: str, **env: str) -> int:
     report = tmp_path / f"{mode}.xml"
-    done = subprocess.run(
+    # the machine's own limits left out, then the ones the case sets
+    clean = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
+    subprocess.run(
         [sys.executable, "-c", _THREADS, mode, str(report)],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
+        env=clean | env,
     )
-    return report.read_text().count("<heap nr="), done.stdout.strip()
+    return report.read_text().count("<heap nr=")
 
 
-def test_threads_share_two_arenas_once_bounded(tmp_path: Path) -> None:
-    free, _ = _arenas(tmp_path, "free")
-    bounded, said = _arenas(tmp_path, "bounded")
-    assert free > heap.ARENAS  # without the bound, the threads made arenas of their own
-    assert bounded <= heap.ARENAS
-    assert said == "gave back"  # what the threads freed went back to the system
+def test_threads_share_an_arena_per_core_once_bounded(tmp_path: Path) -> None:
+    free = _arenas(tmp_path, "free")
+    bounded = _arenas(tmp_path, "bounded")
+    wanted = max(heap.ARENAS, len(os.sched_getaffinity(0)))
+    assert free > wanted  # without the bound, the threads made arenas of their own
+    assert bounded <= wanted
+
+
+def test_a_limit_the_user_set_is_left_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
+    assert heap.arenas_wanted() is None and not heap.bound_arenas()
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+    assert heap.arenas_wanted() is None
+    # a scan under that limit keeps it: one arena, not the two it would allow
+    assert _arenas(tmp_path, "bounded", GLIBC_TUNABLES="glibc.malloc.arena_max=1") == 1
 
 
 def test_the_scan_command_bounds_the_arenas_before_it_walks(

@@ -8,19 +8,22 @@ to about 315 before its last at 5M entries (273 at 1M). With two arenas, given b
 row group is written, it stayed at about 233 MiB from the first group to the last.
 
 ``bound_arenas`` is process-wide, so only the ``hygiene-nb scan`` command calls it (before the
-walk starts its threads); a notebook's kernel keeps its own settings. ``give_back`` only returns
-free pages to the system, so every scan calls it. Both do nothing where the C library is not
-glibc.
+walk starts its threads); ``api.scan_root`` in a notebook's kernel leaves its settings as they
+are. It allows one arena per core the process may run on (two at least), and leaves alone a
+limit the user set (``MALLOC_ARENA_MAX``, or ``glibc.malloc.arena_max`` in ``GLIBC_TUNABLES``).
+``give_back`` only returns free pages to the system, so every scan calls it. Both do nothing
+where the C library is not glibc.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 
-__all__ = ["ARENAS", "bound_arenas", "give_back"]
+__all__ = ["ARENAS", "arenas_wanted", "bound_arenas", "give_back"]
 
-ARENAS = 2  # the arenas a scan's threads share: one per core of the 2-core benchmark machine
+ARENAS = 2  # the fewest arenas a scan's threads share (measured on a 2-core machine)
 _M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 
 
@@ -35,13 +38,25 @@ def _glibc() -> ctypes.CDLL | None:
     return libc if all(hasattr(libc, name) for name in needed) else None
 
 
-def bound_arenas(arenas: int = ARENAS) -> bool:
-    """Let at most ``arenas`` malloc arenas be made from now on; whether glibc took it."""
+def arenas_wanted() -> int | None:
+    """The arenas a scan allows: one per core it may run on, two at least (None: the user's)."""
+    if os.environ.get("MALLOC_ARENA_MAX") or "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
+        return None
+    return max(ARENAS, len(os.sched_getaffinity(0)))
+
+
+def bound_arenas() -> bool:
+    """Let at most ``arenas_wanted()`` malloc arenas be made from now on.
+
+    Whether it was asked of glibc (glibc fixes its limit when it first needs one: a process
+    that had already made its arenas keeps them).
+    """
     libc = _glibc()
-    return libc is not None and libc.mallopt(_M_ARENA_MAX, int(arenas)) == 1
+    wanted = arenas_wanted()
+    return libc is not None and wanted is not None and libc.mallopt(_M_ARENA_MAX, wanted) == 1
 
 
 def give_back() -> bool:
     """Return the free pages of every malloc arena to the system; whether any were."""
     libc = _glibc()
-    return libc is not None and libc.malloc_trim(0) == 1
+    return libc is not None and libc.malloc_trim(ctypes.c_size_t(0)) == 1
