@@ -114,7 +114,7 @@ def scan(
         check_publish(publish_to, store=store, host=publish_host)
     from hygiene_nb.scan.heap import bound_arenas
 
-    bound_arenas()  # the walker's threads share two malloc arenas (see ``scan.heap``)
+    bound_arenas()  # the walker's threads share an arena per core (see ``scan.heap``)
     info = api.scan_root(
         root,
         store=store,

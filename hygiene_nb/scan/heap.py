@@ -3,9 +3,9 @@
 The walker's threads (``scan.walk.cwalk``) allocate and free their row buffers through malloc.
 glibc gives each contending thread an arena of its own (up to 8 per core) and keeps what was
 freed in it, so a long scan's freed buffers pile up, scattered over 16 arenas: on the
-benchmark's trees the scan's resident memory grew from about 225 MiB before its first row group
-to about 315 before its last at 5M entries (273 at 1M). With two arenas, given back after each
-row group is written, it stayed at about 233 MiB from the first group to the last.
+benchmark's 5M-entry tree the scan's resident memory grew from about 225 MiB before its first
+row group to about 315 before its last. With two arenas (one per core of that 2-core machine),
+given back after each row group is written, it stayed at about 233 MiB from first to last.
 
 ``bound_arenas`` is process-wide, so only the ``hygiene-nb scan`` command calls it (before the
 walk starts its threads); ``api.scan_root`` in a notebook's kernel leaves its settings as they
